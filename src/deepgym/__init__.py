@@ -1,0 +1,54 @@
+"""deepgym: verifiable rewards for RL training that a model's answer cannot forge.
+
+``import deepgym`` stays light: names load on first use (no heavy optional dependency).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "AsyncDeepGym": "deepgym.client",
+    "BatchResult": "deepgym.models",
+    "CaseResult": "deepgym.models",
+    "DeepGym": "deepgym.client",
+    "DeepGymError": "deepgym.exceptions",
+    "Environment": "deepgym.models",
+    "EvalResult": "deepgym.models",
+    "MODEL_FAULT_ERRORS": "deepgym.verdict",
+    "NoVerdictError": "deepgym.exceptions",
+    "RunResult": "deepgym.models",
+    "SandboxError": "deepgym.exceptions",
+    "VerifierError": "deepgym.exceptions",
+    "checked_score": "deepgym.verdict",
+    "is_infrastructure_failure": "deepgym.exceptions",
+    "list_environments": "deepgym.envs.registry",
+    "load_environment": "deepgym.envs.registry",
+    "load_suite": "deepgym.envs.registry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from deepgym.client import AsyncDeepGym, DeepGym
+    from deepgym.envs.registry import list_environments, load_environment, load_suite
+    from deepgym.exceptions import DeepGymError, NoVerdictError, SandboxError, VerifierError
+    from deepgym.exceptions import is_infrastructure_failure
+    from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult
+    from deepgym.verdict import MODEL_FAULT_ERRORS, checked_score
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deepgym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

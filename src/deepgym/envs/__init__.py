@@ -1,0 +1,1 @@
+"""Environments: folders on disk, the built-in registry, and benchmark suites."""

@@ -1,0 +1,142 @@
+"""Every exception deepgym raises, under one root.
+
+::
+
+    DeepGymError
+    ├── ConfigError (also ValueError)        bad input: an argument, a file, a test case
+    │   └── UnknownEnvironmentError (also KeyError)
+    ├── SandboxError                         the sandbox could not run or finish the job
+    │   ├── SandboxUnavailableError          the isolation mechanism is missing on this host
+    │   ├── SandboxDiedError                 the sandbox died before the answer was in play
+    │   └── SandboxExpiredError              a provider retired the sandbox at its lifetime's end
+    ├── DeepGymTimeoutError (also TimeoutError)  time ran out before the answer was in play
+    ├── VerifierError                        the verifier printed no result
+    ├── InvalidScoreError (also ValueError)  a score that is NaN, infinite or outside [0, 1]
+    ├── NoVerdictError                       a run without a verdict, where a number is required
+    └── TransportError                       a remote service or provider could not be reached
+
+Foreign errors are translated once, at the boundary, with ``raise ... from exc``.
+``is_infrastructure_failure`` says which failures are ours for certain (contract, "Infrastructure
+or policy").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "DeepGymError",
+    "DeepGymTimeoutError",
+    "InvalidScoreError",
+    "NoVerdictError",
+    "SandboxDiedError",
+    "SandboxError",
+    "SandboxExpiredError",
+    "SandboxUnavailableError",
+    "TransportError",
+    "UnknownEnvironmentError",
+    "VerifierError",
+    "is_infrastructure_failure",
+]
+
+
+class DeepGymError(Exception):
+    """Root of every exception deepgym raises."""
+
+
+class ConfigError(DeepGymError, ValueError):
+    """Bad input: the message names the offending argument, field or file."""
+
+
+class UnknownEnvironmentError(ConfigError, KeyError):
+    """No environment of that name; the message suggests the closest known one."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class SandboxError(DeepGymError):
+    """The sandbox could not run or finish the job; there is no verdict."""
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class SandboxUnavailableError(SandboxError):
+    """The isolation this backend needs cannot run on this host (never a silent fallback)."""
+
+
+class SandboxDiedError(SandboxError):
+    """The sandbox died before the answer came into play."""
+
+
+class SandboxExpiredError(SandboxError):
+    """A provider retired the sandbox at the end of its lifetime."""
+
+
+class DeepGymTimeoutError(DeepGymError, TimeoutError):
+    """Time ran out before the answer came into play; there is no verdict."""
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class VerifierError(DeepGymError):
+    """The verifier printed no result; there is no verdict."""
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class InvalidScoreError(DeepGymError, ValueError):
+    """A score that is NaN, infinite or outside [0, 1]: never reward."""
+
+
+class NoVerdictError(DeepGymError):
+    """A run had no verdict where the caller needs a number (verl's ``compute_score``)."""
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class TransportError(DeepGymError, ConnectionError):
+    """A remote service or provider could not be reached, or answered 5xx / 429 / 401 / 403."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+_INFRA_STATUS = frozenset({401, 403, 429})
+
+
+def is_infrastructure_failure(exc: BaseException) -> bool:
+    """True when ``exc`` is a failure that is ours for certain, never the policy's.
+
+    Infrastructure: a connection or transport error, a provider call timing out, a provider HTTP
+    5xx or 429, the provider refusing our credentials (401, 403), the provider evicting the sandbox
+    or retiring it at its lifetime's end (``SandboxExpiredError``), and a sandbox that could not
+    start. Anything else, ``SandboxDiedError`` included, is not known to be ours.
+    """
+    if isinstance(exc, SandboxDiedError):
+        return False
+    if isinstance(exc, SandboxExpiredError | SandboxUnavailableError):
+        return True
+    if isinstance(exc, TransportError):
+        code = exc.status_code
+        return code is None or code >= 500 or code in _INFRA_STATUS
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+    if isinstance(status, int) and (status >= 500 or status in _INFRA_STATUS):
+        return True
+    name = type(exc).__name__
+    return name in {"ConnectError", "ReadTimeout", "ConnectTimeout", "PoolTimeout", "RemoteProtocolError"}

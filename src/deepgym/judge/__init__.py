@@ -1,0 +1,15 @@
+"""The judge: code that runs *inside* the sandbox (standard library only).
+
+Two processes per run, never one. The verifier process (``harness``) loads the verifier and the
+test data and drives the checks; the solution process (``solution_host``) holds the answer and
+serves plain-data calls (``wire``) on a pair of pipes. The verdict travels on a private file
+descriptor only the verifier process holds, so nothing the answer prints can become a score.
+
+Threat model: the answer is hostile. It runs in its own namespaces (user, pid, mount, net, ipc,
+uts), cannot see the verifier's files or processes, has no network and no host environment, and
+runs under limits on memory, processes, file size, open files and CPU time. The verifier is
+trusted but sandboxed too (no network, no host files beyond the ones it needs).
+
+Inside the sandbox this package is mounted as ``deepgym_judge`` and imports only its siblings,
+so nothing here may import ``deepgym``.
+"""

@@ -1,0 +1,29 @@
+"""Entry point of both sandbox processes: ``python -I -S _boot.py verifier|solution ...``.
+
+``-I`` keeps the script's folder off ``sys.path``, so put the judge package's parent there, import
+the role's module from the package, and run it.
+"""
+
+import importlib
+import os
+import sys
+
+
+def _main() -> int:
+    pkg_dir = os.path.dirname(os.path.abspath(__file__))
+    parent = os.path.dirname(pkg_dir)
+    sys.path.insert(0, parent)
+    role = sys.argv[1] if len(sys.argv) > 1 else ""
+    module = {"verifier": "harness", "solution": "solution_host"}.get(role)
+    if module is None:
+        sys.stderr.write("usage: _boot.py verifier|solution ...\n")
+        return 2
+    mod = importlib.import_module(f"{os.path.basename(pkg_dir)}.{module}")
+    if role == "solution":  # the answer gets no view of the judge package on its path
+        sys.path.remove(parent)
+    code: int = mod.main(sys.argv[2:])
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,362 @@
+"""The verifier's side of the solution process: start it lazily, call into it, bound its time.
+
+``SolutionProxy`` is what a ``verify(solution, test_cases)`` function receives: attribute access
+names a function of the answer's module, calling it is an RPC with its own time limit, and a
+returned object (a class instance, a generator) comes back as a ``RemoteObject`` whose methods
+and iteration are RPCs too. Failures surface as:
+
+- ``SolutionError`` (an ``Exception``): the answer raised, or returned something that cannot cross;
+- ``SolutionDied`` (an ``Exception``): the solution process ended (crash, kill, memory limit);
+- ``SolutionTimeout`` (a ``BaseException``): a call ran past its limit. It derives from
+  ``BaseException`` so that a verifier's ``except Exception`` cannot swallow it.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import wire
+from .blame import solution_used_its_time
+
+EXCERPT = 4096
+
+
+class SolutionError(Exception):
+    """The answer raised (``exc_type`` names its exception) or sent something malformed."""
+
+    def __init__(self, message: str, exc_type: str = "", tb: str = "") -> None:
+        super().__init__(message)
+        self.exc_type = exc_type
+        self.traceback = tb
+
+
+class SolutionDied(Exception):
+    """The solution process ended before it replied."""
+
+    def __init__(self, message: str, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class SolutionTimeout(BaseException):
+    """A call into the answer ran past its time limit (cannot be caught by ``except Exception``)."""
+
+    def __init__(self, message: str, blame_solution: bool = True) -> None:
+        super().__init__(message)
+        self.blame_solution = blame_solution
+
+
+class Stream:
+    """Bounded capture of one output pipe: an excerpt, a byte count, and the full text if kept."""
+
+    def __init__(self, keep_all: bool) -> None:
+        self.keep_all = keep_all
+        self.chunks: list[bytes] = []
+        self.head = b""
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.size += len(data)
+        if len(self.head) < EXCERPT:
+            self.head += data[: EXCERPT - len(self.head)]
+        if self.keep_all:
+            self.chunks.append(data)
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")
+
+
+class Process:
+    """One started solution process and its pipes."""
+
+    def __init__(self, pid: int, pidfd: int, fds: dict[str, int], keep_stdout: bool) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.fds = fds
+        self.out = Stream(keep_all=keep_stdout)
+        self.err = Stream(keep_all=False)
+        self.buffer = b""
+        self.status: int | None = None
+        self.rusage_cpu_ms: float | None = None
+        self.limit: str | None = None
+
+
+def _tree(pid: int) -> tuple[float, list[str]]:
+    """CPU milliseconds and states of ``pid`` and its descendants, read from ``/proc``."""
+    ppid: dict[int, int] = {}
+    info: dict[int, tuple[float, str]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read().decode()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()
+        p = int(name)
+        ppid[p] = int(fields[1])
+        info[p] = ((int(fields[11]) + int(fields[12])) * 1000.0 / tick, fields[0])
+    tree = {pid}
+    changed = True
+    while changed:
+        changed = False
+        for p, parent in ppid.items():
+            if parent in tree and p not in tree:
+                tree.add(p)
+                changed = True
+    cpu = sum(info[p][0] for p in tree if p in info)
+    return cpu, [info[p][1] for p in tree if p in info and p != pid]
+
+
+class Launcher:
+    """Starts solution processes with a command prefix chosen by the host (sandboxed or not)."""
+
+    def __init__(self, job: dict[str, Any], on_start: Callable[[], None]) -> None:
+        self.prefix: list[str] = list(job["solution_argv"])
+        self.env: dict[str, str] = dict(job.get("solution_env") or {})
+        self.cgroup_procs: list[str] = list(job.get("cgroup_procs") or [])
+        self.setsid: bool = bool(job.get("solution_setsid", False))
+        self.limits = job.get("limits_json", "{}")
+        self.path: str = job["solution_path"]
+        self.output_cap: int = int(job.get("output_cap", 16 * 1024 * 1024))
+        self.on_start = on_start
+
+    def start(self, mode: str, args: tuple[str, ...] = (), keep_stdout: bool = False) -> Process:
+        self.on_start()
+        argv = [*self.prefix, "solution", mode, self.path, self.limits, *args]
+        r_req, w_req = os.pipe()
+        r_rep, w_rep = os.pipe()
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        r_in, w_in = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child execs at once
+            try:
+                for procs in self.cgroup_procs:
+                    with open(procs, "w") as f:
+                        f.write("0")
+                if self.setsid:
+                    os.setsid()
+                # Lift every source above the targets first: a pipe may already sit on 0-4.
+                high = [os.dup2(src, 100 + i) for i, src in enumerate((r_in, w_out, w_err, r_req,
+                                                                       w_rep))]
+                for dst, src in enumerate(high):
+                    os.dup2(src, dst)
+                os.closerange(5, 65536)
+                os.execve(argv[0], argv, self.env)
+            finally:
+                os._exit(127)
+        for fd in (r_req, w_rep, w_out, w_err, r_in):
+            os.close(fd)
+        fds = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
+        for fd in (r_rep, r_out, r_err):
+            os.set_blocking(fd, False)
+        return Process(pid, os.pidfd_open(pid), fds, keep_stdout)
+
+    def kill(self, proc: Process) -> None:
+        if proc.status is None:
+            try:
+                if self.setsid:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                os.kill(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.reap(proc)
+
+    def reap(self, proc: Process) -> None:
+        if proc.status is None:
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.status = status
+            proc.rusage_cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
+        for fd in (*proc.fds.values(), proc.pidfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        proc.fds = {}
+
+    def pump(self, proc: Process, deadline: float, want_line: bool) -> bytes | None:
+        """Move output until a reply line (``want_line``) or the process's end, or the deadline.
+
+        Returns the reply line, or None when the process ended first. Raises ``TimeoutError``
+        at the deadline with the process still running.
+        """
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(proc.fds["out"], selectors.EVENT_READ, proc.out)
+            sel.register(proc.fds["err"], selectors.EVENT_READ, proc.err)
+            if want_line:
+                sel.register(proc.fds["rep"], selectors.EVENT_READ, None)
+            sel.register(proc.pidfd, selectors.EVENT_READ, "exit")
+            exited = False
+            while True:
+                if want_line and b"\n" in proc.buffer:
+                    line, _, proc.buffer = proc.buffer.partition(b"\n")
+                    return line
+                if exited and not sel.get_map():
+                    return None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 and not exited:
+                    raise TimeoutError
+                for key, _ in sel.select(max(remaining, 0) if not exited else 0):
+                    if key.data == "exit":
+                        exited = True
+                        sel.unregister(proc.pidfd)
+                        continue
+                    try:
+                        data = os.read(key.fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        sel.unregister(key.fd)
+                    elif key.data is None:
+                        proc.buffer += data
+                    else:
+                        key.data.add(data)
+                        if proc.out.size + proc.err.size > self.output_cap:
+                            proc.limit = "output_size"
+                            self.kill(proc)
+                            return None
+                if exited and not sel.select(0):
+                    return None
+        finally:
+            sel.close()
+
+    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
+        cpu_ms, states = _tree(proc.pid)
+        runnable = any(s in ("R", "D") for s in states)
+        return solution_used_its_time(cpu_ms, limit_ms, None if runnable else "S")
+
+
+class Session:
+    """The module-mode solution process of one run, started at first use, restarted after a death."""
+
+    def __init__(self, launcher: Launcher, case_timeout: float, deadline: float) -> None:
+        self.launcher = launcher
+        self.case_timeout = case_timeout
+        self.deadline = deadline
+        self.proc: Process | None = None
+        self.timed_out = False
+        self.last_death: SolutionDied | None = None
+
+    def _ensure(self) -> Process:
+        if self.proc is None or self.proc.status is not None:
+            self.proc = self.launcher.start("module")
+        return self.proc
+
+    def request(self, req: dict[str, Any], deref: Callable[[int], Any]) -> Any:
+        proc = self._ensure()
+        try:
+            os.write(proc.fds["req"], wire.encode(req))
+        except (BrokenPipeError, KeyError):
+            pass  # it died; pump reports how
+        limit = min(self.case_timeout, max(self.deadline - time.monotonic(), 0.0))
+        try:
+            line = self.launcher.pump(proc, time.monotonic() + limit, want_line=True)
+        except TimeoutError:
+            blame = self.launcher.timeout_blame(proc, limit * 1000.0)
+            self.launcher.kill(proc)
+            proc.limit = "case_time"
+            self.timed_out = True
+            raise SolutionTimeout(f"call ran past its {limit:.3g}s limit", blame) from None
+        if line is None:
+            self.launcher.reap(proc)
+            self.last_death = self._death(proc)
+            raise self.last_death
+        try:
+            reply = wire.decode(line, deref)
+        except wire.WireError as exc:
+            raise SolutionError(f"malformed reply from the solution: {exc}") from None
+        if not isinstance(reply, dict):
+            raise SolutionError("malformed reply from the solution")
+        if "err" in reply:
+            err = reply["err"] if isinstance(reply["err"], dict) else {}
+            raise SolutionError(
+                f"{err.get('type', 'Error')}: {err.get('message', '')}",
+                str(err.get("type", "")),
+                str(err.get("traceback", "")),
+            )
+        if reply.get("stop"):
+            raise StopIteration
+        return reply.get("ok")
+
+    def _death(self, proc: Process) -> SolutionDied:
+        status = proc.status or 0
+        limit = proc.limit
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            limit = limit or {signal.SIGXCPU: "cpu_time", signal.SIGXFSZ: "file_size"}.get(sig)
+            return SolutionDied(f"solution process killed by signal {sig}", limit)
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+        return SolutionDied(f"solution process exited with code {code}", limit)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.launcher.kill(self.proc)
+
+
+class RemoteObject:
+    """An object that lives in the solution process; methods and iteration are RPCs."""
+
+    def __init__(self, session: Session, ref: int) -> None:
+        self._session = session
+        self._ref = ref
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            req = {"op": "method", "ref": self._ref, "name": name, "args": list(args),
+                   "kwargs": kwargs}
+            return self._session.request(req, self._deref)
+
+        return method
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        req = {"op": "call_ref", "ref": self._ref, "args": list(args), "kwargs": kwargs}
+        return self._session.request(req, self._deref)
+
+    def __iter__(self) -> Iterator[Any]:
+        it = self._session.request({"op": "iter", "ref": self._ref}, self._deref)
+        return it if isinstance(it, RemoteObject) else iter(it)
+
+    def __next__(self) -> Any:
+        return self._session.request({"op": "next", "ref": self._ref}, self._deref)
+
+    def _deref(self, ref: int) -> RemoteObject:
+        return RemoteObject(self._session, ref)
+
+    def __repr__(self) -> str:
+        return f"<remote object {self._ref}>"
+
+
+class SolutionProxy:
+    """The answer's module, seen from the verifier: ``solution.add(1, 2)`` is an RPC."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            req = {"op": "call", "name": name, "args": list(args), "kwargs": kwargs}
+            return self._session.request(req, self._deref)
+
+        return call
+
+    def get(self, name: str) -> Any:
+        """The value of a module attribute (a constant, or a reference to a class or function)."""
+        return self._session.request({"op": "getattr", "name": name}, self._deref)
+
+    def _deref(self, ref: int) -> RemoteObject:
+        return RemoteObject(self._session, ref)

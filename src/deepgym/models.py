@@ -1,0 +1,307 @@
+"""The public data model: environments, run results and their totals (pure, no I/O).
+
+Totals follow the contract: the headline numbers (``passed``, ``failed``, ``avg_score``,
+``pass_rate``) count a run without a verdict as a failed 0; the judged-only numbers
+(``no_verdict_count``, ``judged_count``, ``judged_pass_rate``, ``judged_mean_score``) sit beside
+them. A run without a verdict never counts as passed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from deepgym.verdict import ALL_ERROR_TYPES, MODEL_FAULT_ERRORS, has_verdict
+
+__all__ = [
+    "MODEL_FAULT_ERRORS",
+    "BatchResult",
+    "CaseResult",
+    "Environment",
+    "EvalResult",
+    "Evidence",
+    "RunResult",
+    "ServiceTime",
+    "Totals",
+]
+
+EnvKind = Literal["function", "script", "patch"]
+Compare = Literal["exact", "float", "unordered", "tokens"]
+
+
+class Environment(BaseModel):
+    """One task: what the model is asked, and how its answer is verified.
+
+    Exactly one way to verify is needed: ``test_cases`` (declarative, against ``entry_point``, or
+    stdin/stdout cases for a script), ``verifier_code`` or ``verifier_path`` (a ``verify``
+    function), or, for a patch task, ``repo_path``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    task: str = ""
+    kind: EnvKind = "function"
+    entry_point: str | None = None
+    test_cases: list[dict[str, Any]] | None = None
+    verifier_code: str | None = None
+    verifier_path: Path | None = None
+    reference_solution: str | None = None
+    repo_path: Path | None = None
+    timeout: float = Field(default=10.0, gt=0)
+    case_timeout: float = Field(default=2.0, gt=0)
+    memory_mb: int = Field(default=1024, ge=32)
+    max_processes: int = Field(default=64, ge=1)
+    max_file_mb: int = Field(default=64, ge=1)
+    compare: Compare = "exact"
+    difficulty: str | None = None
+    tags: tuple[str, ...] = ()
+    seed: int | None = None
+    description: str = ""
+    source_dir: Path | None = None
+
+    @field_validator("test_cases")
+    @classmethod
+    def _cases_are_objects(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if v is None:
+            return v
+        for i, case in enumerate(v):
+            if not isinstance(case, dict):
+                raise ValueError(f"test_cases[{i}] must be an object, got {type(case).__name__}")
+            if "args" in case and not isinstance(case["args"], list):
+                raise ValueError(f"test_cases[{i}].args must be a list")
+            if "kwargs" in case and not isinstance(case["kwargs"], dict):
+                raise ValueError(f"test_cases[{i}].kwargs must be an object")
+        return v
+
+    @model_validator(mode="after")
+    def _has_a_verifier(self) -> Environment:
+        if self.verifier_code is not None and self.verifier_path is not None:
+            raise ValueError("give verifier_code or verifier_path, not both")
+        has_custom = self.verifier_code is not None or self.verifier_path is not None
+        if self.kind == "patch":
+            if self.repo_path is None:
+                raise ValueError("a patch environment needs repo_path")
+            return self
+        if self.test_cases is None and not has_custom:
+            raise ValueError("an environment needs test_cases, verifier_code or verifier_path")
+        if self.kind == "function" and not has_custom:
+            if not self.entry_point:
+                raise ValueError("declarative test_cases need an entry_point")
+            for i, case in enumerate(self.test_cases or []):
+                if "expected" not in case:
+                    raise ValueError(f"test_cases[{i}] has no 'expected'")
+        if self.kind == "script" and not has_custom:
+            for i, case in enumerate(self.test_cases or []):
+                if "expected_stdout" not in case:
+                    raise ValueError(f"test_cases[{i}] has no 'expected_stdout'")
+        return self
+
+
+class CaseResult(BaseModel):
+    """One test's outcome inside a run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    passed: bool
+    score: float | None = None
+    message: str = ""
+
+
+class Evidence(BaseModel):
+    """What the sandbox saw: the facts that decide blame for a failure."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit_fired: str | None = None
+    """``wall_time``, ``case_time``, ``cpu_time``, ``memory``, ``processes``, ``file_size``,
+    ``output_size`` or None."""
+    limit_mechanism: dict[str, str] = Field(default_factory=dict)
+    """Which mechanism enforced each limit (``rlimit``, ``cgroup-v1``, ``cgroup-v2``, ``tmpfs``)."""
+    solution_cpu_ms: float | None = None
+    peak_memory_mb: float | None = None
+    in_play_ms: float | None = None
+    """Milliseconds from the verifier's start to the instant the answer came into play."""
+    in_play_by: str | None = None
+    """``solution_started`` or ``solution_file_opened``."""
+    signal: int | None = None
+
+
+class ServiceTime(BaseModel):
+    """Where a run's wall time went, in milliseconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue_ms: float = 0.0
+    start_ms: float = 0.0
+    verifier_ms: float = 0.0
+    solution_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class RunResult(BaseModel):
+    """The outcome of one answer: a verdict (a score the policy earned) or no verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float = Field(ge=0.0, le=1.0)
+    passed: bool
+    has_verdict: bool = True
+    error_type: str | None = None
+    error: str = ""
+    """The cause, in a line, for a failed or unjudged run."""
+    exit_code: int | None = None
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    cases: list[CaseResult] = Field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    execution_time_ms: float = 0.0
+    isolation: str = ""
+    env_name: str | None = None
+    time_limit_s: float | None = None
+    attempts: int = 1
+    evidence: Evidence = Field(default_factory=Evidence)
+    service: ServiceTime = Field(default_factory=ServiceTime)
+
+    @field_validator("error_type")
+    @classmethod
+    def _closed_error_type(cls, v: str | None) -> str | None:
+        if v is not None and v not in ALL_ERROR_TYPES:
+            raise ValueError(f"error_type {v!r} is not one of {sorted(ALL_ERROR_TYPES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunResult:
+        if self.has_verdict and not has_verdict(self.error_type):
+            raise ValueError(f"a run with error_type {self.error_type!r} has no verdict")
+        if not self.has_verdict and self.passed:
+            raise ValueError("a run without a verdict cannot pass")
+        return self
+
+    @classmethod
+    def no_verdict(cls, error_type: str, error: str, **fields: Any) -> RunResult:
+        """A result without a verdict (score 0, not passed)."""
+        return cls(score=0.0, passed=False, has_verdict=False, error_type=error_type,
+                   error=error, **fields)
+
+    def per_test_rewards(self) -> dict[str, float]:
+        """``{'test_0': 1.0, ..., 'overall': score}``: one entry per test case."""
+        out = {c.name: (c.score if c.score is not None else float(c.passed)) for c in self.cases}
+        out["overall"] = self.score
+        return out
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    idx = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return float(sorted_values[idx])
+
+
+class Totals(BaseModel):
+    """Headline (conservative) and judged-only totals over a list of results."""
+
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    avg_score: float = 0.0
+    pass_rate: float = 0.0
+    no_verdict_count: int = 0
+    judged_count: int = 0
+    judged_pass_rate: float = 0.0
+    judged_mean_score: float = 0.0
+
+    @classmethod
+    def of(cls, results: Sequence[RunResult]) -> Totals:
+        n = len(results)
+        judged = [r for r in results if r.has_verdict]
+        passed = sum(1 for r in judged if r.passed)
+        score_sum = sum(r.score for r in judged)
+        return cls(
+            total=n,
+            passed=passed,
+            failed=n - passed,
+            avg_score=score_sum / n if n else 0.0,
+            pass_rate=passed / n if n else 0.0,
+            no_verdict_count=n - len(judged),
+            judged_count=len(judged),
+            judged_pass_rate=passed / len(judged) if judged else 0.0,
+            judged_mean_score=score_sum / len(judged) if judged else 0.0,
+        )
+
+    def summary_line(self) -> str:
+        """``Pass Rate: 63.00% (judged 70.00%, 10.00% no verdict)``."""
+        nv = self.no_verdict_count / self.total if self.total else 0.0
+        return (
+            f"Pass Rate: {self.pass_rate:.2%} (judged {self.judged_pass_rate:.2%}, "
+            f"{nv:.2%} no verdict)"
+        )
+
+
+class _Aggregate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    results: list[RunResult]
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    avg_score: float = 0.0
+    pass_rate: float = 0.0
+    no_verdict_count: int = 0
+    judged_count: int = 0
+    judged_pass_rate: float = 0.0
+    judged_mean_score: float = 0.0
+    execution_time_ms: float = 0.0
+
+    @model_validator(mode="after")
+    def _totals(self) -> _Aggregate:
+        t = Totals.of(self.results)
+        for name, value in t.model_dump().items():
+            object.__setattr__(self, name, value)
+        return self
+
+    @property
+    def totals(self) -> Totals:
+        return Totals.of(self.results)
+
+    def summary_line(self) -> str:
+        return self.totals.summary_line()
+
+    def service_time_quantiles(self) -> dict[str, float]:
+        """p50, p90, p99 and max of the runs' service time (ms)."""
+        xs = sorted(r.service.total_ms for r in self.results)
+        return {
+            "p50": _quantile(xs, 0.5),
+            "p90": _quantile(xs, 0.9),
+            "p99": _quantile(xs, 0.99),
+            "max": xs[-1] if xs else 0.0,
+            "mean": statistics.fmean(xs) if xs else 0.0,
+        }
+
+    @property
+    def timeout_rate(self) -> float:
+        """Share of runs that ended on a time limit (either side of the verdict line)."""
+        n = len(self.results)
+        hits = sum(1 for r in self.results if r.error_type in ("timeout", "solution_timeout"))
+        return hits / n if n else 0.0
+
+
+class BatchResult(_Aggregate):
+    """The results of ``run_batch``, in the order of the answers, with totals."""
+
+
+class EvalResult(_Aggregate):
+    """The results of ``eval``, in suite order; ``env_names`` names each result's environment."""
+
+    env_names: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names_match(self) -> EvalResult:
+        if len(self.env_names) != len(self.results):
+            raise ValueError("env_names must name every result")
+        return self

@@ -1,0 +1,90 @@
+"""Turn a backend's raw run into a ``RunResult`` (pure: the classification lives in ``verdict``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepgym.exceptions import DeepGymTimeoutError, SandboxDiedError, SandboxError, VerifierError
+from deepgym.models import CaseResult, Evidence, RunResult, ServiceTime
+from deepgym.sandbox.base import RawRun
+from deepgym.verdict import Classification, classify
+
+_MAX_CASES = 10_000
+
+
+def _cases(raw: list[Any] | None) -> list[CaseResult]:
+    out = []
+    for i, c in enumerate((raw or [])[:_MAX_CASES]):
+        if not isinstance(c, dict):
+            continue
+        score = c.get("score")
+        out.append(
+            CaseResult(
+                name=str(c.get("name") or f"test_{i}"),
+                passed=bool(c.get("passed")),
+                score=float(score) if isinstance(score, int | float) and 0 <= score <= 1 else None,
+                message=str(c.get("message") or "")[:500],
+            )
+        )
+    return out
+
+
+def _components(raw: Any) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): float(v) for k, v in raw.items() if isinstance(v, int | float)
+            and not isinstance(v, bool) and v == v and abs(v) != float("inf")}
+
+
+def build_result(raw: RawRun, env_name: str, time_limit_s: float, queue_ms: float = 0.0,
+                 attempts: int = 1) -> tuple[RunResult, Classification]:
+    """The contract's result for one raw run, and the classification behind it."""
+    c = classify(raw.outcome)
+    report = raw.report or {}
+    judged_ok = c.has_verdict and c.error_type is None
+    solution_ms = raw.solution_cpu_ms or 0.0
+    result = RunResult(
+        score=c.score,
+        passed=c.passed,
+        has_verdict=c.has_verdict,
+        error_type=c.error_type,
+        error=c.message[-2000:],
+        exit_code=raw.exit_code,
+        reward_components=_components(report.get("reward_components")) if judged_ok else {},
+        cases=_cases(report.get("cases")),
+        stdout=raw.stdout[:8192],
+        stderr=raw.stderr[:8192],
+        execution_time_ms=raw.total_ms,
+        isolation=raw.isolation,
+        env_name=env_name,
+        time_limit_s=time_limit_s,
+        attempts=attempts,
+        evidence=Evidence(
+            limit_fired=raw.limit_fired,
+            limit_mechanism=raw.limit_mechanism,
+            solution_cpu_ms=raw.solution_cpu_ms,
+            peak_memory_mb=raw.peak_memory_mb,
+            in_play_ms=raw.in_play_ms,
+            in_play_by=raw.in_play_by,
+            signal=raw.signal,
+        ),
+        service=ServiceTime(
+            queue_ms=queue_ms,
+            start_ms=raw.start_ms,
+            verifier_ms=max(raw.total_ms - raw.start_ms - solution_ms, 0.0),
+            solution_ms=solution_ms,
+            total_ms=raw.total_ms + queue_ms,
+        ),
+    )
+    return result, c
+
+
+def raise_for(result: RunResult, c: Classification) -> None:
+    """``dg.run``'s rule: raise on the no-verdict failures the contract lists."""
+    if c.raise_as == "sandbox":
+        cls = SandboxDiedError if result.exit_code not in (None, 0, 1) else SandboxError
+        raise cls(result.error or "the sandbox failed", result=result)
+    if c.raise_as == "timeout":
+        raise DeepGymTimeoutError(result.error or "the time limit ran out", result=result)
+    if c.raise_as == "verifier":
+        raise VerifierError(result.error or "the verifier printed no result", result=result)

@@ -1,0 +1,1 @@
+"""Sandbox backends: one small protocol, explicit selection, never a silent fallback."""

@@ -1,0 +1,54 @@
+"""The backend protocol and the job / raw-outcome records that cross it.
+
+A backend runs one job (an environment and one answer) and returns a ``RawRun``: the evidence,
+unclassified. The client classifies it with the pure rules in ``deepgym.verdict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from deepgym.models import Environment
+from deepgym.verdict import Outcome
+
+
+@dataclass(frozen=True)
+class Job:
+    """One answer to one environment, with the limits that apply to this run."""
+
+    env: Environment
+    answer: str
+    timeout: float
+    case_timeout: float
+
+
+@dataclass
+class RawRun:
+    """What a backend saw: the outcome to classify, and the evidence to report."""
+
+    outcome: Outcome
+    report: dict[str, Any] | None
+    isolation: str
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    in_play_ms: float | None = None
+    in_play_by: str | None = None
+    limit_fired: str | None = None
+    limit_mechanism: dict[str, str] = field(default_factory=dict)
+    solution_cpu_ms: float | None = None
+    peak_memory_mb: float | None = None
+    signal: int | None = None
+    start_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class Backend(Protocol):
+    """Runs jobs. ``run`` is the one required method; ``close`` releases what it holds."""
+
+    name: str
+
+    async def run(self, job: Job) -> RawRun: ...
+
+    async def close(self) -> None: ...

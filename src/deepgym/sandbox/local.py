@@ -1,0 +1,272 @@
+"""Local process backends: ``strict`` (a fresh bwrap per run) and ``unsafe`` (no isolation).
+
+``strict``: the verifier process runs in a fresh bwrap (all namespaces, no network, no host
+environment, the system's programs read-only, its environment and the answer mounted read-only,
+a private /tmp). At first use it starts the solution in a nested bwrap of its own (fresh user, pid,
+mount, net, ipc and uts namespaces, uid 65534, no capabilities, no further user namespaces, a
+size-capped tmpfs work dir holding only the answer, no /proc of the verifier) inside the run's
+cgroups. When the outer sandbox ends, its pid namespace takes every process with it, daemons
+included. ``unsafe`` runs the same judge with no isolation at all: for debugging only, and named
+so in every result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from deepgym.exceptions import ConfigError
+from deepgym.models import Environment
+from deepgym.sandbox import cgroups
+from deepgym.sandbox.base import Job, RawRun
+from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON, check_bwrap, find_bwrap, system_binds
+from deepgym.verdict import Outcome
+
+START_GRACE_S = 2.0
+OUTPUT_EXCERPT = 8192
+SOLUTION_UID = 65534
+VERIFIER_UID = 1000
+IN_JUDGE = "/opt/deepgym/deepgym_judge"
+
+
+def _env_key(env: Environment) -> str:
+    blob = json.dumps(
+        [env.name, env.kind, env.test_cases, env.verifier_code,
+         str(env.verifier_path) if env.verifier_path else None],
+        sort_keys=True, default=repr,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+class LocalBackend:
+    """Runs each job as fresh processes on this machine (strict: in bwrap; unsafe: bare)."""
+
+    def __init__(self, isolation: str = "strict") -> None:
+        if isolation not in ("strict", "unsafe"):
+            raise ConfigError(f"isolation must be 'strict' or 'unsafe', got {isolation!r}")
+        self.name = isolation
+        self.isolation = isolation
+        self._root = Path(tempfile.mkdtemp(prefix="deepgym-"))
+        os.chmod(self._root, 0o700)
+        self._envs: dict[str, Path] = {}
+        if isolation == "strict":
+            check_bwrap()
+            self._bwrap = find_bwrap()
+            self._sys = system_binds()
+
+    # -- preparing files ------------------------------------------------------------------
+    def _env_dir(self, env: Environment) -> Path:
+        key = _env_key(env)
+        cached = self._envs.get(key)
+        if cached is not None:
+            return cached
+        d = self._root / "envs" / key
+        d.mkdir(parents=True, exist_ok=True)
+        if env.test_cases is not None:
+            (d / "test_cases.json").write_text(json.dumps(env.test_cases))
+        if env.verifier_code is not None:
+            (d / "verifier.py").write_text(env.verifier_code)
+        elif env.verifier_path is not None:
+            shutil.copyfile(env.verifier_path, d / "verifier.py")
+        self._envs[key] = d
+        return d
+
+    def _limits(self, job: Job, group: cgroups.RunCgroup) -> dict[str, int]:
+        env = job.env
+        limits = {
+            "cpu_s": math.ceil(job.timeout) + 1,
+            "fsize_bytes": env.max_file_mb * 2**20,
+            "nofile": 256,
+            "nproc": env.max_processes,
+            "core": 0,
+        }
+        if "memory" not in group.dirs:
+            limits["as_bytes"] = env.memory_mb * 2**20
+        return limits
+
+    def _solution_prefix(self, job: Job) -> tuple[list[str], str]:
+        if self.isolation == "unsafe":
+            return [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py")], ""
+        size = str(job.env.max_file_mb * 2 * 2**20)
+        argv = [
+            self._bwrap.path, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", *self._sys,
+            "--ro-bind", IN_JUDGE, IN_JUDGE, "--dev", "/dev", "--tmpfs", "/proc",
+            "--size", size, "--tmpfs", "/work",
+            "--ro-bind", "/judge/answer/solution.py", "/work/solution.py",
+            "--size", size, "--tmpfs", "/tmp",
+            "--uid", str(SOLUTION_UID), "--gid", str(SOLUTION_UID), "--hostname", "sandbox",
+            "--chdir", "/work",
+            SANDBOX_PYTHON, "-I", "-S", f"{IN_JUDGE}/_boot.py",
+        ]
+        return argv, "/work/solution.py"
+
+    def _job_json(self, job: Job, env_dir: Path, run_dir: Path, group: cgroups.RunCgroup) -> dict[
+        str, Any
+    ]:
+        env = job.env
+        strict = self.isolation == "strict"
+        env_in = "/judge/env" if strict else str(env_dir)
+        answer = "/judge/answer/solution.py" if strict else str(run_dir / "answer" / "solution.py")
+        prefix, sol_path = self._solution_prefix(job)
+        cg = group.procs_files
+        return {
+            "kind": env.kind,
+            "entry_point": env.entry_point,
+            "compare": env.compare,
+            "timeout": job.timeout,
+            "case_timeout": job.case_timeout,
+            "test_cases_path": f"{env_in}/test_cases.json" if env.test_cases is not None else None,
+            "verifier_path": f"{env_in}/verifier.py"
+            if (env.verifier_code is not None or env.verifier_path is not None) else None,
+            "answer_path": answer,
+            "solution_path": sol_path or answer,
+            "solution_argv": prefix,
+            "solution_env": {"PATH": "/usr/bin:/bin", "HOME": "/work" if strict else str(run_dir),
+                             "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
+            "solution_setsid": not strict,
+            "cgroup_procs": [f"/cg/{c}.procs" for c in cg] if strict else list(cg.values()),
+            "limits_json": json.dumps(self._limits(job, group)),
+        }
+
+    def _verifier_argv(self, run_dir: Path, env_dir: Path, group: cgroups.RunCgroup,
+                       result_fd: int) -> list[str]:
+        boot = ["verifier", "", str(result_fd)]
+        if self.isolation == "unsafe":
+            boot[1] = str(run_dir / "job.json")
+            return [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py"), *boot]
+        boot[1] = "/judge/job.json"
+        cg: list[str] = []
+        for ctrl, procs in group.procs_files.items():
+            cg += ["--bind", procs, f"/cg/{ctrl}.procs"]
+        binds_bwrap: list[str] = []
+        for d in self._bwrap.ro_dirs:
+            binds_bwrap += ["--ro-bind", d, d]
+        return [
+            self._bwrap.path, "--unshare-all", "--die-with-parent", "--new-session",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+            "--tmpfs", "/tmp", *self._sys, *binds_bwrap,
+            "--ro-bind", str(JUDGE_DIR), IN_JUDGE,
+            "--ro-bind", str(env_dir), "/judge/env",
+            "--ro-bind", str(run_dir / "answer"), "/judge/answer",
+            "--ro-bind", str(run_dir / "job.json"), "/judge/job.json",
+            *cg, "--dev", "/dev", "--proc", "/proc",
+            "--uid", str(VERIFIER_UID), "--gid", str(VERIFIER_UID), "--hostname", "judge",
+            "--chdir", "/tmp",
+            SANDBOX_PYTHON, "-I", "-S", f"{IN_JUDGE}/_boot.py", *boot,
+        ]
+
+    # -- running --------------------------------------------------------------------------
+    async def run(self, job: Job) -> RawRun:
+        t0 = time.monotonic()
+        env_dir = self._env_dir(job.env)
+        run_dir = Path(tempfile.mkdtemp(dir=self._root, prefix="run-"))
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
+        try:
+            (run_dir / "answer").mkdir()
+            (run_dir / "answer" / "solution.py").write_text(job.answer)
+            (run_dir / "job.json").write_text(json.dumps(self._job_json(job, env_dir, run_dir,
+                                                                        group)))
+            r_fd, w_fd = os.pipe()
+            try:
+                argv = self._verifier_argv(run_dir, env_dir, group, w_fd)
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE, pass_fds=(w_fd,),
+                    start_new_session=True, cwd=str(run_dir),
+                )
+            finally:
+                os.close(w_fd)
+            start_ms = (time.monotonic() - t0) * 1000.0
+            raw = await self._collect(job, proc, r_fd, t0)
+            raw.start_ms = start_ms
+        finally:
+            limit, peak = group.evidence()
+            mechanisms = {**group.mechanisms(), "work_dir": "tmpfs" if self.isolation == "strict"
+                          else "none", "time": "judge+host"}
+            group.remove()
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raw.limit_mechanism = mechanisms
+        raw.peak_memory_mb = peak
+        if limit and not raw.limit_fired:
+            raw.limit_fired = limit
+        raw.total_ms = (time.monotonic() - t0) * 1000.0
+        return raw
+
+    async def _collect(self, job: Job, proc: asyncio.subprocess.Process, r_fd: int,
+                       t0: float) -> RawRun:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**22)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
+        )
+        events: list[dict[str, Any]] = []
+
+        async def read_events() -> None:
+            while line := await reader.readline():
+                with contextlib.suppress(ValueError):
+                    msg = json.loads(line)
+                    if isinstance(msg, dict):
+                        events.append(msg)
+
+        async def drain(stream: asyncio.StreamReader | None) -> bytes:
+            if stream is None:
+                return b""
+            head = b""
+            while chunk := await stream.read(65536):
+                if len(head) < OUTPUT_EXCERPT:
+                    head += chunk[: OUTPUT_EXCERPT - len(head)]
+            return head
+
+        wall = job.timeout + START_GRACE_S
+        work = asyncio.gather(read_events(), drain(proc.stdout), drain(proc.stderr), proc.wait())
+        timed_out = False
+        try:
+            _, out, err, _ = await asyncio.wait_for(asyncio.shield(work), wall)
+        except TimeoutError:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            _, out, err, _ = await work
+        finally:
+            transport.close()
+        return self._raw(events, proc.returncode, out, err, timed_out)
+
+    def _raw(self, events: list[dict[str, Any]], code: int | None, out: bytes, err: bytes,
+             timed_out: bool) -> RawRun:
+        in_play = next((e for e in events if e.get("event") == "in_play"), None)
+        report = next((e for e in events if e.get("event") == "report"), None)
+        stderr = err.decode("utf-8", "replace")
+        start_failed = report is None and in_play is None and stderr.startswith("bwrap:")
+        died = code is not None and (code < 0 or code >= 128)
+        sol = (report or {}).get("solution") or {}
+        detail = ""
+        if report is None and not timed_out:
+            detail = (stderr.strip().splitlines() or [f"verifier exited {code}"])[-1][:300]
+        outcome = Outcome(
+            report=report, in_play=in_play is not None, verifier_exit_code=code,
+            sandbox_died=died, wall_timeout=timed_out, start_failed=start_failed, detail=detail,
+        )
+        return RawRun(
+            outcome=outcome, report=report, isolation=self.isolation, exit_code=code,
+            stdout=(sol.get("stdout") or "") if report else out.decode("utf-8", "replace"),
+            stderr=(sol.get("stderr") or "") + ("" if report else stderr),
+            in_play_ms=in_play.get("in_play_ms") if in_play else None,
+            in_play_by=in_play.get("by") if in_play else None,
+            limit_fired=sol.get("limit"), solution_cpu_ms=sol.get("cpu_ms"),
+            signal=-code if code is not None and code < 0 else None,
+        )
+
+    async def close(self) -> None:
+        cgroups.retry_pending(final=True)
+        shutil.rmtree(self._root, ignore_errors=True)

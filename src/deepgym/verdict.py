@@ -1,0 +1,198 @@
+"""The verdict contract as pure functions: error types, score checking, dating a failure.
+
+Invariants (property-tested):
+
+- ``has_verdict(error_type, verifier_exit_code)`` is total: every closed error type and exit code
+  gives an answer, and only ``MODEL_FAULT_ERRORS`` (or no error) carry a verdict.
+- ``checked_score`` never lets NaN, an infinity or a value outside [0, 1] through as reward.
+- ``classify`` dates a failure by the instant the policy's output came into play: before it, the
+  failure is ours (no verdict); after it, the failure came from handling the answer (a judged 0),
+  and a score printed before the crash is never kept. Blame for a timeout also needs evidence that
+  the solution itself used its time; otherwise the run has no verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from deepgym.exceptions import InvalidScoreError
+
+__all__ = [
+    "ALL_ERROR_TYPES",
+    "MODEL_FAULT_ERRORS",
+    "NO_VERDICT_ERRORS",
+    "Classification",
+    "ErrorType",
+    "Outcome",
+    "checked_score",
+    "classify",
+    "has_verdict",
+]
+
+
+class ErrorType(StrEnum):
+    """The closed set of error types. A verifier cannot invent another."""
+
+    INVALID_PATCH = "invalid_patch"
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    TEST_INFRA_TAMPERING = "test_infra_tampering"
+    SOLUTION_ERROR = "solution_error"
+    SOLUTION_TIMEOUT = "solution_timeout"
+    POLICY_SANDBOX_FAILURE = "policy_sandbox_failure"
+    SANDBOX_ERROR = "sandbox_error"
+    RUNTIME_ERROR = "runtime_error"
+    VERIFIER_ERROR = "verifier_error"
+    TIMEOUT = "timeout"
+    INVALID_SCORE = "invalid_score"
+
+
+MODEL_FAULT_ERRORS: frozenset[str] = frozenset(
+    {
+        ErrorType.INVALID_PATCH,
+        ErrorType.PATCH_APPLY_FAILED,
+        ErrorType.TEST_INFRA_TAMPERING,
+        ErrorType.SOLUTION_ERROR,
+        ErrorType.SOLUTION_TIMEOUT,
+        ErrorType.POLICY_SANDBOX_FAILURE,
+    }
+)
+ALL_ERROR_TYPES: frozenset[str] = frozenset(e.value for e in ErrorType)
+NO_VERDICT_ERRORS: frozenset[str] = ALL_ERROR_TYPES - MODEL_FAULT_ERRORS
+
+VERIFIER_ERROR_EXIT = 2
+"""A verifier that exits with this code reports its own failure: never a verdict."""
+
+
+def has_verdict(error_type: str | None, verifier_exit_code: int | None = None) -> bool:
+    """The contract's rule: no verdict for a non-model-fault error type or a verifier exit of 2."""
+    if verifier_exit_code == VERIFIER_ERROR_EXIT:
+        return False
+    if error_type is None:
+        return True
+    if error_type not in ALL_ERROR_TYPES:
+        raise ValueError(f"error_type {error_type!r} is not one of {sorted(ALL_ERROR_TYPES)}")
+    return error_type in MODEL_FAULT_ERRORS
+
+
+def checked_score(value: Any) -> float:
+    """Return ``value`` as a float in [0, 1], or raise ``InvalidScoreError``.
+
+    Booleans map to 1.0 / 0.0. NaN, infinities, values outside [0, 1] and non-numbers raise.
+    """
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if not isinstance(value, int | float):
+        raise InvalidScoreError(f"score must be a number in [0, 1], got {type(value).__name__}")
+    try:
+        score = float(value)
+    except OverflowError as exc:
+        raise InvalidScoreError(f"score {value!r} is outside [0, 1]") from exc
+    if math.isnan(score) or math.isinf(score):
+        raise InvalidScoreError(f"score {score!r} is not finite")
+    if not 0.0 <= score <= 1.0:
+        raise InvalidScoreError(f"score {score!r} is outside [0, 1]")
+    return score
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a sandbox run produced, before classification (all fields are evidence).
+
+    ``report`` is the verifier's result on the private channel, or None if it sent none. Its
+    ``status`` is ``"ok"`` (with ``score``), ``"verifier_error"`` (the verifier raised or set up
+    badly), ``"solution_error"`` (a call into the answer failed in a way the verifier did not
+    handle), ``"solution_timeout"`` (a call into the answer ran past its own time budget, which
+    the solution process used), or a model-fault status a driver decided (``invalid_patch``, ...).
+    """
+
+    report: dict[str, Any] | None
+    in_play: bool
+    verifier_exit_code: int | None = None
+    sandbox_died: bool = False
+    wall_timeout: bool = False
+    solution_busy: bool = False
+    start_failed: bool = False
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The contract's answer for one outcome."""
+
+    score: float
+    passed: bool
+    error_type: str | None
+    has_verdict: bool
+    message: str = ""
+    raise_as: str | None = None
+    """For ``dg.run``: ``"sandbox"``, ``"timeout"`` or ``"verifier"`` when it must raise."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+_PASS_EPS = 1e-9
+
+
+def _judged(score: float, passed: bool | None) -> Classification:
+    ok = passed if passed is not None else score >= 1.0 - _PASS_EPS
+    return Classification(score=score, passed=bool(ok), error_type=None, has_verdict=True)
+
+
+def _fail(error_type: ErrorType, message: str, raise_as: str | None = None) -> Classification:
+    return Classification(
+        score=0.0,
+        passed=False,
+        error_type=error_type.value,
+        has_verdict=has_verdict(error_type.value),
+        message=message,
+        raise_as=raise_as,
+    )
+
+
+def classify(o: Outcome) -> Classification:  # noqa: PLR0911 - one rule per branch, in order
+    """Turn an outcome into score, passed, error type and verdict, following the contract."""
+    if o.start_failed:
+        return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the sandbox could not start", "sandbox")
+    if o.verifier_exit_code == VERIFIER_ERROR_EXIT:
+        return _fail(ErrorType.VERIFIER_ERROR, o.detail or "the verifier exited 2")
+    if o.wall_timeout:
+        if o.in_play and o.solution_busy:
+            return _fail(ErrorType.SOLUTION_TIMEOUT, o.detail or "the solution ran past the limit")
+        where = "after" if o.in_play else "before"
+        msg = f"the time limit ran out {where} the answer came into play"
+        if o.in_play:  # the verifier, not the solution, used the time: not the policy's fault
+            return _fail(ErrorType.TIMEOUT, f"{msg}, while the solution was idle")
+        return _fail(ErrorType.TIMEOUT, msg, "timeout")
+    report = o.report
+    if report is None:
+        if o.sandbox_died or (o.verifier_exit_code not in (0, None)):
+            if o.in_play:
+                return _fail(ErrorType.POLICY_SANDBOX_FAILURE, o.detail or "sandbox died in play")
+            return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the sandbox died", "sandbox")
+        return _fail(ErrorType.VERIFIER_ERROR, o.detail or "the verifier printed no result", "verifier")
+    status = report.get("status")
+    message = str(report.get("message") or o.detail or "")
+    if status == "ok":
+        try:
+            score = checked_score(report.get("score"))
+        except Exception as exc:  # InvalidScoreError; a bad type from a driver alike
+            if o.in_play:
+                return _fail(ErrorType.SOLUTION_ERROR, f"verifier returned a bad score: {exc}")
+            return _fail(ErrorType.INVALID_SCORE, str(exc))
+        passed = report.get("passed")
+        return _judged(score, passed if isinstance(passed, bool) else None)
+    if status in MODEL_FAULT_ERRORS:
+        # A driver's model-fault status only stands once the answer is in play (patch checks
+        # count: reading the diff is using it).
+        if o.in_play or status in {"invalid_patch", "patch_apply_failed", "test_infra_tampering"}:
+            return _fail(ErrorType(status), message)
+        return _fail(ErrorType.VERIFIER_ERROR, message or "verifier failed before play")
+    if status == "timeout":  # the judge found the solution starved, not busy: not its fault
+        return _fail(ErrorType.TIMEOUT, message or "timed out while the solution was starved")
+    if status in ("verifier_error", "invalid_score"):
+        if o.in_play:
+            return _fail(ErrorType.SOLUTION_ERROR, message or "verifier failed handling the answer")
+        return _fail(ErrorType(status), message)
+    return _fail(ErrorType.VERIFIER_ERROR, f"verifier reported an unknown status {status!r}")
