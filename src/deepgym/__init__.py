@@ -33,12 +33,23 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from deepgym.client import AsyncDeepGym, DeepGym
-    from deepgym.envs.registry import list_environments, load_environment, load_suite
-    from deepgym.exceptions import DeepGymError, NoVerdictError, SandboxError, VerifierError
-    from deepgym.exceptions import is_infrastructure_failure
-    from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult
-    from deepgym.verdict import MODEL_FAULT_ERRORS, checked_score
+    from deepgym.client import AsyncDeepGym as AsyncDeepGym
+    from deepgym.client import DeepGym as DeepGym
+    from deepgym.envs.registry import list_environments as list_environments
+    from deepgym.envs.registry import load_environment as load_environment
+    from deepgym.envs.registry import load_suite as load_suite
+    from deepgym.exceptions import DeepGymError as DeepGymError
+    from deepgym.exceptions import NoVerdictError as NoVerdictError
+    from deepgym.exceptions import SandboxError as SandboxError
+    from deepgym.exceptions import VerifierError as VerifierError
+    from deepgym.exceptions import is_infrastructure_failure as is_infrastructure_failure
+    from deepgym.models import BatchResult as BatchResult
+    from deepgym.models import CaseResult as CaseResult
+    from deepgym.models import Environment as Environment
+    from deepgym.models import EvalResult as EvalResult
+    from deepgym.models import RunResult as RunResult
+    from deepgym.verdict import MODEL_FAULT_ERRORS as MODEL_FAULT_ERRORS
+    from deepgym.verdict import checked_score as checked_score
 
 
 def __getattr__(name: str) -> Any:

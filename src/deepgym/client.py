@@ -61,9 +61,9 @@ class AsyncDeepGym:
             self._backend = _make_backend(self.mode, self.sandbox)
         return self._backend
 
-    async def _run_one(self, env: Environment, answer: str, queue_ms: float = 0.0) -> tuple[
-        RunResult, Any
-    ]:
+    async def _run_one(
+        self, env: Environment, answer: str, queue_ms: float = 0.0
+    ) -> tuple[RunResult, Any]:
         if not isinstance(answer, str):
             raise ConfigError(f"model_output must be a str, got {type(answer).__name__}")
         job = Job(env=env, answer=answer, timeout=env.timeout, case_timeout=env.case_timeout)
@@ -82,14 +82,20 @@ class AsyncDeepGym:
             result, _ = await self._run_one(env, answer, (time.monotonic() - queued) * 1000.0)
             return result
         except DeepGymError as exc:
-            return RunResult.no_verdict("sandbox_error", f"{type(exc).__name__}: {exc}",
-                                        env_name=env.name)
+            return RunResult.no_verdict(
+                "sandbox_error", f"{type(exc).__name__}: {exc}", env_name=env.name
+            )
         except OSError as exc:  # a host failure (fork, pipes, disk): ours, not the policy's
-            return RunResult.no_verdict("runtime_error", f"{type(exc).__name__}: {exc}",
-                                        env_name=env.name)
+            return RunResult.no_verdict(
+                "runtime_error", f"{type(exc).__name__}: {exc}", env_name=env.name
+            )
 
-    async def _gather(self, pairs: Sequence[tuple[Environment, Any]], max_parallel: int,
-                      progress: ProgressFn | None) -> list[RunResult]:
+    async def _gather(
+        self,
+        pairs: Sequence[tuple[Environment, Any]],
+        max_parallel: int,
+        progress: ProgressFn | None,
+    ) -> list[RunResult]:
         sem = asyncio.Semaphore(_check_parallel(max_parallel))
         done = 0
         queued = time.monotonic()
@@ -105,9 +111,15 @@ class AsyncDeepGym:
 
         return list(await asyncio.gather(*(one(e, a) for e, a in pairs)))
 
-    async def run_batch(self, env: EnvLike, outputs: Sequence[str], *, max_parallel: int = 8,
-                        progress: ProgressFn | None = None) -> BatchResult:
-        """Score many answers to one environment; a failure is a no-verdict result, never a raise."""
+    async def run_batch(
+        self,
+        env: EnvLike,
+        outputs: Sequence[str],
+        *,
+        max_parallel: int = 8,
+        progress: ProgressFn | None = None,
+    ) -> BatchResult:
+        """Score many answers to one environment; a failure is a no-verdict result, not a raise."""
         e = resolve(env)
         if isinstance(outputs, str):
             raise ConfigError("outputs must be a sequence of answers, not one str")
@@ -115,21 +127,34 @@ class AsyncDeepGym:
         results = await self._gather([(e, o) for o in outputs], max_parallel, progress)
         return BatchResult(results=results, execution_time_ms=(time.monotonic() - t0) * 1000.0)
 
-    async def eval(self, envs_or_suite: Sequence[EnvLike] | str, outputs: Mapping[str, str], *,
-                   max_parallel: int = 8, progress: ProgressFn | None = None) -> EvalResult:
+    async def eval(
+        self,
+        envs_or_suite: Sequence[EnvLike] | str,
+        outputs: Mapping[str, str],
+        *,
+        max_parallel: int = 8,
+        progress: ProgressFn | None = None,
+    ) -> EvalResult:
         """Score one answer per environment; ``outputs`` maps each environment's name to it.
 
         An environment with no answer in ``outputs`` is scored on the empty answer (a judged 0).
         """
-        envs = load_suite(envs_or_suite) if isinstance(envs_or_suite, str) else [
-            resolve(e) for e in envs_or_suite]
+        envs = (
+            load_suite(envs_or_suite)
+            if isinstance(envs_or_suite, str)
+            else [resolve(e) for e in envs_or_suite]
+        )
         if not isinstance(outputs, Mapping):
             raise ConfigError("outputs must map environment names to answers")
         t0 = time.monotonic()
-        results = await self._gather([(e, outputs.get(e.name, "")) for e in envs], max_parallel,
-                                     progress)
-        return EvalResult(results=results, env_names=[e.name for e in envs],
-                          execution_time_ms=(time.monotonic() - t0) * 1000.0)
+        results = await self._gather(
+            [(e, outputs.get(e.name, "")) for e in envs], max_parallel, progress
+        )
+        return EvalResult(
+            results=results,
+            env_names=[e.name for e in envs],
+            execution_time_ms=(time.monotonic() - t0) * 1000.0,
+        )
 
     async def close(self) -> None:
         """Release the backend (its temporary files, cgroups and workers)."""
@@ -185,17 +210,31 @@ class DeepGym:
         """See ``AsyncDeepGym.run``."""
         return self._call(self._core.run(env, model_output))
 
-    def run_batch(self, env: EnvLike, outputs: Sequence[str], *, max_parallel: int = 8,
-                  progress: ProgressFn | None = None) -> BatchResult:
+    def run_batch(
+        self,
+        env: EnvLike,
+        outputs: Sequence[str],
+        *,
+        max_parallel: int = 8,
+        progress: ProgressFn | None = None,
+    ) -> BatchResult:
         """See ``AsyncDeepGym.run_batch``."""
-        return self._call(self._core.run_batch(env, outputs, max_parallel=max_parallel,
-                                               progress=progress))
+        return self._call(
+            self._core.run_batch(env, outputs, max_parallel=max_parallel, progress=progress)
+        )
 
-    def eval(self, envs_or_suite: Sequence[EnvLike] | str, outputs: Mapping[str, str], *,
-             max_parallel: int = 8, progress: ProgressFn | None = None) -> EvalResult:
+    def eval(
+        self,
+        envs_or_suite: Sequence[EnvLike] | str,
+        outputs: Mapping[str, str],
+        *,
+        max_parallel: int = 8,
+        progress: ProgressFn | None = None,
+    ) -> EvalResult:
         """See ``AsyncDeepGym.eval``."""
-        return self._call(self._core.eval(envs_or_suite, outputs, max_parallel=max_parallel,
-                                          progress=progress))
+        return self._call(
+            self._core.eval(envs_or_suite, outputs, max_parallel=max_parallel, progress=progress)
+        )
 
     def close(self) -> None:
         """Release the backend and stop the portal thread."""

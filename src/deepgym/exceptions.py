@@ -139,4 +139,10 @@ def is_infrastructure_failure(exc: BaseException) -> bool:
     if isinstance(status, int) and (status >= 500 or status in _INFRA_STATUS):
         return True
     name = type(exc).__name__
-    return name in {"ConnectError", "ReadTimeout", "ConnectTimeout", "PoolTimeout", "RemoteProtocolError"}
+    return name in {
+        "ConnectError",
+        "ReadTimeout",
+        "ConnectTimeout",
+        "PoolTimeout",
+        "RemoteProtocolError",
+    }

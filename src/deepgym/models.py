@@ -186,8 +186,9 @@ class RunResult(BaseModel):
     @classmethod
     def no_verdict(cls, error_type: str, error: str, **fields: Any) -> RunResult:
         """A result without a verdict (score 0, not passed)."""
-        return cls(score=0.0, passed=False, has_verdict=False, error_type=error_type,
-                   error=error, **fields)
+        return cls(
+            score=0.0, passed=False, has_verdict=False, error_type=error_type, error=error, **fields
+        )
 
     def per_test_rewards(self) -> dict[str, float]:
         """``{'test_0': 1.0, ..., 'overall': score}``: one entry per test case."""

@@ -32,12 +32,19 @@ def _cases(raw: list[Any] | None) -> list[CaseResult]:
 def _components(raw: Any) -> dict[str, float]:
     if not isinstance(raw, dict):
         return {}
-    return {str(k): float(v) for k, v in raw.items() if isinstance(v, int | float)
-            and not isinstance(v, bool) and v == v and abs(v) != float("inf")}
+    return {
+        str(k): float(v)
+        for k, v in raw.items()
+        if isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and v == v
+        and abs(v) != float("inf")
+    }
 
 
-def build_result(raw: RawRun, env_name: str, time_limit_s: float, queue_ms: float = 0.0,
-                 attempts: int = 1) -> tuple[RunResult, Classification]:
+def build_result(
+    raw: RawRun, env_name: str, time_limit_s: float, queue_ms: float = 0.0, attempts: int = 1
+) -> tuple[RunResult, Classification]:
     """The contract's result for one raw run, and the classification behind it."""
     c = classify(raw.outcome)
     report = raw.report or {}

@@ -151,7 +151,7 @@ def _fail(error_type: ErrorType, message: str, raise_as: str | None = None) -> C
     )
 
 
-def classify(o: Outcome) -> Classification:  # noqa: PLR0911 - one rule per branch, in order
+def classify(o: Outcome) -> Classification:
     """Turn an outcome into score, passed, error type and verdict, following the contract."""
     if o.start_failed:
         return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the sandbox could not start", "sandbox")
@@ -171,7 +171,9 @@ def classify(o: Outcome) -> Classification:  # noqa: PLR0911 - one rule per bran
             if o.in_play:
                 return _fail(ErrorType.POLICY_SANDBOX_FAILURE, o.detail or "sandbox died in play")
             return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the sandbox died", "sandbox")
-        return _fail(ErrorType.VERIFIER_ERROR, o.detail or "the verifier printed no result", "verifier")
+        return _fail(
+            ErrorType.VERIFIER_ERROR, o.detail or "the verifier printed no result", "verifier"
+        )
     status = report.get("status")
     message = str(report.get("message") or o.detail or "")
     if status == "ok":

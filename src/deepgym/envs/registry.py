@@ -60,8 +60,9 @@ def _validate_metadata(meta: Any, where: Path) -> dict[str, Any]:
             raise ConfigError(f"{where}: unknown metadata key {key!r} (allowed: {allowed})")
         want = METADATA_KEYS[key]
         if not isinstance(value, want) or isinstance(value, bool):
-            raise ConfigError(f"{where}: metadata key {key!r} has the wrong type "
-                              f"({type(value).__name__})")
+            raise ConfigError(
+                f"{where}: metadata key {key!r} has the wrong type ({type(value).__name__})"
+            )
     return meta
 
 
@@ -133,7 +134,7 @@ def _unknown(name: str, known: list[str]) -> UnknownEnvironmentError:
 
 def load_environment(name: str | Path) -> Environment:
     """A built-in by name, ``prefix/<id>`` of a registered family, or a folder by path."""
-    if isinstance(name, Path) or "/" in str(name) and Path(name).is_dir():
+    if isinstance(name, Path) or ("/" in str(name) and Path(name).is_dir()):
         return load_folder(name)
     key = str(name)
     if key in _builtin_names():

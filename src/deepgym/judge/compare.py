@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 REL_TOL = 1e-6
 ABS_TOL = 1e-6

@@ -7,16 +7,16 @@ Nothing the answer prints reaches that fd. A verifier that exits 2 reports its o
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import sys
 import time
-import traceback
-from typing import Any
 
-from . import compare
+from . import compare, wire
 from .proxy import Launcher, Session, SolutionDied, SolutionError, SolutionProxy, SolutionTimeout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Judge:
@@ -44,15 +44,28 @@ class Judge:
             self.send({"event": "in_play", "in_play_ms": ms, "by": by})
 
     def send(self, msg: dict[str, Any]) -> None:
-        self.result.write(json.dumps(msg, default=repr) + "\n")
+        self.result.write(wire.dumps(_plain(msg)) + "\n")
 
     def cases(self) -> list[dict[str, Any]]:
         path = self.job.get("test_cases_path")
         if not path:
             return []
         with open(path) as f:
-            data: list[dict[str, Any]] = json.load(f)
+            data: list[dict[str, Any]] = wire.loads(f.read())
         return data
+
+
+def _plain(x: Any) -> Any:
+    """JSON-safe copy of a report: anything else (a verifier's odd value) becomes its repr."""
+    if x is None or isinstance(x, bool | int | str):
+        return x
+    if isinstance(x, float):
+        return x if x == x and abs(x) != float("inf") else repr(x)
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    return repr(x)
 
 
 def _case(i: int, passed: bool, message: str = "") -> dict[str, Any]:
@@ -62,8 +75,12 @@ def _case(i: int, passed: bool, message: str = "") -> dict[str, Any]:
 def _score(cases: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(cases)
     good = sum(1 for c in cases if c["passed"])
-    return {"status": "ok", "score": good / n if n else 0.0, "passed": n > 0 and good == n,
-            "cases": cases}
+    return {
+        "status": "ok",
+        "score": good / n if n else 0.0,
+        "passed": n > 0 and good == n,
+        "cases": cases,
+    }
 
 
 def run_declarative(j: Judge) -> dict[str, Any]:
@@ -129,6 +146,8 @@ def _write_all(proc: Any, data: bytes) -> None:
 
 
 def _load_verifier(j: Judge) -> Any:
+    import importlib.util
+
     path = j.job["verifier_path"]
     spec = importlib.util.spec_from_file_location("verifier", path)
     if spec is None or spec.loader is None:
@@ -178,7 +197,7 @@ def main(argv: list[str]) -> int:
     """``verifier JOB_JSON RESULT_FD``."""
     job_path, result_fd = argv[0], int(argv[1])
     with open(job_path) as f:
-        job = json.load(f)
+        job = wire.loads(f.read())
     j = Judge(job, result_fd)
     code = 0
     try:
@@ -190,6 +209,8 @@ def main(argv: list[str]) -> int:
         code = exc.code if isinstance(exc.code, int) else 1
         report = {"status": "verifier_error", "message": f"the verifier exited {exc.code}"}
     except BaseException as exc:
+        import traceback
+
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         report = {"status": "verifier_error", "message": tb[-3000:]}
     finally:
@@ -203,5 +224,6 @@ def main(argv: list[str]) -> int:
         "stdout": proc.out.head.decode("utf-8", "replace") if proc else "",
         "stderr": proc.err.head.decode("utf-8", "replace") if proc else "",
     }
+    report["elapsed_ms"] = (time.monotonic() - j.t0) * 1000.0
     j.send({"event": "report", **report})
     return code

@@ -14,14 +14,21 @@ and iteration are RPCs too. Failures surface as:
 from __future__ import annotations
 
 import os
-import selectors
-import signal
+import select
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
 
 from . import wire
 from .blame import solution_used_its_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+# Linux signal numbers, without importing ``signal`` (and ``enum``) at sandbox start-up.
+SIGKILL = 9
+SIGXCPU = 24
+SIGXFSZ = 25
 
 EXCERPT = 4096
 
@@ -145,8 +152,10 @@ class Launcher:
                 if self.setsid:
                     os.setsid()
                 # Lift every source above the targets first: a pipe may already sit on 0-4.
-                high = [os.dup2(src, 100 + i) for i, src in enumerate((r_in, w_out, w_err, r_req,
-                                                                       w_rep))]
+                high = [
+                    os.dup2(src, 100 + i)
+                    for i, src in enumerate((r_in, w_out, w_err, r_req, w_rep))
+                ]
                 for dst, src in enumerate(high):
                     os.dup2(src, dst)
                 os.closerange(5, 65536)
@@ -164,8 +173,8 @@ class Launcher:
         if proc.status is None:
             try:
                 if self.setsid:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                os.kill(proc.pid, signal.SIGKILL)
+                    os.killpg(proc.pid, SIGKILL)
+                os.kill(proc.pid, SIGKILL)
             except ProcessLookupError:
                 pass
         self.reap(proc)
@@ -186,48 +195,49 @@ class Launcher:
         """Move output until a reply line (``want_line``) or the process's end, or the deadline.
 
         Returns the reply line, or None when the process ended first. Raises ``TimeoutError``
-        at the deadline with the process still running.
+        at the deadline with the process still running. Waits in ``poll`` (pipes and a pidfd),
+        never by sleeping.
         """
-        sel = selectors.DefaultSelector()
-        try:
-            sel.register(proc.fds["out"], selectors.EVENT_READ, proc.out)
-            sel.register(proc.fds["err"], selectors.EVENT_READ, proc.err)
-            if want_line:
-                sel.register(proc.fds["rep"], selectors.EVENT_READ, None)
-            sel.register(proc.pidfd, selectors.EVENT_READ, "exit")
-            exited = False
-            while True:
-                if want_line and b"\n" in proc.buffer:
-                    line, _, proc.buffer = proc.buffer.partition(b"\n")
-                    return line
-                if exited and not sel.get_map():
-                    return None
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 and not exited:
-                    raise TimeoutError
-                for key, _ in sel.select(max(remaining, 0) if not exited else 0):
-                    if key.data == "exit":
-                        exited = True
-                        sel.unregister(proc.pidfd)
-                        continue
-                    try:
-                        data = os.read(key.fd, 65536)
-                    except BlockingIOError:
-                        continue
-                    if not data:
-                        sel.unregister(key.fd)
-                    elif key.data is None:
-                        proc.buffer += data
-                    else:
-                        key.data.add(data)
-                        if proc.out.size + proc.err.size > self.output_cap:
-                            proc.limit = "output_size"
-                            self.kill(proc)
-                            return None
-                if exited and not sel.select(0):
-                    return None
-        finally:
-            sel.close()
+        poller = select.poll()
+        sinks: dict[int, Stream | None] = {proc.fds["out"]: proc.out, proc.fds["err"]: proc.err}
+        if want_line:
+            sinks[proc.fds["rep"]] = None
+        for fd in (*sinks, proc.pidfd):
+            poller.register(fd, select.POLLIN)
+        exited = False
+        while True:
+            if want_line and b"\n" in proc.buffer:
+                line, _, proc.buffer = proc.buffer.partition(b"\n")
+                return line
+            if exited and not sinks:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and not exited:
+                raise TimeoutError
+            events = poller.poll(0 if exited else max(remaining, 0.0) * 1000.0)
+            if exited and not events:
+                return None
+            for fd, _ in events:
+                if fd == proc.pidfd:
+                    exited = True
+                    poller.unregister(fd)
+                    continue
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                sink = sinks.get(fd)
+                if not data:
+                    poller.unregister(fd)
+                    sinks.pop(fd, None)
+                elif sink is None:
+                    proc.buffer += data
+                else:
+                    sink.add(data)
+                    if proc.out.size + proc.err.size > self.output_cap:
+                        proc.limit = "output_size"
+                        self.kill(proc)
+                        return None
 
     def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
         cpu_ms, states = _tree(proc.pid)
@@ -236,7 +246,7 @@ class Launcher:
 
 
 class Session:
-    """The module-mode solution process of one run, started at first use, restarted after a death."""
+    """The run's module-mode solution process: started at first use, restarted after a death."""
 
     def __init__(self, launcher: Launcher, case_timeout: float, deadline: float) -> None:
         self.launcher = launcher
@@ -292,7 +302,7 @@ class Session:
         limit = proc.limit
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            limit = limit or {signal.SIGXCPU: "cpu_time", signal.SIGXFSZ: "file_size"}.get(sig)
+            limit = limit or {SIGXCPU: "cpu_time", SIGXFSZ: "file_size"}.get(sig)
             return SolutionDied(f"solution process killed by signal {sig}", limit)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
         return SolutionDied(f"solution process exited with code {code}", limit)
@@ -314,8 +324,13 @@ class RemoteObject:
             raise AttributeError(name)
 
         def method(*args: Any, **kwargs: Any) -> Any:
-            req = {"op": "method", "ref": self._ref, "name": name, "args": list(args),
-                   "kwargs": kwargs}
+            req = {
+                "op": "method",
+                "ref": self._ref,
+                "name": name,
+                "args": list(args),
+                "kwargs": kwargs,
+            }
             return self._session.request(req, self._deref)
 
         return method

@@ -8,11 +8,21 @@ plain value (property-tested).
 
 from __future__ import annotations
 
-import base64
-import json
+import binascii
 import math
-from collections.abc import Callable
-from typing import Any
+
+try:  # the C scanner and encoder: no ``re`` import, which matters at sandbox start-up
+    import _json
+except ImportError:  # pragma: no cover - other Pythons
+    _json = None  # type: ignore[assignment]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+_SCAN: Any = None
+_ENCODE: Any = None
 
 REF = "__ref__"
 _TAGS = ("__tuple__", "__set__", "__frozenset__", "__bytes__", "__float__", "__dict__", REF)
@@ -38,11 +48,13 @@ def _enc(x: Any, ref: Callable[[Any], int] | None, depth: int) -> Any:
         tag = "__set__" if isinstance(x, set) else "__frozenset__"
         return {tag: [_enc(v, ref, depth + 1) for v in x]}
     if isinstance(x, bytes | bytearray):
-        return {"__bytes__": base64.b64encode(bytes(x)).decode("ascii")}
+        return {"__bytes__": binascii.b2a_base64(bytes(x), newline=False).decode("ascii")}
     if isinstance(x, dict):
         if all(isinstance(k, str) and k not in _TAGS for k in x):
             return {k: _enc(v, ref, depth + 1) for k, v in x.items()}
-        return {"__dict__": [[_enc(k, ref, depth + 1), _enc(v, ref, depth + 1)] for k, v in x.items()]}
+        return {
+            "__dict__": [[_enc(k, ref, depth + 1), _enc(v, ref, depth + 1)] for k, v in x.items()]
+        }
     if ref is not None:
         return {REF: ref(x)}
     raise WireError(f"a {type(x).__name__} cannot cross the sandbox boundary")
@@ -64,7 +76,7 @@ def _dec(x: Any, deref: Callable[[int], Any] | None, depth: int) -> Any:
         if tag == "__frozenset__":
             return frozenset(_dec(v, deref, depth + 1) for v in body)
         if tag == "__bytes__":
-            return base64.b64decode(body)
+            return binascii.a2b_base64(body)
         if tag == "__float__":
             return float(body)
         if tag == "__dict__":
@@ -76,15 +88,68 @@ def _dec(x: Any, deref: Callable[[int], Any] | None, depth: int) -> Any:
     return {k: _dec(v, deref, depth + 1) for k, v in x.items()}
 
 
+class _Context:
+    """What the C scanner reads from a ``json.JSONDecoder``: strict JSON, plain containers."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo: dict[str, str] = {}  # noqa: RUF012 - the scanner's own cache, shared on purpose
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        raise ValueError(f"{name} is not JSON")
+
+
+def dumps(x: Any) -> str:
+    """Compact JSON text of plain JSON data (no NaN: ``_enc`` tags non-finite floats first)."""
+    global _ENCODE
+    if _json is None:  # pragma: no cover
+        import json
+
+        return json.dumps(x, separators=(",", ":"), allow_nan=False)
+    if _ENCODE is None:
+        _ENCODE = _json.make_encoder(
+            {}, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
+        )
+    return "".join(_ENCODE(x, 0))
+
+
+def loads(text: str) -> Any:
+    """Parse one JSON document; raises ``ValueError`` (or ``RecursionError``) if malformed."""
+    global _SCAN
+    if _json is None:  # pragma: no cover
+        import json
+
+        return json.loads(text)
+    if _SCAN is None:
+        _SCAN = _json.make_scanner(_Context())  # type: ignore[arg-type]
+    text = text.strip(" \t\n\r")
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration as exc:
+        raise ValueError(f"expecting a value at {exc.value}") from None
+    if end != len(text):
+        raise ValueError(f"extra data at {end}")
+    return value
+
+
+def _no_default(x: Any) -> Any:
+    raise TypeError(f"{type(x).__name__} is not JSON serializable")
+
+
 def encode(x: Any, ref: Callable[[Any], int] | None = None) -> bytes:
     """One message: compact JSON, newline-terminated (JSON never holds a raw newline)."""
-    return json.dumps(_enc(x, ref, 0), separators=(",", ":")).encode("utf-8") + b"\n"
+    return dumps(_enc(x, ref, 0)).encode("ascii") + b"\n"
 
 
 def decode(line: bytes | str, deref: Callable[[int], Any] | None = None) -> Any:
     """Inverse of ``encode``; raises ``WireError`` on anything malformed."""
     try:
-        raw = json.loads(line)
+        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
+        raw = loads(text)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"malformed message: {exc}") from exc
     try:

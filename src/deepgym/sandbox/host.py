@@ -80,18 +80,34 @@ def system_binds() -> list[str]:
 def check_bwrap() -> str:
     """Run a trivial sandbox once; return bwrap's version or raise with the reason it fails."""
     bw = find_bwrap()
-    cmd = [bw.path, "--unshare-all", "--die-with-parent", *system_binds(), "--dev", "/dev",
-           "--proc", "/proc", "--uid", "1000", "--gid", "1000", SANDBOX_PYTHON, "-I", "-S",
-           "-c", "pass"]
+    cmd = [
+        bw.path,
+        "--unshare-all",
+        "--die-with-parent",
+        *system_binds(),
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        SANDBOX_PYTHON,
+        "-I",
+        "-S",
+        "-c",
+        "pass",
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     except OSError as exc:
         raise SandboxUnavailableError(f"bwrap at {bw.path} cannot run: {exc}") from exc
     if proc.returncode != 0:
         raise SandboxUnavailableError(
-            f"bwrap cannot create a sandbox on this host ({proc.stderr.strip() or proc.returncode});"
-            " unprivileged user namespaces may be disabled (see kernel.unprivileged_userns_clone"
-            " or user.max_user_namespaces)"
+            "bwrap cannot create a sandbox on this host "
+            f"({proc.stderr.strip() or proc.returncode}); unprivileged user namespaces may be"
+            " disabled (see kernel.unprivileged_userns_clone or user.max_user_namespaces)"
         )
     version = subprocess.run([bw.path, "--version"], capture_output=True, text=True, check=False)
     return version.stdout.strip()

@@ -41,9 +41,15 @@ IN_JUDGE = "/opt/deepgym/deepgym_judge"
 
 def _env_key(env: Environment) -> str:
     blob = json.dumps(
-        [env.name, env.kind, env.test_cases, env.verifier_code,
-         str(env.verifier_path) if env.verifier_path else None],
-        sort_keys=True, default=repr,
+        [
+            env.name,
+            env.kind,
+            env.test_cases,
+            env.verifier_code,
+            str(env.verifier_path) if env.verifier_path else None,
+        ],
+        sort_keys=True,
+        default=repr,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
@@ -99,21 +105,49 @@ class LocalBackend:
             return [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py")], ""
         size = str(job.env.max_file_mb * 2 * 2**20)
         argv = [
-            self._bwrap.path, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", *self._sys,
-            "--ro-bind", IN_JUDGE, IN_JUDGE, "--dev", "/dev", "--tmpfs", "/proc",
-            "--size", size, "--tmpfs", "/work",
-            "--ro-bind", "/judge/answer/solution.py", "/work/solution.py",
-            "--size", size, "--tmpfs", "/tmp",
-            "--uid", str(SOLUTION_UID), "--gid", str(SOLUTION_UID), "--hostname", "sandbox",
-            "--chdir", "/work",
-            SANDBOX_PYTHON, "-I", "-S", f"{IN_JUDGE}/_boot.py",
+            self._bwrap.path,
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+            "--new-session",
+            *self._sys,
+            "--ro-bind",
+            IN_JUDGE,
+            IN_JUDGE,
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/proc",
+            "--size",
+            size,
+            "--tmpfs",
+            "/work",
+            "--ro-bind",
+            "/judge/answer/solution.py",
+            "/work/solution.py",
+            "--size",
+            size,
+            "--tmpfs",
+            "/tmp",
+            "--uid",
+            str(SOLUTION_UID),
+            "--gid",
+            str(SOLUTION_UID),
+            "--hostname",
+            "sandbox",
+            "--chdir",
+            "/work",
+            SANDBOX_PYTHON,
+            "-I",
+            "-S",
+            f"{IN_JUDGE}/_boot.py",
         ]
         return argv, "/work/solution.py"
 
-    def _job_json(self, job: Job, env_dir: Path, run_dir: Path, group: cgroups.RunCgroup) -> dict[
-        str, Any
-    ]:
+    def _job_json(
+        self, job: Job, env_dir: Path, run_dir: Path, group: cgroups.RunCgroup
+    ) -> dict[str, Any]:
         env = job.env
         strict = self.isolation == "strict"
         env_in = "/judge/env" if strict else str(env_dir)
@@ -128,19 +162,25 @@ class LocalBackend:
             "case_timeout": job.case_timeout,
             "test_cases_path": f"{env_in}/test_cases.json" if env.test_cases is not None else None,
             "verifier_path": f"{env_in}/verifier.py"
-            if (env.verifier_code is not None or env.verifier_path is not None) else None,
+            if (env.verifier_code is not None or env.verifier_path is not None)
+            else None,
             "answer_path": answer,
             "solution_path": sol_path or answer,
             "solution_argv": prefix,
-            "solution_env": {"PATH": "/usr/bin:/bin", "HOME": "/work" if strict else str(run_dir),
-                             "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
+            "solution_env": {
+                "PATH": "/usr/bin:/bin",
+                "HOME": "/work" if strict else str(run_dir),
+                "LANG": "C.UTF-8",
+                "PYTHONHASHSEED": "0",
+            },
             "solution_setsid": not strict,
             "cgroup_procs": [f"/cg/{c}.procs" for c in cg] if strict else list(cg.values()),
             "limits_json": json.dumps(self._limits(job, group)),
         }
 
-    def _verifier_argv(self, run_dir: Path, env_dir: Path, group: cgroups.RunCgroup,
-                       result_fd: int) -> list[str]:
+    def _verifier_argv(
+        self, run_dir: Path, env_dir: Path, group: cgroups.RunCgroup, result_fd: int
+    ) -> list[str]:
         boot = ["verifier", "", str(result_fd)]
         if self.isolation == "unsafe":
             boot[1] = str(run_dir / "job.json")
@@ -153,17 +193,51 @@ class LocalBackend:
         for d in self._bwrap.ro_dirs:
             binds_bwrap += ["--ro-bind", d, d]
         return [
-            self._bwrap.path, "--unshare-all", "--die-with-parent", "--new-session",
-            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
-            "--tmpfs", "/tmp", *self._sys, *binds_bwrap,
-            "--ro-bind", str(JUDGE_DIR), IN_JUDGE,
-            "--ro-bind", str(env_dir), "/judge/env",
-            "--ro-bind", str(run_dir / "answer"), "/judge/answer",
-            "--ro-bind", str(run_dir / "job.json"), "/judge/job.json",
-            *cg, "--dev", "/dev", "--proc", "/proc",
-            "--uid", str(VERIFIER_UID), "--gid", str(VERIFIER_UID), "--hostname", "judge",
-            "--chdir", "/tmp",
-            SANDBOX_PYTHON, "-I", "-S", f"{IN_JUDGE}/_boot.py", *boot,
+            self._bwrap.path,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--tmpfs",
+            "/tmp",
+            *self._sys,
+            *binds_bwrap,
+            "--ro-bind",
+            str(JUDGE_DIR),
+            IN_JUDGE,
+            "--ro-bind",
+            str(env_dir),
+            "/judge/env",
+            "--ro-bind",
+            str(run_dir / "answer"),
+            "/judge/answer",
+            "--ro-bind",
+            str(run_dir / "job.json"),
+            "/judge/job.json",
+            *cg,
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--uid",
+            str(VERIFIER_UID),
+            "--gid",
+            str(VERIFIER_UID),
+            "--hostname",
+            "judge",
+            "--chdir",
+            "/tmp",
+            SANDBOX_PYTHON,
+            "-I",
+            "-S",
+            f"{IN_JUDGE}/_boot.py",
+            *boot,
         ]
 
     # -- running --------------------------------------------------------------------------
@@ -175,15 +249,20 @@ class LocalBackend:
         try:
             (run_dir / "answer").mkdir()
             (run_dir / "answer" / "solution.py").write_text(job.answer)
-            (run_dir / "job.json").write_text(json.dumps(self._job_json(job, env_dir, run_dir,
-                                                                        group)))
+            (run_dir / "job.json").write_text(
+                json.dumps(self._job_json(job, env_dir, run_dir, group))
+            )
             r_fd, w_fd = os.pipe()
             try:
                 argv = self._verifier_argv(run_dir, env_dir, group, w_fd)
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE, pass_fds=(w_fd,),
-                    start_new_session=True, cwd=str(run_dir),
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    pass_fds=(w_fd,),
+                    start_new_session=True,
+                    cwd=str(run_dir),
                 )
             finally:
                 os.close(w_fd)
@@ -192,8 +271,11 @@ class LocalBackend:
             raw.start_ms = start_ms
         finally:
             limit, peak = group.evidence()
-            mechanisms = {**group.mechanisms(), "work_dir": "tmpfs" if self.isolation == "strict"
-                          else "none", "time": "judge+host"}
+            mechanisms = {
+                **group.mechanisms(),
+                "work_dir": "tmpfs" if self.isolation == "strict" else "none",
+                "time": "judge+host",
+            }
             group.remove()
             shutil.rmtree(run_dir, ignore_errors=True)
         raw.limit_mechanism = mechanisms
@@ -203,8 +285,9 @@ class LocalBackend:
         raw.total_ms = (time.monotonic() - t0) * 1000.0
         return raw
 
-    async def _collect(self, job: Job, proc: asyncio.subprocess.Process, r_fd: int,
-                       t0: float) -> RawRun:
+    async def _collect(
+        self, job: Job, proc: asyncio.subprocess.Process, r_fd: int, t0: float
+    ) -> RawRun:
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=2**22)
         transport, _ = await loop.connect_read_pipe(
@@ -242,8 +325,14 @@ class LocalBackend:
             transport.close()
         return self._raw(events, proc.returncode, out, err, timed_out)
 
-    def _raw(self, events: list[dict[str, Any]], code: int | None, out: bytes, err: bytes,
-             timed_out: bool) -> RawRun:
+    def _raw(
+        self,
+        events: list[dict[str, Any]],
+        code: int | None,
+        out: bytes,
+        err: bytes,
+        timed_out: bool,
+    ) -> RawRun:
         in_play = next((e for e in events if e.get("event") == "in_play"), None)
         report = next((e for e in events if e.get("event") == "report"), None)
         stderr = err.decode("utf-8", "replace")
@@ -254,16 +343,25 @@ class LocalBackend:
         if report is None and not timed_out:
             detail = (stderr.strip().splitlines() or [f"verifier exited {code}"])[-1][:300]
         outcome = Outcome(
-            report=report, in_play=in_play is not None, verifier_exit_code=code,
-            sandbox_died=died, wall_timeout=timed_out, start_failed=start_failed, detail=detail,
+            report=report,
+            in_play=in_play is not None,
+            verifier_exit_code=code,
+            sandbox_died=died,
+            wall_timeout=timed_out,
+            start_failed=start_failed,
+            detail=detail,
         )
         return RawRun(
-            outcome=outcome, report=report, isolation=self.isolation, exit_code=code,
+            outcome=outcome,
+            report=report,
+            isolation=self.isolation,
+            exit_code=code,
             stdout=(sol.get("stdout") or "") if report else out.decode("utf-8", "replace"),
             stderr=(sol.get("stderr") or "") + ("" if report else stderr),
             in_play_ms=in_play.get("in_play_ms") if in_play else None,
             in_play_by=in_play.get("by") if in_play else None,
-            limit_fired=sol.get("limit"), solution_cpu_ms=sol.get("cpu_ms"),
+            limit_fired=sol.get("limit"),
+            solution_cpu_ms=sol.get("cpu_ms"),
             signal=-code if code is not None and code < 0 else None,
         )
 

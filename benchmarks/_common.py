@@ -1,0 +1,69 @@
+"""Shared helpers for the benchmark scripts: interleaved timing, medians, a table, JSON out."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+OUT_DIR = Path(__file__).resolve().parent / "out"
+
+
+def interleaved(
+    arms: dict[str, Callable[[], Any]], rounds: int, warmup: int = 3
+) -> dict[str, list[float]]:
+    """Wall milliseconds per call of each arm, arms interleaved round by round (fair on a noisy
+    machine: a slow moment hits every arm alike)."""
+    for fn in arms.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    for _ in range(rounds):
+        for name, fn in arms.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t) * 1000.0)
+    return times
+
+
+def quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def summarise(xs: list[float]) -> dict[str, float]:
+    return {
+        "median_ms": statistics.median(xs),
+        "p90_ms": quantile(xs, 0.9),
+        "p99_ms": quantile(xs, 0.99),
+        "n": len(xs),
+    }
+
+
+def print_table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def write_json(name: str, data: dict[str, Any]) -> Path:
+    OUT_DIR.mkdir(exist_ok=True)
+    data = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "kernel": platform.release(),
+        },
+        **data,
+    }
+    path = OUT_DIR / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2))
+    return path

