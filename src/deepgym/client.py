@@ -25,7 +25,7 @@ T = TypeVar("T")
 EnvLike = Environment | str | Path
 ProgressFn = Callable[[int, int], None]
 
-SANDBOXES = ("strict", "unsafe")
+SANDBOXES = ("pool", "strict", "unsafe")
 
 
 def _check_parallel(max_parallel: int) -> int:
@@ -34,11 +34,13 @@ def _check_parallel(max_parallel: int) -> int:
     return max_parallel
 
 
-def _make_backend(mode: str, sandbox: str) -> Backend:
+def _make_backend(mode: str, sandbox: str, workers: int | None) -> Backend:
     if mode != "local":
         raise ConfigError(f"mode must be 'local', got {mode!r}")
-    if sandbox not in SANDBOXES:
-        raise ConfigError(f"sandbox must be one of {SANDBOXES}, got {sandbox!r}")
+    if sandbox == "pool":
+        from deepgym.sandbox.pool import PoolBackend
+
+        return PoolBackend(workers)
     from deepgym.sandbox.local import LocalBackend
 
     return LocalBackend(sandbox)
@@ -47,18 +49,23 @@ def _make_backend(mode: str, sandbox: str) -> Backend:
 class AsyncDeepGym:
     """Scores answers in sandboxes; the asyncio core of the API."""
 
-    def __init__(self, mode: str = "local", *, sandbox: str = "strict") -> None:
+    def __init__(
+        self, mode: str = "local", *, sandbox: str = "pool", workers: int | None = None
+    ) -> None:
         if mode != "local":
             raise ConfigError(f"mode must be 'local', got {mode!r}")
         if sandbox not in SANDBOXES:
             raise ConfigError(f"sandbox must be one of {SANDBOXES}, got {sandbox!r}")
+        if workers is not None and (not isinstance(workers, int) or workers < 1):
+            raise ConfigError(f"workers must be a positive int or None, got {workers!r}")
         self.mode = mode
         self.sandbox = sandbox
+        self.workers = workers
         self._backend: Backend | None = None
 
     def _get_backend(self) -> Backend:
         if self._backend is None:
-            self._backend = _make_backend(self.mode, self.sandbox)
+            self._backend = _make_backend(self.mode, self.sandbox, self.workers)
         return self._backend
 
     async def _run_one(
@@ -191,10 +198,13 @@ class _Portal:
 class DeepGym:
     """The blocking client: the same methods as ``AsyncDeepGym``, driven through a portal."""
 
-    def __init__(self, mode: str = "local", *, sandbox: str = "strict") -> None:
-        self._core = AsyncDeepGym(mode, sandbox=sandbox)
+    def __init__(
+        self, mode: str = "local", *, sandbox: str = "pool", workers: int | None = None
+    ) -> None:
+        self._core = AsyncDeepGym(mode, sandbox=sandbox, workers=workers)
         self.mode = mode
         self.sandbox = sandbox
+        self.workers = workers
         self._portal: _Portal | None = None
         self._lock = threading.Lock()
 

@@ -1,4 +1,4 @@
-"""Entry point of both sandbox processes: ``python -I -S _boot.py verifier|solution ...``.
+"""Entry point of both sandbox processes: ``python -I -S _boot.py verifier|solution|worker ...``.
 
 ``-I`` keeps the script's folder off ``sys.path``, so put the judge package's parent there, import
 the role's module from the package, and run it.
@@ -13,9 +13,9 @@ def _main() -> int:
     parent = os.path.dirname(pkg_dir)
     sys.path.insert(0, parent)
     role = sys.argv[1] if len(sys.argv) > 1 else ""
-    module = {"verifier": "harness", "solution": "solution_host"}.get(role)
+    module = {"verifier": "harness", "solution": "solution_host", "worker": "worker"}.get(role)
     if module is None:
-        sys.stderr.write("usage: _boot.py verifier|solution ...\n")
+        sys.stderr.write("usage: _boot.py verifier|solution|worker ...\n")
         return 2
     name = f"{os.path.basename(pkg_dir)}.{module}"
     __import__(name)

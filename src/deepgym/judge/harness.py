@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 class Judge:
     """One run's state: the clock, the in-play instant, the result channel."""
 
-    def __init__(self, job: dict[str, Any], result_fd: int) -> None:
+    def __init__(self, job: dict[str, Any], result_fd: int, launcher: Any = None) -> None:
         self.job = job
         self.t0 = time.monotonic()
         self.deadline = self.t0 + float(job["timeout"])
         self.case_timeout = float(job["case_timeout"])
         self.result = os.fdopen(result_fd, "w", buffering=1)
         self.in_play = False
-        self.launcher = Launcher(job, self.mark_in_play)
+        self.launcher = (launcher or Launcher)(job, self.mark_in_play)
         self.session = Session(self.launcher, self.case_timeout, self.deadline)
         sys.addaudithook(self._audit)
 
@@ -198,7 +198,16 @@ def main(argv: list[str]) -> int:
     job_path, result_fd = argv[0], int(argv[1])
     with open(job_path) as f:
         job = wire.loads(f.read())
-    j = Judge(job, result_fd)
+    return judge(job, result_fd)
+
+
+def judge(job: dict[str, Any], result_fd: int, launcher: Any = None) -> int:
+    """Run one job and send its report; return the verifier's exit code.
+
+    ``launcher`` builds the solution launcher (a ``proxy.Launcher`` subclass); the strict sandbox
+    execs a nested sandbox, the pool asks its clean worker to fork one.
+    """
+    j = Judge(job, result_fd, launcher)
     code = 0
     try:
         report = drive(j)

@@ -126,7 +126,7 @@ class Launcher:
     """Starts solution processes with a command prefix chosen by the host (sandboxed or not)."""
 
     def __init__(self, job: dict[str, Any], on_start: Callable[[], None]) -> None:
-        self.prefix: list[str] = list(job["solution_argv"])
+        self.prefix: list[str] = list(job.get("solution_argv") or [])
         self.env: dict[str, str] = dict(job.get("solution_env") or {})
         self.cgroup_procs: list[str] = list(job.get("cgroup_procs") or [])
         self.setsid: bool = bool(job.get("solution_setsid", False))

@@ -25,8 +25,20 @@ _SCAN: Any = None
 _ENCODE: Any = None
 
 REF = "__ref__"
-_TAGS = ("__tuple__", "__set__", "__frozenset__", "__bytes__", "__float__", "__dict__", REF)
+_TAGS = (
+    "__tuple__",
+    "__set__",
+    "__frozenset__",
+    "__bytes__",
+    "__float__",
+    "__int__",
+    "__dict__",
+    REF,
+)
 MAX_DEPTH = 200
+_BIG_INT_BITS = 10_000
+"""Past this (about 3,000 digits) an int travels as hex: Python refuses to print or parse a
+decimal int of more than 4,300 digits, and hex has no such limit."""
 
 
 class WireError(ValueError):
@@ -36,6 +48,8 @@ class WireError(ValueError):
 def _enc(x: Any, ref: Callable[[Any], int] | None, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
+    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > _BIG_INT_BITS:
+        return {"__int__": hex(x)}
     if x is None or isinstance(x, bool | int | str):
         return x
     if isinstance(x, float):
@@ -79,6 +93,8 @@ def _dec(x: Any, deref: Callable[[int], Any] | None, depth: int) -> Any:
             return binascii.a2b_base64(body)
         if tag == "__float__":
             return float(body)
+        if tag == "__int__":
+            return int(body, 16)
         if tag == "__dict__":
             return {_dec(k, deref, depth + 1): _dec(v, deref, depth + 1) for k, v in body}
         if tag == REF:

@@ -42,6 +42,7 @@ class RawRun:
     signal: int | None = None
     start_ms: float = 0.0
     total_ms: float = 0.0
+    attempts: int = 1
 
 
 class Backend(Protocol):

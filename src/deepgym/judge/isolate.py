@@ -1,0 +1,116 @@
+"""Put a forked solution process in namespaces of its own, without exec (the pool's fast path).
+
+The same guarantees as the strict sandbox's nested bwrap, applied with system calls from a forked
+child of a clean worker: a new user namespace (the answer is uid 65534 and holds no
+capabilities), new pid, mount, net, ipc and uts namespaces, a size-capped tmpfs work dir holding
+only the answer, tmpfs over every folder of the verifier's (``/judge``, ``/tmp``, ``/proc``,
+``/cg``), no-new-privileges, and death with its parent. Linux only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+CAP_LAST_CAP = 63
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+SIGKILL = 9
+
+_libc: Any = None
+
+
+def libc() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare_all(uid: int, gid: int, inner_id: int = 65534) -> None:
+    """New user (mapping ``inner_id`` to our uid/gid), mount, pid, net, ipc and uts namespaces."""
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    _check(libc().unshare(flags), "unshare")
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{inner_id} {uid} 1"),
+        ("gid_map", f"{inner_id} {gid} 1"),
+    ):
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
+def die_with_parent() -> None:
+    _check(libc().prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    ret = libc().mount(
+        source.encode(),
+        target.encode(),
+        fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data else None,
+    )
+    _check(ret, f"mount {target}")
+
+
+def make_private() -> None:
+    _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
+
+
+def tmpfs(target: str, size_bytes: int, mode: str = "0755") -> None:
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_bytes},mode={mode}")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_privileges() -> None:
+    """Empty the bounding, effective, permitted and inheritable sets; set no-new-privileges."""
+    lib = libc()
+    for cap in range(CAP_LAST_CAP + 1):
+        lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the kernel's last cap: fine
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(lib.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+
+
+def sethostname(name: str) -> None:
+    raw = name.encode()
+    _check(libc().sethostname(raw, len(raw)), "sethostname")

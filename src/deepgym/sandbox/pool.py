@@ -1,0 +1,323 @@
+"""The ``pool`` backend (the default): warm workers, each in its own sandbox, fork per run.
+
+Each worker is started once in a bwrap of its own (all namespaces, no network, no host
+environment, the system read-only) with the judge imported. Per run it forks the verifier (a
+private /tmp, no capabilities) and, at the verifier's first use of the answer, forks the solution
+from its own clean memory into fresh user, pid, mount, net, ipc and uts namespaces with the run's
+cgroups and rlimits (``deepgym.judge.worker``). The isolation matches ``strict`` test for test;
+what changes is that no interpreter and no bwrap start per run.
+
+Workers start lazily, are replaced when they die, and stop at ``close`` or exit. A run whose
+worker died before the answer was in play is retried once; after that it has no verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from deepgym.exceptions import ConfigError, SandboxUnavailableError
+from deepgym.sandbox import cgroups
+from deepgym.sandbox.base import Job, RawRun
+from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON
+from deepgym.sandbox.local import IN_JUDGE, START_GRACE_S, VERIFIER_UID, LocalBackend
+
+STDERR_KEEP = 8192
+READY_TIMEOUT_S = 30.0
+
+
+class _Worker:
+    """One warm worker process and its pipes."""
+
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        events: asyncio.StreamReader,
+        transport: asyncio.BaseTransport,
+    ) -> None:
+        self.proc = proc
+        self.events = events
+        self.transport = transport
+        self.rss_kb = 0
+        self.stderr = bytearray()
+        self.healthy = True
+        self._drain = asyncio.ensure_future(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        streams = [s for s in (self.proc.stdout, self.proc.stderr) if s is not None]
+
+        async def pump(stream: asyncio.StreamReader) -> None:
+            while chunk := await stream.read(65536):
+                self.stderr += chunk
+                del self.stderr[:-STDERR_KEEP]
+
+        await asyncio.gather(*(pump(s) for s in streams))
+
+    async def ready(self) -> None:
+        line = await asyncio.wait_for(self.events.readline(), READY_TIMEOUT_S)
+        if not line:
+            await self.proc.wait()
+            raise SandboxUnavailableError(
+                "a pool worker could not start: "
+                + (bytes(self.stderr).decode("utf-8", "replace").strip() or "no output")
+            )
+        msg = json.loads(line)
+        self.rss_kb = int(msg.get("rss_kb", 0))
+
+    async def execute(
+        self, job: dict[str, Any], wall: float
+    ) -> tuple[list[dict[str, Any]], int | None, bool]:
+        """Send one job; return its events, the verifier's exit code (None if the worker died)
+        and whether the wall limit fired."""
+        assert self.proc.stdin is not None
+        self.stderr.clear()
+        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+        events: list[dict[str, Any]] = []
+
+        async def read() -> int | None:
+            await self.proc.stdin.drain()  # type: ignore[union-attr]
+            while line := await self.events.readline():
+                with contextlib.suppress(ValueError):
+                    msg = json.loads(line)
+                    if msg.get("event") == "done":
+                        return int(msg.get("exit_code", 1))
+                    events.append(msg)
+            return None
+
+        try:
+            code = await asyncio.wait_for(read(), wall)
+        except TimeoutError:
+            self.kill()
+            return events, None, True
+        except (ConnectionError, OSError):
+            code = None
+        if code is None:
+            self.kill()
+        return events, code, False
+
+    def kill(self) -> None:
+        self.healthy = False
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except TimeoutError:
+                self.kill()
+                await self.proc.wait()
+        self.transport.close()
+        self._drain.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._drain
+
+
+class PoolBackend(LocalBackend):
+    """Warm sandboxed workers that fork per run: a few milliseconds of overhead per answer."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        size = workers if workers is not None else (os.cpu_count() or 2)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ConfigError(f"workers must be a positive int, got {workers!r}")
+        super().__init__("strict")
+        self.name = "pool"
+        self.isolation = "pool"
+        self.size = size
+        (self._root / "envs").mkdir(exist_ok=True)
+        (self._root / "runs").mkdir(exist_ok=True)
+        self._idle: asyncio.Queue[_Worker] | None = None
+        self._workers: list[_Worker] = []
+        self._starting: asyncio.Task[None] | None = None
+        self._cg_parents = {
+            c: os.path.join(cgroups.V1_ROOT, c, "deepgym") for c in cgroups.v1_controllers()
+        }
+        for parent in self._cg_parents.values():
+            os.makedirs(parent, exist_ok=True)
+
+    # -- workers --------------------------------------------------------------------------
+    def _worker_argv(self, result_fd: int) -> list[str]:
+        cg: list[str] = []
+        for ctrl, parent in self._cg_parents.items():
+            cg += ["--bind", parent, f"/cg/{ctrl}"]
+        binds_bwrap: list[str] = []
+        for d in self._bwrap.ro_dirs:
+            binds_bwrap += ["--ro-bind", d, d]
+        return [
+            self._bwrap.path,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "PYTHONHASHSEED",
+            "0",
+            "--tmpfs",
+            "/tmp",
+            *self._sys,
+            *binds_bwrap,
+            "--ro-bind",
+            str(JUDGE_DIR),
+            IN_JUDGE,
+            "--ro-bind",
+            str(self._root / "envs"),
+            "/judge/envs",
+            "--ro-bind",
+            str(self._root / "runs"),
+            "/judge/runs",
+            *cg,
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--uid",
+            str(VERIFIER_UID),
+            "--gid",
+            str(VERIFIER_UID),
+            "--hostname",
+            "judge",
+            "--chdir",
+            "/tmp",
+            SANDBOX_PYTHON,
+            "-I",
+            "-S",
+            f"{IN_JUDGE}/_boot.py",
+            "worker",
+            str(result_fd),
+        ]
+
+    async def _spawn_worker(self) -> _Worker:
+        r_fd, w_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._worker_argv(w_fd),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(w_fd,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(w_fd)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**24)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
+        )
+        worker = _Worker(proc, reader, transport)
+        try:
+            await worker.ready()
+        except BaseException:
+            await worker.stop()
+            raise
+        self._workers.append(worker)
+        return worker
+
+    async def _start(self) -> None:
+        self._idle = asyncio.Queue()
+        workers = await asyncio.gather(*(self._spawn_worker() for _ in range(self.size)))
+        for w in workers:
+            self._idle.put_nowait(w)
+
+    async def _ensure_started(self) -> asyncio.Queue[_Worker]:
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+        assert self._idle is not None
+        return self._idle
+
+    async def _release(self, worker: _Worker) -> None:
+        assert self._idle is not None
+        if worker.healthy and worker.proc.returncode is None:
+            self._idle.put_nowait(worker)
+            return
+        await worker.stop()
+        self._workers.remove(worker)
+        self._idle.put_nowait(await self._spawn_worker())
+
+    def stats(self) -> dict[str, Any]:
+        """Worker count and the memory each idle worker holds (RSS, KiB, measured at start)."""
+        return {"workers": len(self._workers), "rss_kb": [w.rss_kb for w in self._workers]}
+
+    # -- runs -----------------------------------------------------------------------------
+    async def run(self, job: Job) -> RawRun:
+        raw = await self._run_once(job)
+        if raw.outcome.sandbox_died and not raw.outcome.in_play:
+            raw = await self._run_once(job)  # the worker died before play: ours, try again
+            raw.attempts = 2
+        return raw
+
+    async def _run_once(self, job: Job) -> RawRun:
+        t0 = time.monotonic()
+        idle = await self._ensure_started()
+        env_dir = self._env_dir(job.env)
+        run_id = uuid.uuid4().hex
+        run_dir = self._root / "runs" / run_id
+        run_dir.mkdir()
+        (run_dir / "solution.py").write_text(job.answer)
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
+        spec = self._job_json(job, env_dir, run_dir, group)
+        spec.update(
+            {
+                "test_cases_path": spec["test_cases_path"]
+                and f"/judge/envs/{env_dir.name}/test_cases.json",
+                "verifier_path": spec["verifier_path"]
+                and f"/judge/envs/{env_dir.name}/verifier.py",
+                "answer_path": f"/judge/runs/{run_id}/solution.py",
+                "solution_path": "/work/solution.py",
+                "solution_argv": [],
+                "solution_setsid": False,
+                "cgroup_procs": [
+                    f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in group.dirs.items()
+                ],
+                "work_bytes": job.env.max_file_mb * 2 * 2**20,
+            }
+        )
+        spec["solution_env"]["HOME"] = "/work"
+        worker = await idle.get()
+        start_ms = (time.monotonic() - t0) * 1000.0
+        try:
+            events, code, timed_out = await worker.execute(spec, job.timeout + START_GRACE_S)
+        finally:
+            err = bytes(worker.stderr)
+            await self._release(worker)
+            limit, peak = group.evidence()
+            mechanisms = {**group.mechanisms(), "work_dir": "tmpfs", "time": "judge+host"}
+            group.remove()
+            shutil.rmtree(run_dir, ignore_errors=True)
+        died = code is None and not timed_out
+        raw = self._raw(events, -signal.SIGKILL if died else code, b"", err, timed_out)
+        raw.isolation = "pool"
+        raw.start_ms = start_ms
+        raw.limit_mechanism = mechanisms
+        raw.peak_memory_mb = peak
+        if limit and not raw.limit_fired:
+            raw.limit_fired = limit
+        raw.total_ms = (time.monotonic() - t0) * 1000.0
+        return raw
+
+    async def close(self) -> None:
+        if self._starting is not None:
+            with contextlib.suppress(Exception):
+                await self._starting
+        await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)
+        self._workers.clear()
+        self._starting = None
+        self._idle = None
+        await super().close()
