@@ -53,6 +53,9 @@ class Environment(BaseModel):
     reference_solution: str | None = None
     repo_path: Path | None = None
     timeout: float = Field(default=10.0, gt=0)
+    """The cap on one run's time; the effective limit may be lower (see ``time_limit``)."""
+    time_limit: float | None = Field(default=None, gt=0)
+    """A fixed time limit for this environment, instead of one derived from the reference."""
     case_timeout: float = Field(default=2.0, gt=0)
     memory_mb: int = Field(default=1024, ge=32)
     max_processes: int = Field(default=64, ge=1)

@@ -65,7 +65,7 @@ def build_result(
         isolation=raw.isolation,
         env_name=env_name,
         time_limit_s=time_limit_s,
-        attempts=max(attempts, raw.attempts),
+        attempts=attempts,
         evidence=Evidence(
             limit_fired=raw.limit_fired,
             limit_mechanism=raw.limit_mechanism,

@@ -42,7 +42,6 @@ class RawRun:
     signal: int | None = None
     start_ms: float = 0.0
     total_ms: float = 0.0
-    attempts: int = 1
 
 
 class Backend(Protocol):

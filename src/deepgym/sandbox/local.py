@@ -37,6 +37,7 @@ OUTPUT_EXCERPT = 8192
 SOLUTION_UID = 65534
 VERIFIER_UID = 1000
 IN_JUDGE = "/opt/deepgym/deepgym_judge"
+SANDBOX_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 def _env_key(env: Environment) -> str:
@@ -263,6 +264,7 @@ class LocalBackend:
                     pass_fds=(w_fd,),
                     start_new_session=True,
                     cwd=str(run_dir),
+                    env=SANDBOX_ENV,  # bwrap's own init keeps its environ: no host secrets in it
                 )
             finally:
                 os.close(w_fd)

@@ -8,7 +8,7 @@ cgroups and rlimits (``deepgym.judge.worker``). The isolation matches ``strict``
 what changes is that no interpreter and no bwrap start per run.
 
 Workers start lazily, are replaced when they die, and stop at ``close`` or exit. A run whose
-worker died before the answer was in play is retried once; after that it has no verdict.
+worker died has no verdict unless the answer was in play (the client retries what was ours).
 """
 
 from __future__ import annotations
@@ -257,13 +257,6 @@ class PoolBackend(LocalBackend):
 
     # -- runs -----------------------------------------------------------------------------
     async def run(self, job: Job) -> RawRun:
-        raw = await self._run_once(job)
-        if raw.outcome.sandbox_died and not raw.outcome.in_play:
-            raw = await self._run_once(job)  # the worker died before play: ours, try again
-            raw.attempts = 2
-        return raw
-
-    async def _run_once(self, job: Job) -> RawRun:
         t0 = time.monotonic()
         idle = await self._ensure_started()
         env_dir = self._env_dir(job.env)

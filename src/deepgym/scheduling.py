@@ -1,0 +1,70 @@
+"""Scheduling decisions as pure functions: group order, time limits, retries.
+
+- Groups are scheduled group-major (every member of group 0 before group 1), so early groups
+  complete early and a trainer can start on them while stragglers run.
+- An environment's time limit comes from its reference answer's measured runtime:
+  ``clamp(k * reference, floor, cap)`` with the environment's ``timeout`` as the cap, so the
+  barrier constant is as small as the task allows. A correct answer slower than that is the
+  answer's fault (``solution_timeout``).
+- A run that failed for a reason that is ours before the answer came into play is retried once
+  inside its deadline; a run that keeps failing has no verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from deepgym.exceptions import ConfigError
+from deepgym.models import RunResult
+
+RETRYABLE = frozenset({"sandbox_error", "runtime_error", "timeout"})
+MAX_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class TimeLimitPolicy:
+    """``clamp(factor * reference_seconds, floor, cap)``; ``factor=None`` keeps the cap."""
+
+    factor: float | None = 10.0
+    floor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.factor is not None and self.factor <= 0:
+            raise ConfigError(f"time limit factor must be > 0, got {self.factor!r}")
+        if self.floor <= 0:
+            raise ConfigError(f"time limit floor must be > 0, got {self.floor!r}")
+
+    def limit(self, reference_seconds: float | None, cap: float) -> float:
+        """The time limit for an environment whose reference ran in ``reference_seconds``."""
+        if self.factor is None or reference_seconds is None:
+            return cap
+        return min(max(self.factor * reference_seconds, self.floor), cap)
+
+
+def group_slices(n: int, group_size: int | None) -> list[range]:
+    """Index ranges of consecutive groups (the last may be short); one group if no size."""
+    if group_size is None:
+        return [range(n)] if n else []
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise ConfigError(f"group_size must be a positive int, got {group_size!r}")
+    return [range(i, min(i + group_size, n)) for i in range(0, n, group_size)]
+
+
+def should_retry(result: RunResult, attempt: int, seconds_left: float | None) -> bool:
+    """Retry once a failure that is ours and happened before the answer was in play."""
+    if attempt >= MAX_ATTEMPTS or result.has_verdict:
+        return False
+    if result.error_type not in RETRYABLE:  # a starved solution's "timeout" is ours too
+        return False
+    limit = result.time_limit_s or 0.0
+    return seconds_left is None or seconds_left >= limit
+
+
+def broadcast_envs(envs: Sequence[object] | object, n: int) -> list[object]:
+    """One environment per answer: a single one repeated, or a list of exactly ``n``."""
+    if isinstance(envs, list | tuple):
+        if len(envs) != n:
+            raise ConfigError(f"got {len(envs)} environments for {n} answers; give one or {n}")
+        return list(envs)
+    return [envs] * n

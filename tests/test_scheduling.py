@@ -1,0 +1,76 @@
+"""Pure scheduling rules: time limits, groups, retries, one env per answer."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deepgym.exceptions import ConfigError
+from deepgym.models import Evidence, RunResult
+from deepgym.scheduling import TimeLimitPolicy, broadcast_envs, group_slices, should_retry
+
+
+@given(
+    ref=st.floats(min_value=0, max_value=1e4, allow_nan=False),
+    factor=st.floats(min_value=0.1, max_value=100),
+    floor=st.floats(min_value=0.01, max_value=10),
+    cap=st.floats(min_value=0.01, max_value=1e3),
+)
+def test_limit_is_clamped_between_floor_and_cap(
+    ref: float, factor: float, floor: float, cap: float
+) -> None:
+    limit = TimeLimitPolicy(factor=factor, floor=floor).limit(ref, cap)
+    assert limit <= cap
+    assert limit >= min(floor, cap)
+    if floor <= factor * ref <= cap:
+        assert limit == pytest.approx(factor * ref)
+
+
+def test_limit_without_reference_or_factor_is_the_cap() -> None:
+    assert TimeLimitPolicy().limit(None, 7.0) == 7.0
+    assert TimeLimitPolicy(factor=None).limit(0.01, 7.0) == 7.0
+    assert TimeLimitPolicy(factor=10, floor=1).limit(0.5, 30) == 5.0
+
+
+@pytest.mark.parametrize("bad", [{"factor": 0}, {"factor": -1}, {"floor": 0}])
+def test_bad_policy_names_the_field(bad: dict[str, float]) -> None:
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        TimeLimitPolicy(**bad)
+
+
+@given(n=st.integers(0, 300), g=st.integers(1, 50))
+def test_groups_cover_every_index_once_in_order(n: int, g: int) -> None:
+    groups = group_slices(n, g)
+    flat = [i for r in groups for i in r]
+    assert flat == list(range(n))
+    assert all(len(r) == g for r in groups[:-1])
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_bad_group_size(bad: object) -> None:
+    with pytest.raises(ConfigError, match="group_size"):
+        group_slices(10, bad)  # type: ignore[arg-type]
+
+
+def _nv(error_type: str, in_play: float | None = None) -> RunResult:
+    return RunResult.no_verdict(
+        error_type, "x", time_limit_s=1.0, evidence=Evidence(in_play_ms=in_play)
+    )
+
+
+def test_retry_only_ours_once_within_deadline() -> None:
+    assert should_retry(_nv("sandbox_error"), 1, 10.0)
+    assert should_retry(_nv("timeout", in_play=3.0), 1, 10.0)
+    assert not should_retry(_nv("sandbox_error"), 2, 10.0)  # once only
+    assert not should_retry(_nv("sandbox_error"), 1, 0.5)  # no time left for another try
+    assert not should_retry(_nv("verifier_error"), 1, 10.0)  # the verifier's own failure
+    judged = RunResult(score=0.0, passed=False, error_type="solution_timeout")
+    assert not should_retry(judged, 1, 10.0)  # a verdict is never retried
+
+
+def test_broadcast_envs() -> None:
+    assert broadcast_envs("a", 3) == ["a", "a", "a"]
+    assert broadcast_envs(["a", "b"], 2) == ["a", "b"]
+    with pytest.raises(ConfigError, match="one or 3"):
+        broadcast_envs(["a", "b"], 3)
