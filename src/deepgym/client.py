@@ -102,13 +102,13 @@ class AsyncDeepGym:
 
     # -- time limits ----------------------------------------------------------------------
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
-        """The effective time limit for ``env``: the call's, the environment's, or
-        ``clamp(k * reference runtime, floor, env.timeout)`` measured once and cached."""
+        """The effective time limit for ``env``: the call's, the environment's ``time_limit``,
+        or ``clamp(k * reference runtime, floor, env.timeout)`` measured once and cached."""
         e = resolve(env)
-        if _check_limit(time_limit) is not None:
-            return min(float(time_limit), e.timeout)  # type: ignore[arg-type]
+        if _check_limit(time_limit) is not None:  # an explicit choice stands as given
+            return float(time_limit)  # type: ignore[arg-type]
         if e.time_limit is not None:
-            return min(e.time_limit, e.timeout)
+            return e.time_limit
         if self.time_limits.factor is None or not e.reference_solution:
             return e.timeout
         key = (e.name, hash(e.model_dump_json(exclude={"source_dir"})))
