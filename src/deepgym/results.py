@@ -76,8 +76,8 @@ def build_result(
             signal=raw.signal,
         ),
         service=ServiceTime(
-            queue_ms=queue_ms,
-            start_ms=raw.start_ms,
+            queue_ms=queue_ms + raw.queue_ms,
+            start_ms=max(raw.start_ms - raw.queue_ms, 0.0),
             verifier_ms=max(raw.total_ms - raw.start_ms - solution_ms, 0.0),
             solution_ms=solution_ms,
             total_ms=raw.total_ms + queue_ms,

@@ -175,6 +175,8 @@ def classify(o: Outcome) -> Classification:
             ErrorType.VERIFIER_ERROR, o.detail or "the verifier printed no result", "verifier"
         )
     status = report.get("status")
+    if not isinstance(status, str):  # a malformed report is ours: never the policy's 0
+        return _fail(ErrorType.VERIFIER_ERROR, f"verifier reported an unknown status {status!r}")
     message = str(report.get("message") or o.detail or "")
     if status == "ok":
         try:

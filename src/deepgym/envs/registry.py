@@ -71,6 +71,8 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno})") from exc
+    except (ValueError, RecursionError) as exc:  # e.g. an integer past Python's digit limit
+        raise ConfigError(f"{path}: unreadable JSON ({exc})") from exc
 
 
 def load_folder(folder: str | Path) -> Environment:

@@ -48,6 +48,10 @@ PRELOAD = (
     "operator",
     "json",
     "hashlib",
+    # the verifier's own imports, loaded once here too
+    "ast",
+    "importlib.util",
+    "traceback",
 )
 VERIFIER_ID = 1000
 SOLUTION_ID = 65534

@@ -42,6 +42,8 @@ class RawRun:
     signal: int | None = None
     start_ms: float = 0.0
     total_ms: float = 0.0
+    queue_ms: float = 0.0
+    """Time the backend held the job before a sandbox was free (pool: waiting for a worker)."""
 
 
 class Backend(Protocol):

@@ -48,6 +48,7 @@ def _env_key(env: Environment) -> str:
             env.test_cases,
             env.verifier_code,
             str(env.verifier_path) if env.verifier_path else None,
+            str(env.repo_path) if env.repo_path else None,
         ],
         sort_keys=True,
         default=repr,
@@ -85,6 +86,13 @@ class LocalBackend:
             (d / "verifier.py").write_text(env.verifier_code)
         elif env.verifier_path is not None:
             shutil.copyfile(env.verifier_path, d / "verifier.py")
+        if env.repo_path is not None:  # a patch task's repository, read by the verifier only
+            shutil.copytree(
+                env.repo_path,
+                d / "repo",
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                dirs_exist_ok=True,
+            )
         self._envs[key] = d
         return d
 
@@ -165,6 +173,7 @@ class LocalBackend:
             "verifier_path": f"{env_in}/verifier.py"
             if (env.verifier_code is not None or env.verifier_path is not None)
             else None,
+            "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
             "answer_path": answer,
             "solution_path": sol_path or answer,
             "solution_argv": prefix,

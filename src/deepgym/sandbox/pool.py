@@ -272,6 +272,7 @@ class PoolBackend(LocalBackend):
                 and f"/judge/envs/{env_dir.name}/test_cases.json",
                 "verifier_path": spec["verifier_path"]
                 and f"/judge/envs/{env_dir.name}/verifier.py",
+                "repo_path": spec["repo_path"] and f"/judge/envs/{env_dir.name}/repo",
                 "answer_path": f"/judge/runs/{run_id}/solution.py",
                 "solution_path": "/work/solution.py",
                 "solution_argv": [],
@@ -283,7 +284,9 @@ class PoolBackend(LocalBackend):
             }
         )
         spec["solution_env"]["HOME"] = "/work"
+        t_wait = time.monotonic()
         worker = await idle.get()
+        queue_ms = (time.monotonic() - t_wait) * 1000.0
         start_ms = (time.monotonic() - t0) * 1000.0
         try:
             events, code, timed_out = await worker.execute(spec, job.timeout + START_GRACE_S)
@@ -298,6 +301,7 @@ class PoolBackend(LocalBackend):
         raw = self._raw(events, -signal.SIGKILL if died else code, b"", err, timed_out)
         raw.isolation = "pool"
         raw.start_ms = start_ms
+        raw.queue_ms = queue_ms
         raw.limit_mechanism = mechanisms
         raw.peak_memory_mb = peak
         if limit and not raw.limit_fired:

@@ -1,0 +1,104 @@
+"""The public API: a sorted ``__all__`` that resolves, a light import, and twin clients."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import deepgym
+from deepgym import AsyncDeepGym, DeepGym
+
+HEAVY = [
+    "torch",
+    "ray",
+    "fastapi",
+    "trl",
+    "transformers",
+    "matplotlib",
+    "uvicorn",
+    "lm_eval",
+    "verl",
+]
+
+
+def test_all_is_sorted_and_unique() -> None:
+    assert list(deepgym.__all__) == sorted(deepgym.__all__)
+    assert len(set(deepgym.__all__)) == len(deepgym.__all__)
+
+
+@pytest.mark.parametrize("name", deepgym.__all__)
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(deepgym, name) is not None
+    assert name in dir(deepgym)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        deepgym.no_such_thing  # noqa: B018
+
+
+def _imported_after(code: str) -> list[str]:
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return list(json.loads(out.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import deepgym",
+        "import deepgym\nfor n in deepgym.__all__: getattr(deepgym, n)",
+        "import deepgym.cli",
+    ],
+    ids=["import", "every-name", "cli"],
+)
+def test_import_is_light(code: str) -> None:
+    modules = _imported_after(code)
+    assert "deepgym" in modules
+    heavy = [m for m in modules if m.split(".")[0] in HEAVY]
+    assert heavy == []
+
+
+def test_plain_import_does_not_load_pydantic() -> None:
+    # Names load on first use: ``import deepgym`` alone stays near free.
+    assert "pydantic" not in _imported_after("import deepgym")
+
+
+def _public_methods(cls: type) -> dict[str, Any]:
+    return {
+        name: member
+        for name, member in vars(cls).items()
+        if callable(member) and (not name.startswith("_") or name == "__init__")
+    }
+
+
+def _params(fn: Any) -> list[tuple[str, Any, Any, Any]]:
+    sig = inspect.signature(fn)
+    return [(p.name, p.kind, p.default, p.annotation) for p in sig.parameters.values()]
+
+
+def test_sync_and_async_clients_have_the_same_methods() -> None:
+    assert set(_public_methods(DeepGym)) == set(_public_methods(AsyncDeepGym))
+    assert {"run", "run_batch", "eval", "close"} <= set(_public_methods(DeepGym))
+
+
+@pytest.mark.parametrize("name", sorted(_public_methods(DeepGym)))
+def test_sync_and_async_signatures_match(name: str) -> None:
+    sync = getattr(DeepGym, name)
+    core = getattr(AsyncDeepGym, name)
+    assert _params(sync) == _params(core)
+    if name != "__init__":  # the async core awaits or streams; the sync shell blocks
+        assert inspect.iscoroutinefunction(core) or inspect.isasyncgenfunction(core)
+        assert not inspect.iscoroutinefunction(sync) and not inspect.isasyncgenfunction(sync)
+
+
+def test_context_managers_pair_up() -> None:
+    assert hasattr(DeepGym, "__enter__") and hasattr(DeepGym, "__exit__")
+    assert hasattr(AsyncDeepGym, "__aenter__") and hasattr(AsyncDeepGym, "__aexit__")

@@ -1,0 +1,256 @@
+"""The verdict contract as pure functions: property tests over scores, error types and outcomes."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from deepgym.exceptions import InvalidScoreError
+from deepgym.models import RunResult
+from deepgym.verdict import (
+    ALL_ERROR_TYPES,
+    MODEL_FAULT_ERRORS,
+    NO_VERDICT_ERRORS,
+    Outcome,
+    checked_score,
+    classify,
+    has_verdict,
+)
+
+ERROR_TYPES = sorted(ALL_ERROR_TYPES)
+exit_codes = st.none() | st.integers(min_value=-300, max_value=300) | st.integers()
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def test_error_type_sets_partition_the_closed_set() -> None:
+    assert MODEL_FAULT_ERRORS | NO_VERDICT_ERRORS == ALL_ERROR_TYPES
+    assert not MODEL_FAULT_ERRORS & NO_VERDICT_ERRORS
+    assert {
+        "invalid_patch",
+        "patch_apply_failed",
+        "test_infra_tampering",
+        "solution_error",
+        "solution_timeout",
+        "policy_sandbox_failure",
+    } == MODEL_FAULT_ERRORS
+    assert {"sandbox_error", "runtime_error", "verifier_error", "timeout", "invalid_score"} == (
+        NO_VERDICT_ERRORS
+    )
+
+
+# --- checked_score ----------------------------------------------------------------------------
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+@example(float("nan"))
+@example(float("inf"))
+@example(-0.0)
+@example(1.0000000000000002)
+def test_checked_score_floats(x: float) -> None:
+    if 0.0 <= x <= 1.0:
+        assert checked_score(x) == x
+    else:
+        with pytest.raises(InvalidScoreError):
+            checked_score(x)
+
+
+@given(st.integers() | st.sampled_from([10**400, -(10**400), 2**1024]))
+def test_checked_score_ints(x: int) -> None:
+    if x in (0, 1):
+        assert checked_score(x) == float(x)
+        assert type(checked_score(x)) is float
+    else:
+        with pytest.raises(InvalidScoreError):
+            checked_score(x)
+
+
+@given(json_values | st.binary() | st.complex_numbers())
+def test_checked_score_is_in_unit_interval_or_raises(value: Any) -> None:
+    try:
+        score = checked_score(value)
+    except InvalidScoreError:
+        return
+    assert isinstance(score, float)
+    assert not math.isnan(score)
+    assert 0.0 <= score <= 1.0
+
+
+def test_checked_score_maps_booleans_and_refuses_strings() -> None:
+    assert checked_score(True) == 1.0
+    assert checked_score(False) == 0.0
+    for bad in ("1", "0.5", None, [1.0], b"1"):
+        with pytest.raises(InvalidScoreError):
+            checked_score(bad)
+
+
+# --- has_verdict ------------------------------------------------------------------------------
+
+
+@given(st.sampled_from([None, *ERROR_TYPES]), exit_codes)
+def test_has_verdict_is_total_over_error_types_and_exit_codes(
+    error_type: str | None, exit_code: int | None
+) -> None:
+    expected = (error_type is None or error_type in MODEL_FAULT_ERRORS) and exit_code != 2
+    assert has_verdict(error_type, exit_code) is expected
+
+
+@pytest.mark.parametrize("error_type", ERROR_TYPES)
+def test_a_verifier_exit_of_2_is_never_a_verdict(error_type: str) -> None:
+    assert has_verdict(None, 2) is False
+    assert has_verdict(error_type, 2) is False
+
+
+@given(st.text(max_size=20).filter(lambda s: s not in ALL_ERROR_TYPES))
+def test_has_verdict_refuses_an_invented_error_type(error_type: str) -> None:
+    with pytest.raises(ValueError, match="not one of"):
+        has_verdict(error_type, 0)
+
+
+# --- classify ---------------------------------------------------------------------------------
+
+STATUSES = [
+    "ok",
+    "verifier_error",
+    "invalid_score",
+    "timeout",
+    *sorted(MODEL_FAULT_ERRORS),
+    "bogus",
+]
+reports = st.none() | st.fixed_dictionaries(
+    {},
+    optional={
+        "status": st.sampled_from(STATUSES) | json_values,
+        "score": json_values | st.sampled_from([0.0, 0.5, 1.0, 1]),
+        "passed": st.none() | st.booleans() | st.text(max_size=3),
+        "message": st.text(max_size=20),
+    },
+)
+outcomes = st.builds(
+    Outcome,
+    report=reports,
+    in_play=st.booleans(),
+    verifier_exit_code=st.none() | st.sampled_from([0, 1, 2, -9, 137]) | st.integers(),
+    sandbox_died=st.booleans(),
+    wall_timeout=st.booleans(),
+    solution_busy=st.booleans(),
+    start_failed=st.booleans(),
+    detail=st.text(max_size=10),
+)
+
+
+@given(outcomes)
+def test_classify_follows_the_contract(o: Outcome) -> None:
+    c = classify(o)
+    assert isinstance(c.score, float)
+    assert not math.isnan(c.score)
+    assert 0.0 <= c.score <= 1.0
+    assert c.error_type is None or c.error_type in ALL_ERROR_TYPES
+    assert c.has_verdict is has_verdict(c.error_type)
+    if c.has_verdict:
+        assert c.error_type is None or c.error_type in MODEL_FAULT_ERRORS
+    else:
+        assert not c.passed
+        assert c.score == 0.0
+    if c.passed:
+        assert c.has_verdict and c.error_type is None
+    if c.error_type is not None:  # a failure is a 0, judged or not
+        assert c.score == 0.0 and not c.passed
+    if c.raise_as is not None:
+        assert c.raise_as in ("sandbox", "timeout", "verifier")
+        assert not c.has_verdict
+    if o.verifier_exit_code == 2 or o.start_failed:
+        assert not c.has_verdict
+    if not o.in_play and c.error_type in {
+        "solution_error",
+        "solution_timeout",
+        "policy_sandbox_failure",
+    }:
+        pytest.fail(f"blamed the answer before it came into play: {c}")
+    # Every classification is a valid RunResult.
+    RunResult(score=c.score, passed=c.passed, has_verdict=c.has_verdict, error_type=c.error_type)
+
+
+@given(
+    score=json_values | st.sampled_from([1.0, 1, True]),
+    passed=st.none() | st.booleans(),
+    exit_code=st.sampled_from([None, 0, 1]),
+)
+def test_a_score_reported_before_a_crash_is_never_kept(
+    score: Any, passed: bool | None, exit_code: int | None
+) -> None:
+    report = {"status": "verifier_error", "score": score, "passed": passed, "message": "boom"}
+    c = classify(Outcome(report=report, in_play=True, verifier_exit_code=exit_code))
+    assert (c.error_type, c.score, c.passed, c.has_verdict) == ("solution_error", 0.0, False, True)
+    before = classify(Outcome(report=report, in_play=False, verifier_exit_code=exit_code))
+    assert (before.error_type, before.score, before.has_verdict) == ("verifier_error", 0.0, False)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(), st.booleans())
+def test_an_out_of_range_score_is_never_reward(score: float, in_play: bool) -> None:
+    c = classify(Outcome(report={"status": "ok", "score": score, "passed": True}, in_play=in_play))
+    if (isinstance(score, float) and 0.0 <= score <= 1.0) or score in (0, 1):
+        assert c.error_type is None and c.score == float(score)
+    else:
+        assert c.score == 0.0 and not c.passed
+        assert c.error_type == ("solution_error" if in_play else "invalid_score")
+
+
+def test_timeouts_are_dated_and_need_evidence() -> None:
+    busy = classify(Outcome(report=None, in_play=True, wall_timeout=True, solution_busy=True))
+    assert (busy.error_type, busy.has_verdict) == ("solution_timeout", True)
+    idle = classify(Outcome(report=None, in_play=True, wall_timeout=True, solution_busy=False))
+    assert (idle.error_type, idle.has_verdict, idle.raise_as) == ("timeout", False, None)
+    before = classify(Outcome(report=None, in_play=False, wall_timeout=True, solution_busy=True))
+    assert (before.error_type, before.has_verdict, before.raise_as) == ("timeout", False, "timeout")
+
+
+def test_a_dead_sandbox_is_dated_too() -> None:
+    after = classify(Outcome(report=None, in_play=True, sandbox_died=True))
+    assert (after.error_type, after.has_verdict) == ("policy_sandbox_failure", True)
+    before = classify(Outcome(report=None, in_play=False, sandbox_died=True))
+    assert (before.error_type, before.has_verdict, before.raise_as) == (
+        "sandbox_error",
+        False,
+        "sandbox",
+    )
+    silent = classify(Outcome(report=None, in_play=True, verifier_exit_code=0))
+    assert (silent.error_type, silent.has_verdict, silent.raise_as) == (
+        "verifier_error",
+        False,
+        "verifier",
+    )
+
+
+@pytest.mark.parametrize("status", ["solution_error", "solution_timeout", "policy_sandbox_failure"])
+def test_a_model_fault_status_before_play_is_not_a_verdict(status: str) -> None:
+    assert classify(Outcome(report={"status": status}, in_play=True)).has_verdict
+    assert not classify(Outcome(report={"status": status}, in_play=False)).has_verdict
+
+
+@pytest.mark.parametrize("status", ["invalid_patch", "patch_apply_failed", "test_infra_tampering"])
+def test_patch_faults_are_verdicts_before_any_process_starts(status: str) -> None:
+    c = classify(Outcome(report={"status": status}, in_play=False))
+    assert (c.error_type, c.has_verdict, c.score) == (status, True, 0.0)
+
+
+@pytest.mark.parametrize("status", [["ok"], {"a": 1}, 3, None])
+def test_a_malformed_status_is_no_verdict(status: Any) -> None:
+    c = classify(Outcome(report={"status": status, "score": 1.0}, in_play=True))
+    assert (c.error_type, c.has_verdict, c.passed) == ("verifier_error", False, False)
