@@ -67,3 +67,33 @@ def write_json(name: str, data: dict[str, Any]) -> Path:
     path = OUT_DIR / f"{name}.json"
     path.write_text(json.dumps(data, indent=2))
     return path
+
+
+class CpuMeter:
+    """CPU time of this process and every process it starts (workers and sandboxes included).
+
+    Uses a cpuacct cgroup when one is writable (exact, immune to other load on the machine);
+    otherwise the machine-wide busy time from /proc/stat (run on a quiet machine then).
+    """
+
+    def __init__(self) -> None:
+        self.mode = "proc-stat"
+        self._group: Path | None = None
+        base = Path("/sys/fs/cgroup/cpuacct")
+        if (base / "cgroup.procs").is_file():
+            group = base / "deepgym-bench" / str(os.getpid())
+            try:
+                group.mkdir(parents=True, exist_ok=True)
+                (group / "cgroup.procs").write_text(str(os.getpid()))
+                self._group = group
+                self.mode = "cgroup-cpuacct"
+            except OSError:
+                self._group = None
+
+    def read_ms(self) -> float:
+        if self._group is not None:
+            return int((self._group / "cpuacct.usage").read_text()) / 1e6
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        busy = sum(fields[:8]) - fields[3] - fields[4]
+        return busy * 1000.0 / os.sysconf("SC_CLK_TCK")

@@ -2,9 +2,9 @@
 
 The same guarantees as the strict sandbox's nested bwrap, applied with system calls from a forked
 child of a clean worker: a new user namespace (the answer is uid 65534 and holds no
-capabilities), new pid, mount, net, ipc and uts namespaces, a size-capped tmpfs work dir holding
-only the answer, tmpfs over every folder of the verifier's (``/judge``, ``/tmp``, ``/proc``,
-``/cg``), no-new-privileges, and death with its parent. Linux only.
+capabilities), new pid, mount, ipc and uts namespaces, a size-capped tmpfs work dir holding only
+the answer, tmpfs over every folder of the verifier's (``/judge``, ``/tmp``, ``/proc``, ``/cg``),
+no-new-privileges, and death with its parent. Linux only.
 """
 
 from __future__ import annotations
@@ -49,10 +49,17 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def unshare_all(uid: int, gid: int, inner_id: int = 65534) -> None:
-    """New user (mapping ``inner_id`` to our uid/gid), mount, pid, net, ipc and uts namespaces."""
-    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+def unshare(flags: int) -> None:
     _check(libc().unshare(flags), "unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(libc().setns(fd, nstype), "setns")
+
+
+def new_user_namespace(uid: int, gid: int, inner_id: int, extra_flags: int = 0) -> None:
+    """A new user namespace (with ``extra_flags`` namespaces) mapping ``inner_id`` to us."""
+    unshare(CLONE_NEWUSER | extra_flags)
     for name, text in (
         ("setgroups", "deny"),
         ("uid_map", f"{inner_id} {uid} 1"),
@@ -109,6 +116,14 @@ def drop_privileges() -> None:
     data = (_CapData * 2)()
     _check(lib.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
     _check(lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+
+
+PR_SET_NAME = 15
+
+
+def set_process_name(name: str) -> None:
+    """The name ``ps`` and ``top`` show (at most 15 bytes); best effort."""
+    libc().prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def sethostname(name: str) -> None:

@@ -1,27 +1,35 @@
-"""A pool worker: a long-lived, clean process inside its own sandbox that forks each run.
+"""A pool worker: a long-lived process in its own sandbox, and its clean zygote.
 
-Per job (one at a time, a JSON line on stdin) the worker forks the verifier process, which gets a
-fresh user and mount namespace with a private /tmp and no capabilities, and runs the judge. When
-the verifier first uses the answer it asks the worker (over a socket) for a solution process; the
-worker forks it from its own clean memory (never from the verifier, which holds the test data),
-the child isolates itself (``isolate``: new user, pid, mount, net, ipc and uts namespaces, a tmpfs
-work dir with only the answer, the verifier's folders covered, no capabilities) and serves the
-answer, and the pipe ends go back to the verifier with ``SCM_RIGHTS``. The worker itself never
-runs untrusted code and keeps no answer in its memory, so nothing leaks from one run to the next.
+The worker runs inside a bwrap of its own. At start it takes a user namespace of its own,
+imports what answers and verifiers commonly use, freezes that heap for the garbage collector
+(fewer copy-on-write faults in forked children), and forks a **zygote**: pid 1 of a pid namespace
+that the worker's user namespace owns, so that it may make a fresh pid namespace for every child.
+The worker then drops its capabilities and serves jobs.
+
+Per job (one at a time, a JSON line on stdin) the worker runs the judge itself: the verifier is
+trusted code, and it loads the test data here. The answer never runs here. When the verifier
+first uses the answer, the worker asks the zygote for a solution process; the zygote forks it
+from its own memory, which has never held test data or an answer, as pid 1 of a fresh pid
+namespace; the child isolates itself (``isolate``: new user, mount, ipc and uts namespaces,
+uid 65534 without capabilities, a tmpfs work dir holding only the answer, the verifier's folders
+covered, the run's cgroups and rlimits) and serves the answer. Its pipe ends and a pidfd come
+back over a socket (``SCM_RIGHTS``); the zygote signals and reaps it on request. The answer
+shares the worker's network namespace: no interface but loopback, nothing listening.
 
 Events go to the host on the result fd: ``ready`` once, then per job the judge's own events and a
-final ``done`` with the verifier's exit status.
+final ``done`` with the verifier's exit code.
 """
 
 from __future__ import annotations
 
+import gc
 import os
-import select
+import signal
 import socket
 import sys
 
 from . import harness, isolate, solution_host, wire
-from .proxy import Launcher, Process
+from .proxy import Launcher, Process, _keep_tree_cpu
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,43 +56,48 @@ PRELOAD = (
     "operator",
     "json",
     "hashlib",
-    # the verifier's own imports, loaded once here too
+    # the verifier's own imports
     "ast",
     "importlib.util",
     "traceback",
 )
-VERIFIER_ID = 1000
 SOLUTION_ID = 65534
 MSG_MAX = 65536
+SPAWN_KEYS = ("answer_path", "cgroup_procs", "limits_json", "solution_env", "work_bytes")
 
 
+# -- the verifier's side (in the worker) --------------------------------------------------------
 class PoolLauncher(Launcher):
-    """The verifier's launcher inside the pool: the worker forks each solution process."""
+    """The verifier's launcher in the pool: the zygote forks, signals and reaps each solution."""
 
     ctl: socket.socket
+    job: dict[str, Any]
 
-    def start(self, mode: str, args: tuple[str, ...] = (), keep_stdout: bool = False) -> Process:
-        self.on_start()
-        self.ctl.send(wire.encode({"op": "spawn", "mode": mode, "args": list(args)}))
-        data, fds, _, _ = socket.recv_fds(self.ctl, MSG_MAX, 5)
+    def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
+        job = {k: self.job.get(k) for k in SPAWN_KEYS}
+        self.ctl.send(wire.encode({"op": "spawn", "mode": mode, "args": list(args), "job": job}))
+        data, fds, _, _ = socket.recv_fds(self.ctl, MSG_MAX, 6)
         reply = wire.loads(data.decode())
         if "error" in reply:
             for fd in fds:
                 os.close(fd)
-            raise OSError(f"the worker could not start the solution: {reply['error']}")
-        w_req, r_rep, r_out, r_err, w_in = fds
+            raise OSError(f"the zygote could not start the solution: {reply['error']}")
+        w_req, r_rep, r_out, r_err, w_in, pidfd = fds
         for fd in (r_rep, r_out, r_err):
             os.set_blocking(fd, False)
-        pid = int(reply["pid"])
         fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
-        return Process(pid, os.pidfd_open(pid), fdmap, keep_stdout)
+        proc = Process(int(reply["pid"]), pidfd, fdmap, keep_stdout)
+        proc.proc_pid = int(reply["proc_pid"])
+        return proc
+
+    def kill(self, proc: Process) -> None:
+        if proc.status is None:
+            self._ask(proc, "kill")
+        self.reap(proc)
 
     def reap(self, proc: Process) -> None:
         if proc.status is None:
-            self.ctl.send(wire.encode({"op": "reap", "pid": proc.pid}))
-            reply = wire.loads(self.ctl.recv(MSG_MAX).decode())
-            proc.status = int(reply["status"])
-            proc.rusage_cpu_ms = float(reply["cpu_ms"])
+            self._ask(proc, "reap")
         for fd in (*proc.fds.values(), proc.pidfd):
             try:
                 os.close(fd)
@@ -92,42 +105,39 @@ class PoolLauncher(Launcher):
                 pass
         proc.fds = {}
 
+    def _ask(self, proc: Process, op: str) -> None:
+        self.ctl.send(wire.encode({"op": op, "pid": proc.pid}))
+        reply = wire.loads(self.ctl.recv(MSG_MAX).decode())
+        proc.status = int(reply["status"])
+        proc.rusage_cpu_ms = float(reply["cpu_ms"])
+        _keep_tree_cpu(proc)
 
-def _launcher_with(ctl: socket.socket) -> Callable[..., PoolLauncher]:
+
+def _launcher_for(ctl: socket.socket) -> Callable[..., PoolLauncher]:
     def make(job: dict[str, Any], on_start: Callable[[], None]) -> PoolLauncher:
         launcher = PoolLauncher(job, on_start)
+        launcher.job = job
         launcher.ctl = ctl
         return launcher
 
     return make
 
 
-def _write_map(uid: int, gid: int, inner: int) -> None:
-    for name, text in (
-        ("setgroups", "deny"),
-        ("uid_map", f"{inner} {uid} 1"),
-        ("gid_map", f"{inner} {gid} 1"),
-    ):
-        fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+def run_job(job: dict[str, Any], result_fd: int, zygote: socket.socket) -> None:
+    """Judge one job here, then have the zygote end anything of the run's still alive."""
+    try:
+        code = harness.judge(job, result_fd, _launcher_for(zygote))
+    finally:
+        zygote.send(wire.encode({"op": "reset"}))
+        zygote.recv(MSG_MAX)
+    os.write(result_fd, wire.encode({"event": "done", "exit_code": code}))
 
 
-def _become_verifier(job: dict[str, Any]) -> None:
-    """A private /tmp for this run's verifier, then no capabilities."""
-    uid, gid = os.getuid(), os.getgid()
-    isolate._check(isolate.libc().unshare(isolate.CLONE_NEWUSER | isolate.CLONE_NEWNS), "unshare")
-    _write_map(uid, gid, VERIFIER_ID)
-    isolate.make_private()
-    isolate.tmpfs("/tmp", int(job.get("tmp_bytes", 64 * 2**20)), "1777")
-    isolate.drop_privileges()
-    os.chdir("/tmp")
-
-
+# -- the zygote ---------------------------------------------------------------------------------
 def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -> int:
-    """Runs in the forked child: isolate, then serve the answer. Never returns normally."""
+    """Runs in the forked child, pid 1 of a fresh pid namespace: isolate, then serve the answer."""
+    isolate.set_process_name("dg-solution")
+    isolate.die_with_parent()
     for procs in job.get("cgroup_procs") or []:
         with open(procs, "w") as f:
             f.write("0")
@@ -137,19 +147,14 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
     for dst, src in enumerate(high):
         os.dup2(src, dst)
     os.closerange(5, 65536)
-    uid, gid = os.getuid(), os.getgid()
-    isolate.unshare_all(uid, gid, SOLUTION_ID)
-    child = os.fork()
-    if child:  # stay outside the new pid namespace and mirror the answer's exit
-        for fd in range(5):
-            os.close(fd)
-        _, status = os.waitpid(child, 0)
-        if os.WIFSIGNALED(status):
-            os.kill(os.getpid(), os.WTERMSIG(status))
-        return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
-    isolate.die_with_parent()
+    isolate.new_user_namespace(
+        os.getuid(),
+        os.getgid(),
+        SOLUTION_ID,
+        isolate.CLONE_NEWNS | isolate.CLONE_NEWIPC | isolate.CLONE_NEWUTS,
+    )
     isolate.make_private()
-    size = int(job.get("work_bytes", 128 * 2**20))
+    size = int(job.get("work_bytes") or 128 * 2**20)
     for hidden in ("/judge", "/cg", "/proc"):
         if os.path.isdir(hidden):
             isolate.tmpfs(hidden, 4096, "0555")
@@ -158,7 +163,7 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
     with open("/work/solution.py", "wb") as f:
         f.write(answer)
     del answer
-    if "random" in sys.modules:  # a fork shares the worker's state: reseed like a fresh start
+    if "random" in sys.modules:  # a fork shares the zygote's state: reseed like a fresh start
         sys.modules["random"].seed()
     isolate.sethostname("sandbox")
     isolate.drop_privileges()
@@ -168,7 +173,7 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
     argv = [
         req["mode"],
         "/work/solution.py",
-        job.get("limits_json", "{}"),
+        job.get("limits_json") or "{}",
         *map(str, req.get("args") or []),
     ]
     try:
@@ -185,105 +190,109 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
     return code
 
 
-def _spawn(
-    job: dict[str, Any], req: dict[str, Any], ctl: socket.socket, children: dict[int, int]
-) -> None:
-    r_req, w_req = os.pipe()
-    r_rep, w_rep = os.pipe()
-    r_out, w_out = os.pipe()
-    r_err, w_err = os.pipe()
-    r_in, w_in = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns
-        code = 127
+def _proc_pid(pidfd: int) -> int:
+    """The pid as the mounted ``/proc`` numbers it (the pidfd's ``Pid:`` in fdinfo)."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as f:
+        for line in f:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise OSError(f"no pid for pidfd {pidfd}")
+
+
+class Zygote:
+    """Forks solution processes from clean memory, each pid 1 of a fresh pid namespace."""
+
+    def __init__(self, ctl: socket.socket) -> None:
+        self.ctl = ctl
+        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        self.children: dict[int, int] = {}
+
+    def fork(self) -> int:
+        isolate.unshare(isolate.CLONE_NEWPID)
         try:
-            ctl.close()
-            code = _become_solution(job, req, [r_in, w_out, w_err, r_req, w_rep])
-        except BaseException as exc:
+            pid = os.fork()
+        except BaseException:
+            isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
+            raise
+        if pid:
+            isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
+        return pid
+
+    def spawn(self, req: dict[str, Any]) -> None:
+        pipes = [os.pipe() for _ in range(5)]
+        (r_req, w_req), (r_rep, w_rep), (r_out, w_out), (r_err, w_err), (r_in, w_in) = pipes
+        pid = self.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            code = 127
             try:
-                os.write(2, f"solution set-up failed: {exc}\n".encode())
-            except OSError:
-                pass
-        finally:
-            os._exit(code)
-    children[pid] = os.pidfd_open(pid)
-    for fd in (r_req, w_rep, w_out, w_err, r_in):
-        os.close(fd)
-    mine = [w_req, r_rep, r_out, r_err, w_in]
-    try:
-        socket.send_fds(ctl, [wire.encode({"pid": pid})], mine)
-    finally:
-        for fd in mine:
+                self.ctl.close()
+                code = _become_solution(req["job"], req, [r_in, w_out, w_err, r_req, w_rep])
+            except BaseException as exc:
+                try:
+                    os.write(2, f"solution set-up failed: {exc}\n".encode())
+                except OSError:
+                    pass
+            finally:
+                os._exit(code)
+        self.children[pid] = pidfd = os.pidfd_open(pid)
+        for fd in (r_req, w_rep, w_out, w_err, r_in):
             os.close(fd)
-
-
-def _reap(pid: int, children: dict[int, int]) -> tuple[int, float]:
-    _, status, usage = os.wait4(pid, 0)
-    fd = children.pop(pid, None)
-    if fd is not None:
-        os.close(fd)
-    return status, (usage.ru_utime + usage.ru_stime) * 1000.0
-
-
-def run_job(job: dict[str, Any], result_fd: int) -> None:
-    """Fork the verifier, serve its requests until it exits, then clean up and report."""
-    ctl, ctl_v = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid_v = os.fork()
-    if pid_v == 0:  # pragma: no cover - the verifier process
-        code = 1
+        mine = [w_req, r_rep, r_out, r_err, w_in]
         try:
-            ctl.close()
+            reply = {"pid": pid, "proc_pid": _proc_pid(pidfd)}
+            socket.send_fds(self.ctl, [wire.encode(reply)], [*mine, pidfd])
+        finally:
+            for fd in mine:
+                os.close(fd)
+
+    def end(self, pid: int, kill: bool) -> tuple[int, float]:
+        pidfd = self.children.pop(pid)
+        if kill:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, status, usage = os.wait4(pid, 0)
+        os.close(pidfd)
+        return status, (usage.ru_utime + usage.ru_stime) * 1000.0
+
+    def serve(self) -> None:
+        while data := self.ctl.recv(MSG_MAX):
+            req = wire.loads(data.decode())
+            op = req.get("op")
+            try:
+                if op == "spawn":
+                    self.spawn(req)
+                elif op in ("kill", "reap"):
+                    status, cpu = self.end(int(req["pid"]), op == "kill")
+                    self.ctl.send(wire.encode({"status": status, "cpu_ms": cpu}))
+                elif op == "reset":
+                    for pid in list(self.children):
+                        self.end(pid, kill=True)
+                    self.ctl.send(wire.encode({"ok": True}))
+            except (OSError, KeyError, ValueError) as exc:
+                self.ctl.send(wire.encode({"error": str(exc), "status": -1, "cpu_ms": 0.0}))
+
+
+def _start_zygote(result_fd: int) -> socket.socket:
+    """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its socket."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    isolate.unshare(isolate.CLONE_NEWPID)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the zygote's whole life
+        try:
+            mine.close()
+            os.close(result_fd)
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.close(null)
-            _become_verifier(job)
-            code = harness.judge(job, result_fd, _launcher_with(ctl_v))
-        except BaseException as exc:
-            try:
-                os.write(2, f"verifier failed: {exc}\n".encode())
-            except OSError:
-                pass
+            isolate.set_process_name("dg-zygote")
+            isolate.die_with_parent()
+            Zygote(theirs).serve()
         finally:
-            os._exit(code)
-    ctl_v.close()
-    children: dict[int, int] = {}
-    pidfd_v = os.pidfd_open(pid_v)
-    poller = select.poll()
-    poller.register(ctl, select.POLLIN)
-    poller.register(pidfd_v, select.POLLIN)
-    alive = True
-    while alive:
-        for fd, _ in poller.poll():
-            if fd == pidfd_v:
-                alive = False
-                continue
-            try:
-                data = ctl.recv(MSG_MAX)
-            except OSError:
-                data = b""
-            if not data:
-                poller.unregister(ctl)
-                continue
-            req = wire.loads(data.decode())
-            try:
-                if req.get("op") == "spawn":
-                    _spawn(job, req, ctl, children)
-                elif req.get("op") == "reap":
-                    status, cpu = _reap(int(req["pid"]), children)
-                    ctl.send(wire.encode({"status": status, "cpu_ms": cpu}))
-            except OSError as exc:
-                ctl.send(wire.encode({"error": str(exc)}))
-    _, status, _ = os.wait4(pid_v, 0)
-    os.close(pidfd_v)
-    ctl.close()
-    for pid in list(children):
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-        _reap(pid, children)
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-    os.write(result_fd, wire.encode({"event": "done", "exit_code": code}))
+            os._exit(0)
+    theirs.close()
+    return mine
 
 
 def _rss_kb() -> int:
@@ -297,12 +306,19 @@ def _rss_kb() -> int:
 def main(argv: list[str]) -> int:
     """``worker RESULT_FD``: serve jobs from stdin until it closes."""
     result_fd = int(argv[0])
+    isolate.set_process_name("dg-worker")
+    # A user namespace of our own: the capability to make a pid namespace per solution.
+    isolate.new_user_namespace(os.getuid(), os.getgid(), os.getuid())
     for name in PRELOAD:
         try:
             __import__(name)
         except ImportError:
             pass
-    os.write(result_fd, wire.encode({"event": "ready", "rss_kb": _rss_kb(), "pid": os.getpid()}))
+    gc.freeze()  # children share these objects: keep the collector from touching their pages
+    zygote = _start_zygote(result_fd)
+    isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
+    ready = {"event": "ready", "rss_kb": _rss_kb(), "pid": os.getpid()}
+    os.write(result_fd, wire.encode(ready))
     jobs = os.fdopen(0, "rb", buffering=0)
     buffer = b""
     while True:
@@ -312,4 +328,4 @@ def main(argv: list[str]) -> int:
         buffer += chunk
         while b"\n" in buffer:
             line, _, buffer = buffer.partition(b"\n")
-            run_job(wire.loads(line.decode()), result_fd)
+            run_job(wire.loads(line.decode()), result_fd, zygote)

@@ -10,6 +10,8 @@ test fails too.
 from __future__ import annotations
 
 import ast
+import functools
+from types import CodeType
 from typing import Any
 
 
@@ -17,35 +19,56 @@ def _asserts(stmt: ast.stmt) -> bool:
     return any(isinstance(node, ast.Assert) for node in ast.walk(stmt))
 
 
-def verify(solution: Any, test_cases: list[dict[str, Any]]) -> dict[str, Any]:
-    spec = test_cases[0]
-    namespace: dict[str, Any] = {"__name__": "humaneval_problem"}
-    exec(compile(spec["prompt"] + spec["canonical_solution"], "<prompt>", "exec"), namespace)
-    tree = ast.parse(spec["test"])
+@functools.lru_cache(maxsize=256)
+def _compiled(
+    prompt: str, test: str
+) -> tuple[CodeType, list[CodeType], str, list[tuple[CodeType, bool, int]]]:
+    """The problem compiled once per process: set-up code, the check's parameter name, and one
+    (code, is a test, line) per top-level statement of ``check``."""
+    setup = compile(prompt, "<prompt>", "exec")
+    tree = ast.parse(test)
+    module_code: list[CodeType] = []
     check = None
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
             check = node
         else:
-            exec(compile(ast.Module(body=[node], type_ignores=[]), "<test>", "exec"), namespace)
+            module_code.append(compile(ast.Module(body=[node], type_ignores=[]), "<test>", "exec"))
     if check is None:
         raise ValueError("the problem's test defines no check()")
-    param = check.args.args[0].arg
+    steps = [
+        (
+            compile(ast.Module(body=[stmt], type_ignores=[]), "<check>", "exec"),
+            _asserts(stmt),
+            stmt.lineno,
+        )
+        for stmt in check.body
+    ]
+    return setup, module_code, check.args.args[0].arg, steps
+
+
+def verify(solution: Any, test_cases: list[dict[str, Any]]) -> dict[str, Any]:
+    spec = test_cases[0]
+    namespace: dict[str, Any] = {"__name__": "humaneval_problem"}
+    setup, module_code, param, steps = _compiled(
+        spec["prompt"] + spec["canonical_solution"], spec["test"]
+    )
+    exec(setup, namespace)
+    for code in module_code:
+        exec(code, namespace)
     namespace[param] = getattr(solution, spec["entry_point"])
     cases: list[dict[str, Any]] = []
     broken = ""
-    for stmt in check.body:
-        is_test = _asserts(stmt)
+    for code, is_test, lineno in steps:
         name = f"test_{len(cases)}"
         if broken:
             if is_test:
                 cases.append({"name": name, "passed": False, "message": broken})
             continue
-        code = compile(ast.Module(body=[stmt], type_ignores=[]), "<check>", "exec")
         try:
             exec(code, namespace)
         except Exception as exc:  # the answer's failure, or a failed assert: this test fails
-            message = f"line {stmt.lineno}: {type(exc).__name__}: {exc}"[:300]
+            message = f"line {lineno}: {type(exc).__name__}: {exc}"[:300]
             if is_test:
                 cases.append({"name": name, "passed": False, "message": message})
             else:
