@@ -74,3 +74,8 @@ def test_broadcast_envs() -> None:
     assert broadcast_envs(["a", "b"], 2) == ["a", "b"]
     with pytest.raises(ConfigError, match="one or 3"):
         broadcast_envs(["a", "b"], 3)
+
+
+def test_a_sandbox_failure_with_the_answer_in_play_is_not_retried() -> None:
+    assert not should_retry(_nv("sandbox_error", in_play=2.0), 1, 10.0)
+    assert should_retry(_nv("sandbox_error"), 1, 10.0)

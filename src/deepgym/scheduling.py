@@ -6,8 +6,8 @@
   ``clamp(k * reference, floor, cap)`` with the environment's ``timeout`` as the cap, so the
   barrier constant is as small as the task allows. A correct answer slower than that is the
   answer's fault (``solution_timeout``).
-- A run that failed for a reason that is ours before the answer came into play is retried once
-  inside its deadline; a run that keeps failing has no verdict.
+- A run that failed for a reason that is ours before the answer came into play (or whose answer
+  the host starved) is retried once inside its deadline; a run that keeps failing has no verdict.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def should_retry(result: RunResult, attempt: int, seconds_left: float | None) ->
         return False
     if result.error_type not in RETRYABLE:  # a starved solution's "timeout" is ours too
         return False
+    if result.error_type != "timeout" and result.evidence.in_play_ms is not None:
+        return False  # the answer was in play when the sandbox failed: no verdict, no retry
     limit = result.time_limit_s or 0.0
     return seconds_left is None or seconds_left >= limit
 

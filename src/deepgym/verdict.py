@@ -115,6 +115,8 @@ class Outcome:
     wall_timeout: bool = False
     solution_busy: bool = False
     start_failed: bool = False
+    worker_died: bool = False
+    """A pool worker (the judge's own process) died: ours, whatever the instant."""
     detail: str = ""
 
 
@@ -155,6 +157,8 @@ def classify(o: Outcome) -> Classification:
     """Turn an outcome into score, passed, error type and verdict, following the contract."""
     if o.start_failed:
         return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the sandbox could not start", "sandbox")
+    if o.worker_died and not o.wall_timeout:
+        return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the pool worker died", "sandbox")
     if o.verifier_exit_code == VERIFIER_ERROR_EXIT:
         return _fail(ErrorType.VERIFIER_ERROR, o.detail or "the verifier exited 2")
     if o.wall_timeout:
@@ -193,6 +197,8 @@ def classify(o: Outcome) -> Classification:
         if o.in_play or status in {"invalid_patch", "patch_apply_failed", "test_infra_tampering"}:
             return _fail(ErrorType(status), message)
         return _fail(ErrorType.VERIFIER_ERROR, message or "verifier failed before play")
+    if status == "sandbox_error":  # the judge could not start the solution: ours
+        return _fail(ErrorType.SANDBOX_ERROR, message or "the solution could not start", "sandbox")
     if status == "timeout":  # the judge found the solution starved, not busy: not its fault
         return _fail(ErrorType.TIMEOUT, message or "timed out while the solution was starved")
     if status in ("verifier_error", "invalid_score"):

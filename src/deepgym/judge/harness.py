@@ -3,6 +3,10 @@
 The private fd carries JSON lines: ``{"event": "in_play", ...}`` the instant the answer comes into
 play (its process starts, or the verifier opens its file), then one ``{"event": "report", ...}``.
 Nothing the answer prints reaches that fd. A verifier that exits 2 reports its own failure.
+
+Drivers: ``run_declarative`` (call the entry point per case), ``run_script`` (run the answer as a
+program per case), ``run_custom`` (the environment's ``verify``), and ``run_patch`` (apply the
+answer's diff here, then check the patched repository through the solution process).
 """
 
 from __future__ import annotations
@@ -12,11 +16,35 @@ import sys
 import time
 
 from . import compare, wire
-from .proxy import Launcher, Session, SolutionDied, SolutionError, SolutionProxy, SolutionTimeout
+from .proxy import (
+    Launcher,
+    LaunchError,
+    Session,
+    SolutionDied,
+    SolutionError,
+    SolutionProxy,
+    SolutionTimeout,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+
+_CURRENT: Judge | None = None
+_HOOKED = False
+
+
+def _install_audit_hook() -> None:
+    """The verifier opening the answer's file puts the answer in play (an audit hook)."""
+    global _HOOKED
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "open" and _CURRENT is not None and args:
+            _CURRENT.audit_open(args[0])
+
+    sys.addaudithook(hook)
+    _HOOKED = True
 
 
 class Judge:
@@ -27,14 +55,17 @@ class Judge:
         self.t0 = time.monotonic()
         self.deadline = self.t0 + float(job["timeout"])
         self.case_timeout = float(job["case_timeout"])
-        self.result = os.fdopen(result_fd, "w", buffering=1)
+        self.result_fd = result_fd
         self.in_play = False
         self.launcher = (launcher or Launcher)(job, self.mark_in_play)
         self.session = Session(self.launcher, self.case_timeout, self.deadline)
-        sys.addaudithook(self._audit)
+        global _CURRENT
+        _CURRENT = self
+        if not _HOOKED:  # one hook per process (hooks cannot be removed); it asks _CURRENT
+            _install_audit_hook()
 
-    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if event == "open" and not self.in_play and args and args[0] == self.job["answer_path"]:
+    def audit_open(self, path: Any) -> None:
+        if not self.in_play and path == self.job["answer_path"]:
             self.mark_in_play("solution_file_opened")
 
     def mark_in_play(self, by: str = "solution_started") -> None:
@@ -44,7 +75,9 @@ class Judge:
             self.send({"event": "in_play", "in_play_ms": ms, "by": by})
 
     def send(self, msg: dict[str, Any]) -> None:
-        self.result.write(wire.dumps(_plain(msg)) + "\n")
+        data = (wire.dumps(_plain(msg)) + "\n").encode()
+        while data:
+            data = data[os.write(self.result_fd, data) :]
 
     def cases(self) -> list[dict[str, Any]]:
         path = self.job.get("test_cases_path")
@@ -83,15 +116,17 @@ def _score(cases: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_declarative(j: Judge) -> dict[str, Any]:
-    """Call the entry point once per test case; score = share passed."""
+def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Call the entry point (or the case's ``call``, ``"package.module:function"``) once per
+    test case; score = share passed."""
     entry = j.job["entry_point"]
     how = j.job.get("compare", "exact")
     proxy = SolutionProxy(j.session)
     results = []
-    for i, case in enumerate(j.cases()):
+    for i, case in enumerate(j.cases() if cases is None else cases):
         try:
-            got = getattr(proxy, entry)(*case.get("args", []), **case.get("kwargs", {}))
+            fn = getattr(proxy, case.get("call") or entry)
+            got = fn(*case.get("args", []), **case.get("kwargs", {}))
         except SolutionTimeout as exc:
             if time.monotonic() >= j.deadline:
                 raise
@@ -145,15 +180,24 @@ def _write_all(proc: Any, data: bytes) -> None:
     os.write(proc.fds["in"], data)
 
 
-def _load_verifier(j: Judge) -> Any:
-    import importlib.util
+_CODE_CACHE: dict[tuple[str, int, int], Any] = {}
 
+
+def _load_verifier(j: Judge) -> Any:
+    """A fresh module for the verifier file, every run; its compiled code is cached by path,
+    size and mtime (a pool worker judges many runs: compiling is the expensive part)."""
     path = j.job["verifier_path"]
-    spec = importlib.util.spec_from_file_location("verifier", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load verifier {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    code = _CODE_CACHE.get(key)
+    if code is None:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
+        _CODE_CACHE[key] = code
+    module = type(sys)("verifier")
+    module.__file__ = path
+    sys.modules["verifier"] = module
+    exec(code, module.__dict__)
     return module
 
 
@@ -185,7 +229,55 @@ def run_custom(j: Judge) -> dict[str, Any]:
     return report_from_value(verify(SolutionProxy(j.session), j.cases()))
 
 
+def _repo_files(root: str) -> dict[str, str]:
+    """A patch task's repository (trusted files) as ``{relative path: text}``."""
+    out: dict[str, str] = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            if name.endswith(".pyc"):
+                continue
+            full = os.path.join(folder, name)
+            with open(full, encoding="utf-8", newline="") as f:
+                out[os.path.relpath(full, root).replace(os.sep, "/")] = f.read()
+    return out
+
+
+def run_patch(j: Judge) -> dict[str, Any]:
+    """Apply the answer's diff here, in the verifier, then check the patched code from here.
+
+    Everything the verifier needs (the repository, the test data, a custom verifier) is read
+    before the answer is opened, so a failure to read it is never blamed on the answer. The
+    patched files travel to the solution process (``write_files``), which imports nothing of
+    its own; each check is then a call into it, compared here. Tests shipped inside the
+    repository do not score: code the patch changed runs in the solution process and could
+    rewrite any test runner that shares its interpreter.
+    """
+    from . import patch
+
+    verify = None
+    if j.job.get("verifier_path"):
+        verify = getattr(_load_verifier(j), "verify", None)
+        if verify is None:
+            return {"status": "verifier_error", "message": "the verifier defines no verify()"}
+    repo = _repo_files(j.job["repo_path"])
+    cases = j.cases()
+    with open(j.job["answer_path"], encoding="utf-8", errors="replace", newline="") as f:
+        answer = f.read()  # the answer is in play from here
+    try:
+        files = patch.patch_repo(answer, repo)
+    except patch.PatchError as exc:
+        return {"status": exc.status, "message": str(exc)}
+    j.session.mode = "repo"
+    j.session.prelude = {"op": "write_files", "files": files}
+    if verify is None:
+        return run_declarative(j, cases)
+    return report_from_value(verify(SolutionProxy(j.session), cases))
+
+
 def drive(j: Judge) -> dict[str, Any]:
+    if j.job.get("kind") == "patch":
+        return run_patch(j)
     if j.job.get("verifier_path"):
         return run_custom(j)
     if j.job.get("kind") == "script":
@@ -214,6 +306,8 @@ def judge(job: dict[str, Any], result_fd: int, launcher: Any = None) -> int:
     except SolutionTimeout as exc:
         status = "solution_timeout" if exc.blame_solution else "timeout"
         report = {"status": status, "message": str(exc)}
+    except LaunchError as exc:  # ours: no verdict, whatever the verifier had done
+        report = {"status": "sandbox_error", "message": str(exc)}
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
         report = {"status": "verifier_error", "message": f"the verifier exited {exc.code}"}
@@ -235,4 +329,6 @@ def judge(job: dict[str, Any], result_fd: int, launcher: Any = None) -> int:
     }
     report["elapsed_ms"] = (time.monotonic() - j.t0) * 1000.0
     j.send({"event": "report", **report})
+    global _CURRENT
+    _CURRENT = None
     return code

@@ -22,8 +22,11 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
@@ -93,6 +96,13 @@ def make_private() -> None:
 
 def tmpfs(target: str, size_bytes: int, mode: str = "0755") -> None:
     _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_bytes},mode={mode}")
+
+
+def read_only(target: str, bind_first: bool = False) -> None:
+    """Make ``target`` read-only (a file or a folder; ``bind_first`` for one not yet a mount)."""
+    if bind_first:
+        _mount(target, target, None, MS_BIND, None)
+    _mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
 
 
 class _CapHeader(ctypes.Structure):

@@ -87,10 +87,15 @@ class Process:
         self.fds = fds
         self.out = Stream(keep_all=keep_stdout)
         self.err = Stream(keep_all=False)
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.newline = -1
+        """Index of the first newline in ``buffer`` (-1: none yet): no rescans of a flood."""
         self.status: int | None = None
         self.rusage_cpu_ms: float | None = None
         self.limit: str | None = None
+        self.proc_pid = pid
+        """The pid as ``/proc`` numbers it (differs from ``pid`` across pid namespaces)."""
+        self.tree_cpu_ms: float | None = None
 
 
 def _tree(pid: int) -> tuple[float, list[str]]:
@@ -122,6 +127,16 @@ def _tree(pid: int) -> tuple[float, list[str]]:
     return cpu, [info[p][1] for p in tree if p in info and p != pid]
 
 
+def _keep_tree_cpu(proc: Process) -> None:
+    if proc.tree_cpu_ms is not None and proc.tree_cpu_ms > (proc.rusage_cpu_ms or 0.0):
+        proc.rusage_cpu_ms = proc.tree_cpu_ms
+
+
+class LaunchError(BaseException):
+    """Ours, not the answer's: the solution process could not be started. A ``BaseException``
+    so that a verifier's ``except Exception`` cannot turn it into the answer's failure."""
+
+
 class Launcher:
     """Starts solution processes with a command prefix chosen by the host (sandboxed or not)."""
 
@@ -136,7 +151,15 @@ class Launcher:
         self.on_start = on_start
 
     def start(self, mode: str, args: tuple[str, ...] = (), keep_stdout: bool = False) -> Process:
+        """Start a solution process; the answer is in play from the moment it exists."""
+        try:
+            proc = self._spawn(mode, args, keep_stdout)
+        except OSError as exc:
+            raise LaunchError(f"the solution process could not start: {exc}") from exc
         self.on_start()
+        return proc
+
+    def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
         argv = [*self.prefix, "solution", mode, self.path, self.limits, *args]
         r_req, w_req = os.pipe()
         r_rep, w_rep = os.pipe()
@@ -178,6 +201,7 @@ class Launcher:
             except ProcessLookupError:
                 pass
         self.reap(proc)
+        _keep_tree_cpu(proc)
 
     def reap(self, proc: Process) -> None:
         if proc.status is None:
@@ -206,8 +230,10 @@ class Launcher:
             poller.register(fd, select.POLLIN)
         exited = False
         while True:
-            if want_line and b"\n" in proc.buffer:
-                line, _, proc.buffer = proc.buffer.partition(b"\n")
+            if want_line and proc.newline >= 0:
+                line = bytes(proc.buffer[: proc.newline])
+                del proc.buffer[: proc.newline + 1]
+                proc.newline = proc.buffer.find(b"\n")
                 return line
             if exited and not sinks:
                 return None
@@ -231,7 +257,13 @@ class Launcher:
                     poller.unregister(fd)
                     sinks.pop(fd, None)
                 elif sink is None:
+                    if proc.newline < 0 and b"\n" in data:
+                        proc.newline = len(proc.buffer) + data.index(b"\n")
                     proc.buffer += data
+                    if len(proc.buffer) > self.output_cap:  # a reply past any sane size
+                        proc.limit = "output_size"
+                        self.kill(proc)
+                        return None
                 else:
                     sink.add(data)
                     if proc.out.size + proc.err.size > self.output_cap:
@@ -240,13 +272,21 @@ class Launcher:
                         return None
 
     def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
-        cpu_ms, states = _tree(proc.pid)
+        # What the tree used before it is killed: wait4 counts only reaped children, and a
+        # sandbox wrapper's own descendants die unreaped with it.
+        cpu_ms, states = _tree(proc.proc_pid)
+        proc.tree_cpu_ms = cpu_ms
         runnable = any(s in ("R", "D") for s in states)
         return solution_used_its_time(cpu_ms, limit_ms, None if runnable else "S")
 
 
 class Session:
-    """The run's module-mode solution process: started at first use, restarted after a death."""
+    """The run's serving solution process: started at first use, restarted after a death.
+
+    ``mode`` is ``module`` (import the answer) or ``repo`` (a patch task: import nothing);
+    ``prelude``, when set, is the request every fresh process gets first (a patch task's
+    ``write_files``), so a restart after a death serves the same files.
+    """
 
     def __init__(self, launcher: Launcher, case_timeout: float, deadline: float) -> None:
         self.launcher = launcher
@@ -255,14 +295,22 @@ class Session:
         self.proc: Process | None = None
         self.timed_out = False
         self.last_death: SolutionDied | None = None
+        self.mode = "module"
+        self.prelude: dict[str, Any] | None = None
 
     def _ensure(self) -> Process:
         if self.proc is None or self.proc.status is not None:
-            self.proc = self.launcher.start("module")
+            self.proc = self.launcher.start(self.mode)
+            if self.prelude is not None:
+                self._exchange(self.proc, self.prelude, None)
         return self.proc
 
     def request(self, req: dict[str, Any], deref: Callable[[int], Any]) -> Any:
-        proc = self._ensure()
+        return self._exchange(self._ensure(), req, deref)
+
+    def _exchange(
+        self, proc: Process, req: dict[str, Any], deref: Callable[[int], Any] | None
+    ) -> Any:
         try:
             os.write(proc.fds["req"], wire.encode(req))
         except (BrokenPipeError, KeyError):
@@ -368,6 +416,10 @@ class SolutionProxy:
             return self._session.request(req, self._deref)
 
         return call
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        """``solution["package.module:function"](...)``: a call by import path (patch tasks)."""
+        return self.__getattr__(name)
 
     def get(self, name: str) -> Any:
         """The value of a module attribute (a constant, or a reference to a class or function)."""

@@ -2,8 +2,10 @@
 
 Started by the verifier at its first use of the answer (the in-play instant), inside its own
 namespaces. It sets its own hard limits before the answer's first line runs, then either imports
-the answer and serves calls on fds 3 (requests) and 4 (replies) (``module`` mode) or runs it as
-``__main__`` with the test's stdin (``script`` mode). The answer cannot raise a hard limit back.
+the answer and serves calls on fds 3 (requests) and 4 (replies) (``module`` mode), runs it as
+``__main__`` with the test's stdin (``script`` mode), or serves calls without importing anything
+(``repo`` mode: a patch task, whose verifier first sends the patched files with ``write_files``
+and then calls ``"package.module:function"`` names). The answer cannot raise a hard limit back.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ if TYPE_CHECKING:
 
 REQ_FD = 3
 REP_FD = 4
+REPO_DIR = "repo"
+"""Where ``write_files`` puts a patch task's files, under the solution's work dir."""
+MAX_FILES = 10_000
 
 
 def apply_limits(limits: dict[str, int]) -> None:
@@ -67,13 +72,67 @@ def _error(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _resolve(module: Any, name: str) -> Any:
+    """``name`` in the answer's module, or ``"package.module:attr.attr"`` imported by path."""
+    if ":" not in name:
+        if module is None:
+            raise NameError(f"{name!r}: no answer module here; name it as 'module:attribute'")
+        return getattr(module, name)
+    mod_name, _, attr = name.partition(":")
+    __import__(mod_name)
+    obj = sys.modules[mod_name]
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _safe_target(root: str, rel: Any) -> str:
+    """The absolute path for ``rel`` under ``root``; ``ValueError`` if it could leave it."""
+    if not isinstance(rel, str) or not rel or "\0" in rel or rel.startswith("/"):
+        raise ValueError(f"invalid path {rel!r}")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"invalid path {rel!r}")
+    target = os.path.join(root, *parts)
+    parent = os.path.realpath(os.path.dirname(target))
+    if parent != root and not parent.startswith(root + os.sep):
+        raise ValueError(f"path {rel!r} leaves the repository")
+    return target
+
+
+def write_files(files: Any, root: str) -> int:
+    """Write ``{relative path: text}`` under ``root``, put ``root`` first on ``sys.path``.
+
+    Paths are checked before anything is written; symlinks are not followed. Returns the count.
+    """
+    if not isinstance(files, dict) or len(files) > MAX_FILES:
+        raise ValueError("write_files takes a mapping of at most 10,000 paths to texts")
+    os.makedirs(root, exist_ok=True)
+    root = os.path.realpath(root)
+    for rel, text in files.items():
+        if not isinstance(text, str):
+            raise ValueError(f"{rel!r}: file contents must be text")
+        _safe_target(root, rel)
+    for rel, text in files.items():
+        target = _safe_target(root, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return len(files)
+
+
 def _serve_one(module: Any, refs: _Refs, req: dict[str, Any]) -> Any:
     op = req.get("op")
     if op == "call":
-        fn = getattr(module, str(req["name"]))
+        fn = _resolve(module, str(req["name"]))
         return fn(*req.get("args", ()), **req.get("kwargs", {}))
     if op == "getattr":
-        return getattr(module, str(req["name"]))
+        return _resolve(module, str(req["name"]))
+    if op == "write_files":
+        return write_files(req.get("files"), os.path.abspath(REPO_DIR))
     if op == "method":
         target = getattr(refs.get(req["ref"]), str(req["name"]))
         return target(*req.get("args", ()), **req.get("kwargs", {}))
@@ -99,14 +158,15 @@ def _load_answer(path: str) -> Any:
     return module
 
 
-def _serve(path: str) -> int:
+def _serve(path: str | None) -> int:
+    """Serve requests; ``path`` None: import no answer (``repo`` mode)."""
     reqs = os.fdopen(REQ_FD, "rb", buffering=65536)
     reps = os.fdopen(REP_FD, "wb", buffering=0)
     refs = _Refs()
     module: Any = None
     load_error: dict[str, Any] | None = None
     try:
-        module = _load_answer(path)
+        module = _load_answer(path) if path is not None else None
     except BaseException as exc:  # the answer's own failure, reported on every call
         load_error = _error(exc)
     for line in reqs:
@@ -129,12 +189,14 @@ def _serve(path: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``solution module|script PATH LIMITS_JSON [ARGS...]``."""
+    """``solution module|script|repo PATH LIMITS_JSON [ARGS...]``."""
     mode, path, limits_json, *args = argv
     apply_limits(wire.loads(limits_json))
     os.chdir(os.path.dirname(path) or "/")
     if mode == "module":
         return _serve(path)
+    if mode == "repo":
+        return _serve(None)
     sys.argv = [path, *args]
     import runpy
 

@@ -138,6 +138,7 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
     """Runs in the forked child, pid 1 of a fresh pid namespace: isolate, then serve the answer."""
     isolate.set_process_name("dg-solution")
     isolate.die_with_parent()
+    os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
     for procs in job.get("cgroup_procs") or []:
         with open(procs, "w") as f:
             f.write("0")
@@ -160,9 +161,16 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
             isolate.tmpfs(hidden, 4096, "0555")
     isolate.tmpfs("/tmp", size, "1777")
     isolate.tmpfs("/work", size, "0755")
+    if os.path.isdir("/dev/shm"):
+        isolate.tmpfs("/dev/shm", size, "1777")
     with open("/work/solution.py", "wb") as f:
         f.write(answer)
     del answer
+    # Nothing writable but the capped work dir, /tmp and /dev/shm: the worker's root and /dev
+    # are tmpfs that no limit would count, and the answer's own file stays as it was sent.
+    isolate.read_only("/work/solution.py", bind_first=True)
+    for folder in ("/", "/dev"):
+        isolate.read_only(folder)
     if "random" in sys.modules:  # a fork shares the zygote's state: reseed like a fresh start
         sys.modules["random"].seed()
     isolate.sethostname("sandbox")

@@ -101,8 +101,12 @@ def _rmdir(path: str) -> None:
         _PENDING.append(path)
 
 
-def create(memory_mb: int, max_processes: int) -> RunCgroup:
-    """Make the solution's cgroups for one run (empty when the host has none writable)."""
+def create(memory_mb: int, max_processes: int, overhead: int = 2) -> RunCgroup:
+    """Make the solution's cgroups for one run (empty when the host has none writable).
+
+    ``overhead``: processes of the sandbox's own in the group besides the answer's (the strict
+    sandbox's nested bwrap and its init: 2; the pool's solution is forked directly: 0).
+    """
     retry_pending(final=False)
     group = RunCgroup()
     name = f"run-{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -114,8 +118,8 @@ def create(memory_mb: int, max_processes: int) -> RunCgroup:
                 _write(os.path.join(d, "memory.limit_in_bytes"), str(memory_mb * 2**20))
                 with contextlib.suppress(OSError):  # absent without swap accounting
                     _write(os.path.join(d, "memory.memsw.limit_in_bytes"), str(memory_mb * 2**20))
-            else:  # the nested bwrap and its init are in the group too
-                _write(os.path.join(d, "pids.max"), str(max_processes + 2))
+            else:
+                _write(os.path.join(d, "pids.max"), str(max_processes + overhead))
         except OSError:
             _rmdir(d)
             continue

@@ -33,6 +33,7 @@ from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON, check_bwrap, find_bw
 from deepgym.verdict import Outcome
 
 START_GRACE_S = 2.0
+KILL_WAIT_S = 5.0
 OUTPUT_EXCERPT = 8192
 SOLUTION_UID = 65534
 VERIFIER_UID = 1000
@@ -139,6 +140,18 @@ class LocalBackend:
             size,
             "--tmpfs",
             "/tmp",
+            # Every writable tmpfs is size-capped (tmpfs pages escape RLIMIT_AS, and a cgroup may
+            # be missing): a capped /dev/shm, then bwrap's own root, /dev and /proc read-only.
+            "--size",
+            size,
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",
+            "--remount-ro",
+            "/proc",
+            "--remount-ro",
+            "/",
             "--uid",
             str(SOLUTION_UID),
             "--gid",
@@ -331,7 +344,11 @@ class LocalBackend:
             timed_out = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            _, out, err, _ = await work
+            try:  # the pipes close when the sandbox's processes are gone; never wait forever
+                _, out, err, _ = await asyncio.wait_for(work, KILL_WAIT_S)
+            except TimeoutError:
+                out, err = b"", b"the sandbox did not end after it was killed"
+                await proc.wait()
         finally:
             transport.close()
         return self._raw(events, proc.returncode, out, err, timed_out)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON
 from deepgym.sandbox.local import IN_JUDGE, START_GRACE_S, VERIFIER_UID, LocalBackend
 
 STDERR_KEEP = 8192
+EXIT_WAIT_S = 2.0
 READY_TIMEOUT_S = 30.0
 
 
@@ -74,9 +76,12 @@ class _Worker:
 
     async def execute(
         self, job: dict[str, Any], wall: float
-    ) -> tuple[list[dict[str, Any]], int | None, bool]:
-        """Send one job; return its events, the verifier's exit code (None if the worker died)
-        and whether the wall limit fired."""
+    ) -> tuple[list[dict[str, Any]], int | None, bool, bool]:
+        """Send one job; return its events, the verifier's exit code, whether the wall limit
+        fired, and whether the worker died (killed: the verifier's code is then None).
+
+        The verifier runs in the worker: one that exits the process (``os._exit``) ends the
+        worker with that status, which is then the verifier's exit code, as in ``strict``."""
         assert self.proc.stdin is not None
         self.stderr.clear()
         self.proc.stdin.write(json.dumps(job).encode() + b"\n")
@@ -96,12 +101,20 @@ class _Worker:
             code = await asyncio.wait_for(read(), wall)
         except TimeoutError:
             self.kill()
-            return events, None, True
+            return events, None, True, False
         except (ConnectionError, OSError):
             code = None
-        if code is None:
-            self.kill()
-        return events, code, False
+        if code is not None:
+            return events, code, False, False
+        self.healthy = False
+        try:
+            status = await asyncio.wait_for(self.proc.wait(), EXIT_WAIT_S)
+        except TimeoutError:
+            status = None
+        self.kill()
+        if status is not None and 0 <= status < 128:  # it exited by itself: the verifier did
+            return events, status, False, False
+        return events, None, False, True
 
     def kill(self) -> None:
         self.healthy = False
@@ -264,7 +277,7 @@ class PoolBackend(LocalBackend):
         run_dir = self._root / "runs" / run_id
         run_dir.mkdir()
         (run_dir / "solution.py").write_text(job.answer)
-        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes, overhead=0)
         spec = self._job_json(job, env_dir, run_dir, group)
         spec.update(
             {
@@ -289,7 +302,7 @@ class PoolBackend(LocalBackend):
         queue_ms = (time.monotonic() - t_wait) * 1000.0
         start_ms = (time.monotonic() - t0) * 1000.0
         try:
-            events, code, timed_out = await worker.execute(spec, job.timeout + START_GRACE_S)
+            events, code, timed_out, died = await worker.execute(spec, job.timeout + START_GRACE_S)
         finally:
             err = bytes(worker.stderr)
             await self._release(worker)
@@ -297,8 +310,11 @@ class PoolBackend(LocalBackend):
             mechanisms = {**group.mechanisms(), "work_dir": "tmpfs", "time": "judge+host"}
             group.remove()
             shutil.rmtree(run_dir, ignore_errors=True)
-        died = code is None and not timed_out
         raw = self._raw(events, -signal.SIGKILL if died else code, b"", err, timed_out)
+        if died:
+            raw.outcome = dataclasses.replace(
+                raw.outcome, worker_died=True, detail="the pool worker died during the run"
+            )
         raw.isolation = "pool"
         raw.start_ms = start_ms
         raw.queue_ms = queue_ms

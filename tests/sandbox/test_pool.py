@@ -1,0 +1,88 @@
+"""The pool's own life: lazy start, memory per worker, a worker that dies, a clean close."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from deepgym import Environment
+from deepgym.client import AsyncDeepGym
+from deepgym.sandbox.pool import PoolBackend
+from deepgym.scheduling import TimeLimitPolicy
+
+pytestmark = pytest.mark.sandbox
+
+ENV = Environment(
+    name="add",
+    entry_point="add",
+    test_cases=[{"args": [1, 2], "expected": 3}],
+    timeout=20.0,
+    case_timeout=10.0,
+)
+GOOD = "def add(a, b):\n    return a + b\n"
+SLOW = "import time\ndef add(a, b):\n    time.sleep(3)\n    return a + b\n"
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            ppid = int(raw[raw.rfind(")") + 2 :].split()[1])
+            children.setdefault(ppid, []).append(int(name))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def test_workers_start_lazily_report_memory_and_leave_nothing() -> None:
+    async def go() -> None:
+        backend = PoolBackend(workers=2)
+        dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None))
+        dg._backend = backend
+        assert backend.stats()["workers"] == 0  # nothing runs before the first answer
+        r = await dg.run(ENV, GOOD)
+        assert r.passed and r.isolation == "pool"
+        stats = backend.stats()
+        assert stats["workers"] == 2
+        assert all(0 < kb < 200_000 for kb in stats["rss_kb"])
+        assert _descendants(os.getpid())
+        await dg.close()
+        assert not _descendants(os.getpid())  # workers, zygotes and sandboxes are all gone
+
+    asyncio.run(go())
+
+
+def test_a_worker_that_dies_mid_run_costs_that_run_its_verdict_only() -> None:
+    async def go() -> None:
+        dg = AsyncDeepGym(workers=1, time_limits=TimeLimitPolicy(factor=None))
+        try:
+            await dg.run(ENV, GOOD)  # start the worker
+            backend = dg._backend
+            assert isinstance(backend, PoolBackend)
+            pending = asyncio.ensure_future(dg.run_batch(ENV, [SLOW]))
+            await asyncio.sleep(1.0)  # the answer is in play, sleeping
+            os.killpg(backend._workers[0].proc.pid, signal.SIGKILL)
+            batch = await pending
+            (dead,) = batch.results
+            assert not dead.has_verdict
+            assert dead.error_type == "sandbox_error"
+            assert dead.attempts == 1  # in play when it died: not retried
+            after = await dg.run(ENV, GOOD)  # a replacement worker serves the next run
+            assert after.passed
+        finally:
+            await dg.close()
+
+    asyncio.run(go())
