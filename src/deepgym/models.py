@@ -37,8 +37,9 @@ class Environment(BaseModel):
     """One task: what the model is asked, and how its answer is verified.
 
     Exactly one way to verify is needed: ``test_cases`` (declarative, against ``entry_point``, or
-    stdin/stdout cases for a script), ``verifier_code`` or ``verifier_path`` (a ``verify``
-    function), or, for a patch task, ``repo_path``.
+    stdin/stdout cases for a script), or ``verifier_code`` or ``verifier_path`` (a ``verify``
+    function). A patch task also needs ``repo_path`` (the repository the diff applies to); its
+    declarative cases each name a ``call`` (``"package.module:function"``) in that repository.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -89,6 +90,17 @@ class Environment(BaseModel):
         if self.kind == "patch":
             if self.repo_path is None:
                 raise ValueError("a patch environment needs repo_path")
+            if self.test_cases is None and not has_custom:
+                raise ValueError("a patch environment needs test_cases or a verifier")
+            if not has_custom:
+                for i, case in enumerate(self.test_cases or []):
+                    call = case.get("call")
+                    if not isinstance(call, str) or not all(call.partition(":")[::2]):
+                        raise ValueError(
+                            f"test_cases[{i}].call must name 'package.module:function'"
+                        )
+                    if "expected" not in case:
+                        raise ValueError(f"test_cases[{i}] has no 'expected'")
             return self
         if self.test_cases is None and not has_custom:
             raise ValueError("an environment needs test_cases, verifier_code or verifier_path")

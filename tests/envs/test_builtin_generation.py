@@ -51,7 +51,7 @@ def test_metadata_keys(name: str) -> None:
     metadata = _metadata(name)
     assert set(metadata) <= ALLOWED_KEYS, sorted(set(metadata) - ALLOWED_KEYS)
     assert metadata["name"] == name
-    assert metadata["kind"] in {"function", "script"}
+    assert metadata["kind"] in {"function", "script", "patch"}
     assert isinstance(metadata["seed"], int)
     if metadata["kind"] == "function":
         assert isinstance(metadata.get("entry_point"), str)

@@ -2,7 +2,8 @@
 
 A folder holds ``task.md`` (the prompt), ``metadata.json`` (validated strictly: an unknown key is
 an error naming it), ``test_cases.json`` and/or ``verifier.py``, and a reference answer
-(``reference_solution.py``, or ``reference_solution.diff`` with a ``repo/`` for a patch task).
+(``reference_solution.py``, or ``reference_solution.diff`` with a ``repo/`` for a patch task,
+whose test cases each name a ``call``, ``"package.module:function"`` in that repository).
 Names resolve to built-in folders, registered suites, or a path to a third-party folder.
 """
 

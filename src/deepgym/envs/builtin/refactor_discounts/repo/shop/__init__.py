@@ -1,0 +1,1 @@
+"""A tiny shop: cart totals and invoices, in cents."""

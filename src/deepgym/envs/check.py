@@ -1,0 +1,457 @@
+"""Conformance checks for an environment: does its verifier tell right from wrong, reliably?
+
+``check_environment(env, dg)`` scores a set of probe answers in the real sandbox and returns a
+``CheckReport`` of named checks, each with a message that says what failed:
+
+- ``reference``: the reference answer scores 1.0 (and passes);
+- ``deterministic``: every further run of the reference (three beside the first, three timed)
+  gives the same result, test for test;
+- ``time_limits``: the reference's run time, measured alone (the median of three runs one
+  after another), is under a third of ``timeout``, and its slowest case under a third of
+  ``case_timeout`` (measured case by case when the whole run is not already under that bound);
+- wrong answers score at most ``MAX_WRONG_SCORE``, with a verdict: ``empty`` for every kind;
+  ``stub`` (the entry point with a ``pass`` body) and ``constant[...]`` (return 0, None, [],
+  "" or -1) for a function task; ``echo`` (print the input back) for a script task;
+- for a patch task, the diff rules: ``empty`` is ``invalid_patch``; the reference diff plus a
+  new test file is ``test_infra_tampering``; the reference diff cut inside a hunk
+  (``garbled``) or with a changed context line (``stale_context``) is ``patch_apply_failed``;
+  a diff that changes nothing that matters (``noop``) does not pass.
+
+The probes and the judgement of their results are pure (``probes``, ``judge``); only
+``check_environment`` / ``check_environments`` and ``time_reference`` run anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import statistics
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from deepgym.judge.patch import is_test_infra, make_diff
+from deepgym.models import Environment, RunResult
+
+if TYPE_CHECKING:
+    from deepgym.client import DeepGym
+
+__all__ = [
+    "CONSTANTS",
+    "MAX_WRONG_SCORE",
+    "RERUNS",
+    "TIME_SHARE",
+    "TIMING_RUNS",
+    "Check",
+    "CheckReport",
+    "Probe",
+    "Timing",
+    "check_environment",
+    "check_environments",
+    "constant_answer",
+    "judge",
+    "probes",
+    "stub_answer",
+    "time_reference",
+]
+
+MAX_WRONG_SCORE = 0.2
+"""The most a wrong answer (empty, stub, constant, echo) may score."""
+RERUNS = 3
+"""Extra runs of the reference, beside the first, scored with the other probes."""
+TIMING_RUNS = 3
+"""Runs of the reference timed alone (their median is the measured time); they must agree with
+the others too."""
+TIME_SHARE = 1 / 3
+"""The reference may use at most this share of ``timeout`` (the run) and ``case_timeout``."""
+CONSTANTS: tuple[tuple[str, str], ...] = (
+    ("0", "0"),
+    ("None", "None"),
+    ("[]", "[]"),
+    ('""', '""'),
+    ("-1", "-1"),
+)
+"""(label, source) of the constant answers a function task must not reward."""
+
+ECHO_PROGRAM = "import sys\nsys.stdout.write(sys.stdin.read())\n"
+PROBE_TEST_FILE = "tests/test_deepgym_probe.py"
+NOOP_COMMENT = "# (this line changes nothing)\n"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named check and what it found."""
+
+    name: str
+    ok: bool
+    message: str = ""
+
+
+@dataclass
+class CheckReport:
+    """Every check of one environment; ``ok`` when all passed."""
+
+    env_name: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def summary(self) -> str:
+        """``name: ok (12 checks)`` or ``name: FAILED reference: ...; empty: ...``."""
+        if self.ok:
+            return f"{self.env_name}: ok ({len(self.checks)} checks)"
+        return f"{self.env_name}: FAILED " + "; ".join(
+            f"{c.name}: {c.message}" for c in self.failures
+        )
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An answer to score and the rule its result must meet (``expect``).
+
+    ``expect``: ``full`` (scores 1.0 and passes), ``low`` (judged, at most
+    ``MAX_WRONG_SCORE``), ``not_passed`` (judged without an error, and does not pass: the diff
+    applied), or an error type the run must be judged with (``invalid_patch``, ...).
+    """
+
+    name: str
+    answer: str
+    expect: str
+
+
+# -- probe answers ----------------------------------------------------------------------------
+
+
+def _entry_node(env: Environment) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
+    if not env.reference_solution or not env.entry_point:
+        return None
+    try:
+        tree = ast.parse(env.reference_solution)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.name == env.entry_point
+        ):
+            return node
+    return None
+
+
+def _stub_def(
+    node: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """``node``'s signature, annotations and decorators dropped, with a ``pass`` body."""
+    stub = copy.deepcopy(node)
+    args = stub.args
+    for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+        if a is not None:
+            a.annotation = None
+    stub.body = [ast.Pass()]
+    stub.decorator_list = []
+    stub.returns = None
+    return stub
+
+
+def stub_answer(env: Environment) -> str:
+    """The entry point with a ``pass`` body (a class keeps its methods, each ``pass``)."""
+    node = _entry_node(env)
+    name = env.entry_point or "solution"
+    if node is None:
+        return f"def {name}(*args, **kwargs):\n    pass\n"
+    stub: ast.stmt
+    if isinstance(node, ast.ClassDef):
+        methods: list[ast.stmt] = [
+            _stub_def(n) for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        cls = copy.deepcopy(node)
+        cls.bases, cls.keywords, cls.decorator_list = [], [], []
+        cls.body = methods or [ast.Pass()]
+        stub = cls
+    else:
+        stub = _stub_def(node)
+    module = ast.Module(body=[stub], type_ignores=[])
+    return ast.unparse(ast.fix_missing_locations(module)) + "\n"
+
+
+def constant_answer(env: Environment, source: str) -> str:
+    """An entry point that returns ``source`` whatever it is asked (a class: every method)."""
+    name = env.entry_point or "solution"
+    if isinstance(_entry_node(env), ast.ClassDef):
+        return (
+            f"class {name}:\n"
+            "    def __init__(self, *args, **kwargs):\n"
+            "        pass\n\n"
+            "    def __getattr__(self, name):\n"
+            f"        return lambda *args, **kwargs: {source}\n"
+        )
+    return f"def {name}(*args, **kwargs):\n    return {source}\n"
+
+
+def _cut_inside_hunk(diff: str) -> str | None:
+    """The diff up to the first line of its first hunk of two lines or more (unparseable)."""
+    lines = diff.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("@@") and i + 2 < len(lines) and lines[i + 2][:1] in " +-":
+            return "".join(lines[: i + 2])
+    return None
+
+
+def _stale_context(diff: str) -> str | None:
+    """The diff with the first line its hunks read (context or removed) changed."""
+    lines = diff.splitlines(keepends=True)
+    in_hunk = False
+    for i, line in enumerate(lines):
+        if line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line[:1] in (" ", "-"):
+            lines[i] = line[0] + "XX_STALE_XX " + line[1:]
+            return "".join(lines)
+    return None
+
+
+def _noop_diff(env: Environment) -> str | None:
+    """A valid diff that adds a comment to the first Python file the diff rules allow."""
+    if env.repo_path is None:
+        return None
+    root = env.repo_path
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if "__pycache__" in rel or is_test_infra(rel):
+            continue
+        text = path.read_text(encoding="utf-8")
+        return make_diff({rel: text}, {rel: NOOP_COMMENT + text})
+    return None
+
+
+def _patch_probes(env: Environment, reference: str) -> list[Probe]:
+    tamper = make_diff({}, {PROBE_TEST_FILE: "def test_nothing():\n    pass\n"})
+    out = [
+        Probe("empty", "", "invalid_patch"),
+        Probe("tampering", reference + tamper, "test_infra_tampering"),
+    ]
+    for name, make in (("garbled", _cut_inside_hunk), ("stale_context", _stale_context)):
+        variant = make(reference)
+        if variant is not None:
+            out.append(Probe(name, variant, "patch_apply_failed"))
+    noop = _noop_diff(env)
+    if noop is not None:
+        out.append(Probe("noop", noop, "not_passed"))
+    return out
+
+
+def probes(env: Environment) -> list[Probe]:
+    """The answers ``check_environment`` scores, and what each must score."""
+    reference = env.reference_solution or ""
+    out = [Probe("reference", reference, "full")]
+    out += [Probe(f"rerun_{i}", reference, "full") for i in range(1, RERUNS + 1)]
+    if env.kind == "patch":
+        return out + _patch_probes(env, reference)
+    out.append(Probe("empty", "", "low"))
+    if env.kind == "script":
+        return [*out, Probe("echo", ECHO_PROGRAM, "low")]
+    out.append(Probe("stub", stub_answer(env), "low"))
+    out += [
+        Probe(f"constant[{label}]", constant_answer(env, src), "low") for label, src in CONSTANTS
+    ]
+    return out
+
+
+# -- judging the results ----------------------------------------------------------------------
+
+
+def _describe(r: RunResult) -> str:
+    if not r.has_verdict:
+        return f"no verdict ({r.error_type}: {r.error[:200]})"
+    what = f"scored {r.score:.2f}" + (" and passed" if r.passed else "")
+    if r.error_type:
+        what += f" ({r.error_type}: {r.error[:200]})"
+    else:
+        failed = next((c for c in r.cases if not c.passed), None)
+        if failed is not None and r.score < 1.0:
+            what += f" ({failed.name}: {failed.message[:200]})"
+    return what
+
+
+def _brief(r: RunResult) -> str:
+    return f"scored {r.score:.2f}" + (f" ({r.error_type})" if r.error_type else "")
+
+
+def _meets(probe: Probe, r: RunResult) -> Check:
+    """Whether the probe's result follows its rule; the message says what the run did."""
+    said = _describe(r)
+    if not r.has_verdict:
+        return Check(probe.name, False, said)
+    if probe.expect == "full":
+        ok = r.passed and r.score == 1.0
+        return Check(probe.name, ok, _brief(r) if ok else f"the reference answer {said}")
+    if probe.expect == "low":
+        ok = r.score <= MAX_WRONG_SCORE and not r.passed
+        why = f"a wrong answer scored {r.score:.2f}" + (" and passed" if r.passed else "")
+        why += f", more than {MAX_WRONG_SCORE}"
+        if r.cases:
+            why += f" ({sum(c.passed for c in r.cases)}/{len(r.cases)} tests passed)"
+        return Check(probe.name, ok, _brief(r) if ok else why)
+    if probe.expect == "not_passed":
+        ok = not r.passed and r.error_type is None
+        return Check(probe.name, ok, _brief(r) if ok else f"a diff that changes nothing {said}")
+    ok = r.error_type == probe.expect and r.score == 0.0
+    return Check(probe.name, ok, _brief(r) if ok else f"expected {probe.expect}, {said}")
+
+
+def _fingerprint(r: RunResult) -> tuple[object, ...]:
+    return (r.has_verdict, r.score, r.passed, r.error_type, tuple(c.passed for c in r.cases))
+
+
+def _run_ms(r: RunResult) -> float:
+    """The run's own time: from the verifier's start to its end (no queue, no start-up)."""
+    return max(r.execution_time_ms - r.service.start_ms, 0.0)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The reference timed alone: ``runs`` one after another with nothing else running, and
+    ``case_ms`` (each test case on its own) when the whole run was too long to bound a case."""
+
+    runs: tuple[RunResult, ...] = ()
+    case_ms: tuple[float, ...] | None = None
+
+    @property
+    def run_ms(self) -> float:
+        """The median run time of the judged runs (ms); 0.0 if none was judged."""
+        judged = [_run_ms(r) for r in self.runs if r.has_verdict]
+        return statistics.median(judged) if judged else 0.0
+
+
+def judge(
+    env: Environment, probe_list: Sequence[Probe], results: Sequence[RunResult], timing: Timing
+) -> CheckReport:
+    """The report for ``results`` (one per probe) and the reference's ``timing``."""
+    report = CheckReport(env.name)
+    refs = [r for p, r in zip(probe_list, results, strict=True) if p.expect == "full"]
+    for p, r in zip(probe_list, results, strict=True):
+        if p.name.startswith("rerun_"):
+            continue  # they count in "deterministic"
+        if p.name == "reference" and not env.reference_solution:
+            report.checks.append(Check(p.name, False, "the environment has no reference answer"))
+        else:
+            report.checks.append(_meets(p, r))
+    report.checks.append(_deterministic([*refs, *timing.runs]))
+    report.checks.append(_time_limits(env, timing))
+    return report
+
+
+def _deterministic(refs: Sequence[RunResult]) -> Check:
+    if not refs:
+        return Check("deterministic", False, "the reference was not run")
+    first = _fingerprint(refs[0])
+    for i, r in enumerate(refs[1:], 1):
+        if _fingerprint(r) != first:
+            return Check(
+                "deterministic",
+                False,
+                f"run {i + 1} of the reference {_describe(r)}; the first run {_describe(refs[0])}",
+            )
+    return Check("deterministic", True, f"{len(refs)} runs agree")
+
+
+def _time_limits(env: Environment, timing: Timing) -> Check:
+    if not any(r.has_verdict for r in timing.runs):
+        return Check("time_limits", False, "no judged run of the reference to time")
+    run_ms = timing.run_ms
+    if run_ms >= env.timeout * 1000.0 * TIME_SHARE:
+        return Check(
+            "time_limits",
+            False,
+            f"the reference runs {run_ms:.0f} ms, over a third of timeout={env.timeout:g}s",
+        )
+    slowest = max(timing.case_ms) if timing.case_ms else run_ms
+    if slowest >= env.case_timeout * 1000.0 * TIME_SHARE:
+        return Check(
+            "time_limits",
+            False,
+            f"the reference's slowest case takes {slowest:.0f} ms, over a third of "
+            f"case_timeout={env.case_timeout:g}s",
+        )
+    return Check(
+        "time_limits",
+        True,
+        f"reference {run_ms:.0f} ms of {env.timeout:g}s; slowest case at most {slowest:.0f} ms "
+        f"of {env.case_timeout:g}s",
+    )
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def time_reference(env: Environment, dg: DeepGym) -> Timing:
+    """Run the reference ``TIMING_RUNS`` times, one at a time; then each test case alone when
+    the median run is not already under a third of ``case_timeout``."""
+    if not env.reference_solution:
+        return Timing()
+    runs = dg.run_batch(env, [env.reference_solution] * TIMING_RUNS, max_parallel=1).results
+    timing = Timing(tuple(runs))
+    cases = env.test_cases or []
+    if len(cases) < 2 or timing.run_ms < env.case_timeout * 1000.0 * TIME_SHARE:
+        return timing
+    singles = [env.model_copy(update={"test_cases": [c]}) for c in cases]
+    each = dg.eval(singles, {env.name: env.reference_solution}, max_parallel=1).results
+    return Timing(timing.runs, tuple(_run_ms(r) for r in each))
+
+
+def _score_probes(env: Environment, dg: DeepGym, max_parallel: int) -> list[RunResult]:
+    plan = probes(env)
+    return dg.run_batch(env, [p.answer for p in plan], max_parallel=max_parallel).results
+
+
+def check_environment(env: Environment, dg: DeepGym, *, max_parallel: int = 8) -> CheckReport:
+    """Score the probes for ``env`` with ``dg``, time its reference, judge (see the module doc)."""
+    results = _score_probes(env, dg, max_parallel)
+    return judge(env, probes(env), results, time_reference(env, dg))
+
+
+def check_environments(
+    envs: Sequence[Environment],
+    dg: DeepGym,
+    *,
+    max_parallel: int = 8,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[CheckReport]:
+    """``check_environment`` for each of ``envs``; reports in input order.
+
+    The probes of several environments run at once; the timing runs come after, one at a time,
+    so that no other run inflates them.
+    """
+    done = 0
+    lock = threading.Lock()
+    total = 2 * len(envs)
+
+    def step() -> None:
+        nonlocal done
+        with lock:
+            done += 1
+            if progress is not None:
+                progress(done, total)
+
+    def scored(env: Environment) -> list[RunResult]:
+        results = _score_probes(env, dg, max_parallel)
+        step()
+        return results
+
+    if not envs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(len(envs), 4)) as pool:
+        all_results = list(pool.map(scored, envs))
+    reports = []
+    for env, results in zip(envs, all_results, strict=True):
+        reports.append(judge(env, probes(env), results, time_reference(env, dg)))
+        step()
+    return reports

@@ -1,0 +1,80 @@
+"""The solution host's patch-task ops: write_files stays inside its root; dotted names resolve."""
+
+from __future__ import annotations
+
+import os
+import os.path
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from deepgym.judge import solution_host
+
+
+@pytest.fixture
+def clean_path() -> Iterator[None]:
+    saved = list(sys.path)
+    modules = set(sys.modules)
+    yield
+    sys.path[:] = saved
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+def test_write_files_writes_and_goes_first_on_sys_path(tmp_path: Path, clean_path: None) -> None:
+    root = tmp_path / "repo"
+    files = {
+        "dgprobe_pkg/__init__.py": "",
+        "dgprobe_pkg/mod.py": "def f():\n    return 'patched'\r\n",
+    }
+    assert solution_host.write_files(files, str(root)) == 2
+    assert sys.path[0] == str(root.resolve())
+    assert (root / "dgprobe_pkg/mod.py").read_bytes() == b"def f():\n    return 'patched'\r\n"
+    fn = solution_host._resolve(None, "dgprobe_pkg.mod:f")
+    assert fn() == "patched"
+
+
+@pytest.mark.parametrize(
+    "path", ["../x.py", "/abs.py", "a//b.py", "a/./b.py", "a/../../b.py", "", "x\0.py"]
+)
+def test_write_files_refuses_paths_that_leave(tmp_path: Path, path: str) -> None:
+    root = tmp_path / "repo"
+    with pytest.raises(ValueError):
+        solution_host.write_files({"ok.py": "", path: "x"}, str(root))
+    assert not (root / "ok.py").exists()  # nothing is written unless every path is good
+
+
+def test_write_files_does_not_follow_symlinks(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    with pytest.raises(ValueError, match="leaves"):
+        solution_host.write_files({"link/x.py": "x"}, str(root))
+    (root / "file.py").symlink_to(outside / "target.py")
+    with pytest.raises(OSError):
+        solution_host.write_files({"file.py": "x"}, str(root))
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("files", [["a.py"], {"a.py": b"bytes"}, {1: "x"}])
+def test_write_files_takes_a_map_of_texts(tmp_path: Path, files: object) -> None:
+    with pytest.raises(ValueError):
+        solution_host.write_files(files, str(tmp_path / "repo"))
+
+
+def test_resolve_names() -> None:
+    module = SimpleNamespace(add=lambda a, b: a + b)
+    assert solution_host._resolve(module, "add")(1, 2) == 3
+    assert solution_host._resolve(None, "os.path:join") is os.path.join
+    assert solution_host._resolve(None, "os:path.join") is os.path.join
+    with pytest.raises(NameError, match="module:attribute"):
+        solution_host._resolve(None, "add")
+    with pytest.raises(AttributeError):
+        solution_host._resolve(None, "os:no_such_thing")
+    with pytest.raises(ModuleNotFoundError):
+        solution_host._resolve(None, "no_such_module_here:f")

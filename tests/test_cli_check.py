@@ -1,0 +1,124 @@
+"""``deepgym check`` and ``deepgym qa``: what they print and their exit codes.
+
+The check logic is tested in ``tests/envs/test_check.py``; here it is replaced by canned reports,
+except in the one test marked ``sandbox``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from deepgym import cli
+from deepgym.envs.check import Check, CheckReport
+from deepgym.envs.registry import BUILTIN_DIR, list_environments
+from deepgym.models import Environment
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli.cli, list(args), catch_exceptions=False)
+
+
+def report(env: Environment, *failed: str) -> CheckReport:
+    checks = [Check("reference", "reference" not in failed, "scored 1.00")]
+    checks += [Check(name, False, f"{name} went wrong") for name in failed if name != "reference"]
+    checks.append(Check("time_limits", True, "reference 12 ms of 10s"))
+    return CheckReport(env.name, checks)
+
+
+@pytest.fixture
+def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every environment checked, by name; ``constant[0]`` fails for names holding ``bad``."""
+    seen: list[str] = []
+
+    def fake(env: Environment, dg: Any, *, max_parallel: int = 8) -> CheckReport:
+        seen.append(env.name)
+        return report(env, *(["constant[0]"] if "bad" in env.name else []))
+
+    def fake_many(
+        envs: list[Environment],
+        dg: Any,
+        *,
+        max_parallel: int = 8,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[CheckReport]:
+        out = [fake(e, dg) for e in envs]
+        if progress is not None:
+            progress(len(envs), len(envs))
+        return out
+
+    monkeypatch.setattr(cli, "check_environment", fake)
+    monkeypatch.setattr(cli, "check_environments", fake_many)
+    return seen
+
+
+def test_check_passes(checked: list[str]) -> None:
+    r = invoke("check", "coin_change")
+    assert r.exit_code == 0, r.output
+    assert checked == ["coin_change"]
+    assert "all 2 checks passed" in r.output
+    assert "time_limits" in r.output
+
+
+def test_check_a_folder_by_path(checked: list[str], tmp_path: Path) -> None:
+    folder = tmp_path / "bad_copy"
+    shutil.copytree(BUILTIN_DIR / "coin_change", folder)
+    (folder / "metadata.json").write_text(
+        json.dumps({"name": "bad_copy", "kind": "function", "entry_point": "coin_change"})
+    )
+    r = invoke("check", str(folder))
+    assert r.exit_code == 1, r.output
+    assert checked == ["bad_copy"]
+    assert "1 of 3 checks failed: constant[0]" in r.output
+    assert "constant[0] went wrong" in r.output
+
+
+def test_check_json(checked: list[str]) -> None:
+    r = invoke("check", "two_sum", "--json")
+    assert r.exit_code == 0
+    (data,) = json.loads(r.output)
+    assert data["env"] == "two_sum" and data["ok"] is True
+    assert [c["name"] for c in data["checks"]] == ["reference", "time_limits"]
+
+
+def test_check_unknown_environment_suggests(checked: list[str]) -> None:
+    r = CliRunner().invoke(cli.cli, ["check", "coin_chnge"])
+    assert r.exit_code == 2
+    assert "did you mean 'coin_change'" in r.output
+    assert checked == []
+
+
+def test_qa_checks_every_builtin(checked: list[str]) -> None:
+    r = invoke("qa")
+    assert r.exit_code == 0, r.output
+    assert checked == list_environments()
+    assert f"{len(checked)}/{len(checked)} environments pass every check" in r.output
+
+
+def test_qa_fails_when_one_environment_fails(
+    checked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = Environment(name="fine", entry_point="f", test_cases=[{"expected": 1}])
+    bad = good.model_copy(update={"name": "bad_one"})
+    monkeypatch.setattr(cli, "load_suite", lambda name: [good, bad])
+    r = invoke("qa")
+    assert r.exit_code == 1
+    assert "1/2 environments pass every check" in r.output
+    assert "constant[0]: constant[0] went wrong" in r.output
+    r = invoke("qa", "--json")
+    assert [d["ok"] for d in json.loads(r.output)] == [True, False]
+
+
+@pytest.mark.sandbox
+def test_check_a_patch_environment_for_real() -> None:
+    r = invoke("check", "fix_word_count", "--sandbox", "pool")
+    assert r.exit_code == 0, r.output
+    for name in ("reference", "empty", "tampering", "garbled", "stale_context", "noop"):
+        assert name in r.output
+    assert "all 8 checks passed" in r.output
