@@ -86,3 +86,21 @@ def test_a_worker_that_dies_mid_run_costs_that_run_its_verdict_only() -> None:
             await dg.close()
 
     asyncio.run(go())
+
+
+def test_a_cancelled_run_never_hands_its_busy_worker_to_the_next_run() -> None:
+    async def go() -> None:
+        dg = AsyncDeepGym(workers=1, time_limits=TimeLimitPolicy(factor=None))
+        try:
+            await dg.run(ENV, GOOD)
+            slow = asyncio.ensure_future(dg.run(ENV, SLOW))
+            await asyncio.sleep(1.0)
+            slow.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await slow
+            after = await asyncio.wait_for(dg.run(ENV, GOOD), 10)  # a fresh worker, no mix-up
+            assert after.passed and after.env_name == "add"
+        finally:
+            await dg.close()
+
+    asyncio.run(go())

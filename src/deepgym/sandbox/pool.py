@@ -102,6 +102,9 @@ class _Worker:
         except TimeoutError:
             self.kill()
             return events, None, True, False
+        except asyncio.CancelledError:  # the job may still be running: never reuse this worker
+            self.kill()
+            raise
         except (ConnectionError, OSError):
             code = None
         if code is not None:
@@ -152,6 +155,7 @@ class PoolBackend(LocalBackend):
         self._idle: asyncio.Queue[_Worker] | None = None
         self._workers: list[_Worker] = []
         self._starting: asyncio.Task[None] | None = None
+        self._replacing: set[asyncio.Task[None]] = set()
         self._cg_parents = {
             c: os.path.join(cgroups.V1_ROOT, c, "deepgym") for c in cgroups.v1_controllers()
         }
@@ -260,9 +264,20 @@ class PoolBackend(LocalBackend):
         if worker.healthy and worker.proc.returncode is None:
             self._idle.put_nowait(worker)
             return
-        await worker.stop()
         self._workers.remove(worker)
-        self._idle.put_nowait(await self._spawn_worker())
+        # Replace it in the background: a cancelled run must not cost the pool a worker.
+        task = asyncio.ensure_future(self._replace(worker))
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
+
+    async def _replace(self, worker: _Worker) -> None:
+        await worker.stop()
+        fresh = await self._spawn_worker()
+        if self._idle is None:  # closed meanwhile
+            await fresh.stop()
+            self._workers.remove(fresh)
+            return
+        self._idle.put_nowait(fresh)
 
     def stats(self) -> dict[str, Any]:
         """Worker count and the memory each idle worker holds (RSS, KiB, measured at start)."""
@@ -329,6 +344,8 @@ class PoolBackend(LocalBackend):
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting
+        if self._replacing:
+            await asyncio.gather(*self._replacing, return_exceptions=True)
         await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)
         self._workers.clear()
         self._starting = None
