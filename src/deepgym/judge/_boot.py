@@ -27,4 +27,10 @@ def _main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    _code = _main()
+    for _stream in (sys.stdout, sys.stderr):
+        try:
+            _stream.flush()
+        except Exception:  # a closed pipe: nothing more to say
+            pass
+    os._exit(_code)  # no interpreter teardown: the sandbox ends with this process anyway

@@ -6,6 +6,7 @@ Checked once per process and reported (``deepgym doctor``); a missing mechanism 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -74,6 +75,16 @@ def system_binds() -> list[str]:
     if not prefix.startswith("/usr/"):
         args += ["--ro-bind", prefix, prefix]
     return args
+
+
+@functools.cache
+def compile_judge() -> None:
+    """Byte-compile the judge where it is installed: sandboxes mount it read-only, so a missing
+    or stale ``.pyc`` would be recompiled in every run (an editable install has none)."""
+    import compileall
+
+    with contextlib.suppress(OSError):  # a read-only install: its .pyc files came with it
+        compileall.compile_dir(str(JUDGE_DIR), quiet=2, workers=1)
 
 
 @functools.cache

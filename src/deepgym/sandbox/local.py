@@ -29,7 +29,14 @@ from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
-from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON, check_bwrap, find_bwrap, system_binds
+from deepgym.sandbox.host import (
+    JUDGE_DIR,
+    SANDBOX_PYTHON,
+    check_bwrap,
+    compile_judge,
+    find_bwrap,
+    system_binds,
+)
 from deepgym.verdict import Outcome
 
 START_GRACE_S = 2.0
@@ -68,6 +75,7 @@ class LocalBackend:
         self._root = Path(tempfile.mkdtemp(prefix="deepgym-"))
         os.chmod(self._root, 0o700)
         self._envs: dict[str, Path] = {}
+        compile_judge()
         if isolation == "strict":
             check_bwrap()
             self._bwrap = find_bwrap()

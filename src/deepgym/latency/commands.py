@@ -1,0 +1,398 @@
+"""The ``price`` and ``sweep`` commands (``deepgym.cli`` adds them to its group).
+
+torch, numpy and matplotlib load inside the commands, so ``import deepgym.cli`` stays light.
+Bad input raises ``ConfigError``: the CLI's group prints one ``error: ...`` line, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from deepgym.client import SANDBOXES
+from deepgym.exceptions import ConfigError
+from deepgym.latency.sweep import SweepConfig
+
+if TYPE_CHECKING:
+    from deepgym.latency.predictions import Verdict
+    from deepgym.latency.price import PriceReport
+    from deepgym.latency.sweep import SweepResult
+
+_D = SweepConfig()
+"""The sweep's defaults, for the help text."""
+
+__all__ = ["price_cmd", "sweep_cmd"]
+
+
+def _out() -> Console:
+    return Console(highlight=False)
+
+
+def _positive(value: float, option: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{option} must be a positive number, got {value!r}")
+    return value
+
+
+def _positive_int(value: int, option: str) -> int:
+    if value < 1:
+        raise ConfigError(f"{option} must be a positive int, got {value!r}")
+    return value
+
+
+# -- price -------------------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if x >= 0.001 or x == 0 else f"{x:.3%}"
+
+
+def _price_text(r: PriceReport) -> None:
+    out = _out()
+    q = r.quantiles_s
+    hits = sum(r.timed_out)
+    click.echo(
+        f"price: {r.env}, {r.batch} completions ({r.batch // r.group} groups of {r.group}), "
+        f"busy {r.busy_s:g} s (training {r.training_s:g} s), timeout {r.timeout_s:g} s"
+    )
+    click.echo(
+        f"service time (s), {r.runs} runs: p50 {q['p50']:.3f}  p90 {q['p90']:.3f}  "
+        f"p99 {q['p99']:.3f}  max {q['max']:.3f}  mean {q['mean']:.3f}"
+    )
+    click.echo(f"timeout rate: {_pct(r.timeout_rate)} ({hits}/{r.runs} timed out)")
+    click.echo(
+        f"P(step stalls): {_pct(r.p_stall)}  (knee: at {_pct(r.knee_rate)} half the steps "
+        f"of {r.batch} stall)"
+    )
+    click.echo(
+        f"corrupted groups: {_pct(r.corrupted_group_share)} of groups hold a timeout; scored 0, "
+        "one the infrastructure caused is a wrong advantage (deepgym gives those no verdict)"
+    )
+    table = Table(title="predicted step", title_justify="left")
+    for column in ("schedule", "timeout (s)", "timeout rate", "P(stall)", "step (s)", "GPU idle"):
+        table.add_column(column, justify="left" if column == "schedule" else "right")
+    for s in (r.barrier, r.pipelined, r.derived):
+        table.add_row(
+            Text(s.name),
+            f"{s.timeout_s:g}",
+            _pct(s.timeout_rate),
+            _pct(s.p_stall),
+            f"{s.step_s:.2f}",
+            _pct(s.idle),
+        )
+    out.print(table)
+    fixes = Table(title="fixes, in order of predicted gain", title_justify="left")
+    for column in ("#", "fix", "what", "step (s)", "gain (s)", "gain"):
+        fixes.add_column(column, overflow="fold")
+    for i, f in enumerate(r.fixes, 1):
+        fixes.add_row(
+            str(i),
+            Text(f.name),
+            Text(f.detail),
+            f"{f.step_s:.2f}",
+            f"{f.gain_s:.2f}",
+            _pct(f.gain_share),
+        )
+    out.print(fixes)
+
+
+def _check_price(
+    batch: int, group: int, busy: float, training: float | None, timeout: float,
+    slots: int | None, max_parallel: int, plot: Path | None,
+) -> None:  # fmt: skip
+    """Bad options, before anything runs: one ``error:`` line each."""
+    _positive_int(batch, "--batch")
+    _positive_int(group, "--group")
+    _positive_int(max_parallel, "--max-parallel")
+    if slots is not None:
+        _positive_int(slots, "--slots")
+    if batch % group:
+        raise ConfigError(f"--batch ({batch}) must be a multiple of --group ({group})")
+    _positive(busy, "--busy")
+    _positive(timeout, "--timeout")
+    if training is not None and not (math.isfinite(training) and 0 <= training <= busy):
+        raise ConfigError(f"--training must be between 0 and --busy ({busy:g}), got {training!r}")
+    if plot is not None and not plot.parent.is_dir():
+        raise ConfigError(f"--plot {plot}: no such directory {plot.parent}")
+
+
+@click.command("price")
+@click.argument("env")
+@click.option(
+    "--answers",
+    "answers_file",
+    required=True,
+    type=click.Path(path_type=Path),
+    help='JSONL of answers (strings or {"answer": ...}) or a directory of .py files.',
+)
+@click.option("--batch", type=int, default=128, show_default=True, help="Completions per step.")
+@click.option("--group", type=int, default=8, show_default=True, help="Completions per group.")
+@click.option(
+    "--busy",
+    type=float,
+    default=24.5,
+    show_default=True,
+    help="Seconds of a step the GPU is busy (generation + training).",
+)
+@click.option(
+    "--training",
+    type=float,
+    default=None,
+    help="Seconds of --busy that are training (default: half).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="The reward timeout under study: the answers run under it, a timeout costs it.",
+)
+@click.option(
+    "--slots",
+    type=int,
+    default=None,
+    help="Sandboxes at once during training (default: one per completion).",
+)
+@click.option("--sandbox", type=click.Choice(SANDBOXES), default=None, help="The sandbox backend.")
+@click.option("--max-parallel", type=int, default=8, show_default=True, help="Runs at once here.")
+@click.option("--plot", type=click.Path(path_type=Path), default=None, help="Write a PNG here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def price_cmd(
+    env: str,
+    answers_file: Path,
+    batch: int,
+    group: int,
+    busy: float,
+    training: float | None,
+    timeout: float,
+    slots: int | None,
+    sandbox: str | None,
+    max_parallel: int,
+    plot: Path | None,
+    as_json: bool,
+) -> None:
+    """Measure ENV's reward service times on real answers; predict what they cost a step."""
+    from deepgym import cli
+    from deepgym.latency.price import build_report, measure, service_samples
+
+    _check_price(batch, group, busy, training, timeout, slots, max_parallel, plot)
+    environment = cli._load_env(env)
+    _labels, answers = cli._read_batch_answers(answers_file)
+    with cli._client(sandbox) as dg, cli._progress(f"price {environment.name}") as advance:
+        result, derived = measure(
+            dg,
+            environment,
+            answers,
+            batch=batch,
+            group=group,
+            timeout=timeout,
+            max_parallel=max_parallel,
+            progress=advance,
+        )
+    samples, timed_out = service_samples(result.results)
+    report = build_report(
+        samples,
+        timed_out,
+        env=environment.name,
+        batch=batch,
+        group=group,
+        busy=busy,
+        timeout=timeout,
+        derived_limit=derived,
+        training=training,
+        slots=slots,
+    )
+    if plot is not None:
+        from deepgym.latency.plots import plot_price
+
+        plot_price(report, plot)
+    if as_json:
+        click.echo(report.model_dump_json(indent=2))
+    else:
+        _price_text(report)
+        if plot is not None:
+            click.echo(f"plot: {plot}")
+
+
+# -- sweep -------------------------------------------------------------------------------------
+
+
+def _sweep_text(result: SweepResult) -> None:
+    out = _out()
+    cfg = result.config
+    click.echo(
+        f"sweep: {cfg.blocks} blocks x {len(cfg.arms)} arms on {result.device}; "
+        f"{cfg.prompts} prompts x {cfg.group} = {cfg.batch} completions; warm-up busy "
+        f"{result.warmup_busy:.3f} s, one seed-second = {result.seconds_per_seed_second * 1000:.2f}"
+        f" ms; {result.elapsed:.0f} s"
+    )
+    table = Table(title="arms (means per step, seconds)", title_justify="left")
+    for column in (
+        "arm",
+        "steps",
+        "step",
+        "model",
+        "generation",
+        "reward",
+        "training",
+        "idle",
+        "stalled",
+    ):
+        table.add_column(column, justify="left" if column == "arm" else "right")
+    for a in result.arms.values():
+        model = "-" if math.isnan(a.model_step) else f"{a.model_step:.3f}"
+        table.add_row(
+            Text(a.arm),
+            str(a.steps),
+            f"{a.step:.3f}",
+            model,
+            f"{a.generation:.3f}",
+            f"{a.reward_wait:.3f}",
+            f"{a.training:.3f}",
+            f"{a.idle:.1%}",
+            f"{a.stall_share:.0%}",
+        )
+    out.print(table)
+    m = result.metrics
+    for key, label in (
+        ("step_ratio.pipe:1/stall:1", "pipelined / barrier step, one timeout (dial)"),
+        ("raw_step_ratio.pipe:1/stall:1", "  the same, raw means"),
+        ("step_ratio.sandbox-pipe/sandbox", "pipelined / barrier step, real sandbox reward"),
+        ("drift.generation_cv", "generation drift across arms (CV)"),
+        ("drift.training_cv", "training drift across barrier arms (CV)"),
+    ):
+        if key in m:
+            click.echo(f"{label}: {m[key]:.3f}")
+    if result.verdicts:
+        _verdict_table(result.verdicts)
+    for name, path in result.files.items():
+        if not name.startswith("shard "):
+            click.echo(f"{name}: {path}")
+
+
+def _verdict_table(verdicts: Sequence[Verdict]) -> None:
+    from deepgym.latency.predictions import verdict_rows
+
+    table = Table(title="pre-registered predictions", title_justify="left")
+    for column in ("id", "metric", "expected", "measured", "verdict"):
+        table.add_column(column, overflow="fold")
+    for row in verdict_rows(verdicts):
+        style = {"HELD": "green", "REFUTED": "red"}.get(row[-1], "yellow")
+        table.add_row(*(Text(c) for c in row[:-1]), Text(row[-1], style=f"bold {style}"))
+    _out().print(table)
+    held = sum(v.status == "held" for v in verdicts)
+    click.echo(f"{held} of {len(verdicts)} predictions held")
+
+
+def _arms(spec: str | None) -> Sequence[str] | None:
+    if spec is None:
+        return None
+    arms = [s.strip() for s in spec.split(",") if s.strip()]
+    if not arms:
+        raise ConfigError("--arms must name at least one arm")
+    return arms
+
+
+@click.command("sweep")
+@click.option("--blocks", type=int, default=None, help=f"Randomised complete blocks [{_D.blocks}].")
+@click.option("--prompts", type=int, default=None, help=f"Prompts per step [{_D.prompts}].")
+@click.option("--group", type=int, default=None, help=f"Completions per prompt [{_D.group}].")
+@click.option(
+    "--tokens", type=int, default=None, help=f"New tokens per completion [{_D.new_tokens}]."
+)
+@click.option("--d-model", type=int, default=None, help=f"Model width [{_D.d_model}].")
+@click.option("--layers", type=int, default=None, help=f"Transformer blocks [{_D.n_layers}].")
+@click.option("--arms", default=None, help=f"Comma-separated arms [{','.join(_D.arms)}].")
+@click.option("--no-sandbox", is_flag=True, help="Leave out the real-sandbox arms.")
+@click.option("--env", default=None, help=f"Built-in environment of the sandbox arms [{_D.env}].")
+@click.option(
+    "--seed", type=int, default=None, help=f"Seed of the block orders and draws [{_D.seed}]."
+)
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help=f"[{_D.device}]"
+)
+@click.option("--threads", type=int, default=None, help=f"torch CPU threads [{_D.threads}].")
+@click.option(
+    "--predictions",
+    "predictions_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A predictions TOML file (default: the one deepgym ships).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("deepgym-sweep"),
+    show_default=True,
+    help="Directory for shards, timeline, summary and plots.",
+)
+@click.option("--no-plot", is_flag=True, help="Skip the plots.")
+@click.option("--no-profile", is_flag=True, help="Skip the profiler cross-check.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def sweep_cmd(
+    blocks: int | None,
+    prompts: int | None,
+    group: int | None,
+    tokens: int | None,
+    d_model: int | None,
+    layers: int | None,
+    arms: str | None,
+    no_sandbox: bool,
+    env: str | None,
+    seed: int | None,
+    device: str | None,
+    threads: int | None,
+    predictions_file: Path | None,
+    out: Path,
+    no_plot: bool,
+    no_profile: bool,
+    as_json: bool,
+) -> None:
+    """A real GRPO step on a small random-weight model, with the reward on a dial (needs torch)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ConfigError("the sweep needs torch: pip install 'deepgym[sweep]'") from None
+    from deepgym.latency.analysis import json_safe
+    from deepgym.latency.predictions import load_predictions
+    from deepgym.latency.sweep import run_sweep
+
+    given = {
+        "blocks": blocks,
+        "prompts": prompts,
+        "group": group,
+        "new_tokens": tokens,
+        "d_model": d_model,
+        "n_layers": layers,
+        "env": env,
+        "seed": seed,
+        "device": device,
+        "threads": threads,
+    }
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    chosen = _arms(arms)
+    if chosen is not None:
+        changes["arms"] = tuple(chosen)
+    cfg = replace(SweepConfig(), **changes, plot=not no_plot, profile=not no_profile, out=out)
+    if no_sandbox:
+        cfg = replace(cfg, arms=tuple(a for a in cfg.arms if not a.startswith("sandbox")))
+    predictions = load_predictions(predictions_file)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
+    from deepgym import cli
+
+    with cli._progress("sweep") as advance:
+        result = run_sweep(cfg, predictions, progress=lambda d, t, _label: advance(d, t))
+    if as_json:
+        click.echo(json.dumps(json_safe(result.to_dict()), indent=2, allow_nan=False))
+    else:
+        _sweep_text(result)
