@@ -616,14 +616,14 @@ def test_demo_scores_references_and_wrong_answers(monkeypatch: pytest.MonkeyPatc
     # A function, a class and a script task: every kind of stub the demo makes. (The registry-wide
     # check of every built-in lives with the environments' tests.)
     some = ["coin_change", "lru_cache", "running_median"]
-    monkeypatch.setattr(cli, "load_suite", lambda name: [load_environment(n) for n in some])
+    suites = {"builtin": some, "humaneval": ["humaneval/0"]}
+    monkeypatch.setattr(cli, "load_suite", lambda name: [load_environment(n) for n in suites[name]])
     r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, ["demo", "--sandbox", "strict"])
     assert r.exit_code == 0, r.output
     out = r.stdout.splitlines()
     summaries = [line for line in out if line.startswith("Pass Rate:")]
-    assert summaries[:2] == [
-        "Pass Rate: 100.00% (judged 100.00%, 0.00% no verdict)",
-        "Pass Rate: 0.00% (judged 0.00%, 0.00% no verdict)",
-    ]
-    for name in some:
+    right = "Pass Rate: 100.00% (judged 100.00%, 0.00% no verdict)"
+    wrong = "Pass Rate: 0.00% (judged 0.00%, 0.00% no verdict)"
+    assert summaries == [right, wrong, right, wrong]  # built-ins, then HumanEval
+    for name in [*some, "humaneval/0"]:
         assert len([line for line in out if re.search(rf"│ {name}\s", line)]) == 2

@@ -14,6 +14,7 @@ worker died has no verdict unless the answer was in play (the client retries wha
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -139,6 +140,39 @@ class _Worker:
             await self._drain
 
 
+class _Idle:
+    """Idle workers, handed out first come, first served.
+
+    ``asyncio.Queue`` lets a task that just put a worker back take it again before the waiter it
+    woke gets to run, so one busy caller can starve the rest; here a released worker goes
+    straight to the longest waiter.
+    """
+
+    def __init__(self) -> None:
+        self._free: collections.deque[_Worker] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[_Worker]] = collections.deque()
+
+    def put_nowait(self, worker: _Worker) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(worker)
+                return
+        self._free.append(worker)
+
+    async def get(self) -> _Worker:
+        if self._free and not self._waiters:
+            return self._free.popleft()
+        waiter: asyncio.Future[_Worker] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed over as we were cancelled
+                self.put_nowait(waiter.result())
+            raise
+
+
 class PoolBackend(LocalBackend):
     """Warm sandboxed workers that fork per run: a few milliseconds of overhead per answer."""
 
@@ -152,7 +186,7 @@ class PoolBackend(LocalBackend):
         self.size = size
         (self._root / "envs").mkdir(exist_ok=True)
         (self._root / "runs").mkdir(exist_ok=True)
-        self._idle: asyncio.Queue[_Worker] | None = None
+        self._idle: _Idle | None = None
         self._workers: list[_Worker] = []
         self._starting: asyncio.Task[None] | None = None
         self._replacing: set[asyncio.Task[None]] = set()
@@ -247,12 +281,12 @@ class PoolBackend(LocalBackend):
         return worker
 
     async def _start(self) -> None:
-        self._idle = asyncio.Queue()
+        self._idle = _Idle()
         workers = await asyncio.gather(*(self._spawn_worker() for _ in range(self.size)))
         for w in workers:
             self._idle.put_nowait(w)
 
-    async def _ensure_started(self) -> asyncio.Queue[_Worker]:
+    async def _ensure_started(self) -> _Idle:
         if self._starting is None:
             self._starting = asyncio.ensure_future(self._start())
         await asyncio.shield(self._starting)
