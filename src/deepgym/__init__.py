@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "AsyncDeepGym": "deepgym.client",
+    "AsyncRewardFunction": "deepgym.rewards",
     "BatchResult": "deepgym.models",
     "CaseResult": "deepgym.models",
     "DeepGym": "deepgym.client",
@@ -20,6 +21,7 @@ _EXPORTS = {
     "EvalResult": "deepgym.models",
     "MODEL_FAULT_ERRORS": "deepgym.verdict",
     "NoVerdictError": "deepgym.exceptions",
+    "RewardFunction": "deepgym.rewards",
     "RunResult": "deepgym.models",
     "SandboxError": "deepgym.exceptions",
     "VerifierError": "deepgym.exceptions",
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
     from deepgym.models import Environment as Environment
     from deepgym.models import EvalResult as EvalResult
     from deepgym.models import RunResult as RunResult
+    from deepgym.rewards import AsyncRewardFunction as AsyncRewardFunction
+    from deepgym.rewards import RewardFunction as RewardFunction
     from deepgym.verdict import MODEL_FAULT_ERRORS as MODEL_FAULT_ERRORS
     from deepgym.verdict import checked_score as checked_score
 

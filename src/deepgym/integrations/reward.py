@@ -1,0 +1,134 @@
+"""Pieces the adapters share: the masked-rate alarm and the reward functions set up by name.
+
+``MaskedRate`` watches the share of samples that got no verdict. A policy that learns to trigger
+failures that get masked escapes their penalty, so more than ``limit`` masked samples in a block of
+``block`` logs a warning: a provider outage, or a policy that found such a failure.
+
+``default_reward_function`` is the process-wide ``RewardFunction`` behind the adapters' module-level
+functions (loaded by dotted path, so they take no constructor arguments). It reads its settings
+from the environment: ``DEEPGYM_ENV`` (the environment when no dataset column names one),
+``DEEPGYM_SANDBOX``, ``DEEPGYM_MAX_PARALLEL`` and ``DEEPGYM_REWARD_TIMEOUT`` (seconds).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable
+
+from deepgym.exceptions import ConfigError
+from deepgym.rewards import AsyncRewardFunction, RewardFunction
+
+__all__ = [
+    "MaskedRate",
+    "default_async_reward_function",
+    "default_reward_function",
+    "reward_settings",
+]
+
+log = logging.getLogger("deepgym.integrations")
+
+
+class MaskedRate:
+    """Counts samples without a verdict; warns when a block of ``block`` has more than ``limit``."""
+
+    def __init__(
+        self,
+        name: str = "deepgym",
+        *,
+        block: int = 100,
+        limit: int = 5,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if block < 1 or limit < 0:
+            raise ConfigError(
+                f"block must be >= 1 and limit >= 0, got block={block}, limit={limit}"
+            )
+        self.name = name
+        self.block = block
+        self.limit = limit
+        self.logger = logger or log
+        self.total = 0
+        self.masked = 0
+        self.alerts = 0
+        self._in_block = 0
+        self._masked_in_block = 0
+        self._lock = threading.Lock()
+
+    def add(self, masked: bool) -> bool:
+        """Count one sample (``masked``: it got no verdict). True when this sample closed a block
+        that had too many masked samples (and a warning was logged)."""
+        with self._lock:
+            self.total += 1
+            self._in_block += 1
+            if masked:
+                self.masked += 1
+                self._masked_in_block += 1
+            if self._in_block < self.block:
+                return False
+            count, self._in_block, self._masked_in_block = self._masked_in_block, 0, 0
+            if count <= self.limit:
+                return False
+            self.alerts += 1
+        self.logger.warning(
+            "%s: %d of the last %d samples got no verdict (more than %d): a provider outage, or "
+            "a policy that found a failure that gets masked",
+            self.name,
+            count,
+            self.block,
+            self.limit,
+        )
+        return True
+
+    def update(self, masked: Iterable[bool]) -> int:
+        """Count many samples; the number of blocks that raised the alarm."""
+        return sum(self.add(bool(m)) for m in masked)
+
+    @property
+    def rate(self) -> float:
+        """Share of all samples counted so far that got no verdict."""
+        return self.masked / self.total if self.total else 0.0
+
+
+def reward_settings() -> dict[str, object]:
+    """The ``RewardFunction`` settings that the ``DEEPGYM_*`` environment variables give."""
+    out: dict[str, object] = {}
+    if env := os.environ.get("DEEPGYM_ENV"):
+        out["env"] = env
+    if sandbox := os.environ.get("DEEPGYM_SANDBOX"):
+        out["sandbox"] = sandbox
+    for var, key, kind in (
+        ("DEEPGYM_MAX_PARALLEL", "max_parallel", int),
+        ("DEEPGYM_REWARD_TIMEOUT", "timeout", float),
+    ):
+        raw = os.environ.get(var)
+        if raw:
+            try:
+                out[key] = kind(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{var} must be a number, got {raw!r}") from exc
+    return out
+
+
+_lock = threading.Lock()
+_sync: RewardFunction | None = None
+_async: AsyncRewardFunction | None = None
+
+
+def default_reward_function() -> RewardFunction:
+    """The process-wide ``RewardFunction`` set by ``reward_settings()``, made on first use."""
+    global _sync
+    with _lock:
+        if _sync is None:
+            _sync = RewardFunction(**reward_settings())  # type: ignore[arg-type]
+        return _sync
+
+
+def default_async_reward_function() -> AsyncRewardFunction:
+    """The process-wide ``AsyncRewardFunction`` configured by ``reward_settings()``."""
+    global _async
+    with _lock:
+        if _async is None:
+            _async = AsyncRewardFunction(**reward_settings())  # type: ignore[arg-type]
+        return _async

@@ -1,0 +1,482 @@
+"""Reward functions for RL trainers: ``RewardFunction`` (blocking) and ``AsyncRewardFunction``.
+
+Each call scores a batch of completions and returns one value per completion, in order: the
+run's score where it has a verdict, ``None`` where it has none (the contract: leave it out, never
+train on it as a 0). Invariants:
+
+- The answer is the last fenced code block of the completion's last assistant turn (a string,
+  one message, or a conversation whose content is a string or a list of parts); the whole text
+  if there is no block; what follows an unclosed fence if the text was cut off inside one.
+- One bad sample never raises out of a trainer's step: an exception while reading it, resolving
+  its environment or scoring it makes that sample ``None`` (logged), never a 0.
+- A call keeps its own deadline (``timeout``): a sample not judged by then is ``None``. Its run is
+  not cancelled; it finishes in the background within its own time limit.
+- Unknown keyword arguments are accepted and ignored (trainers pass their dataset columns). A
+  column named ``env`` or ``env_name`` (``env_keys``) names each sample's environment.
+
+``RewardFunction`` drives ``AsyncRewardFunction`` through a blocking portal: one core, two shells.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import math
+import re
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeGuard, TypeVar
+
+from deepgym.client import AsyncDeepGym, _Portal
+from deepgym.envs.registry import resolve
+from deepgym.exceptions import ConfigError
+from deepgym.models import Environment, RunResult
+
+__all__ = [
+    "ENV_KEYS",
+    "AsyncRewardFunction",
+    "RewardFunction",
+    "answer_of",
+    "as_coroutine_function",
+    "completion_text",
+    "extract_code",
+]
+
+T = TypeVar("T")
+EnvLike = Environment | str | Path
+ENV_KEYS = ("env", "env_name")
+"""Keyword arguments (dataset columns) that name each sample's environment, in priority order."""
+
+log = logging.getLogger("deepgym.rewards")
+
+_FENCE = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
+
+
+def _closes(line: str, fence: str) -> bool:
+    s = line.strip()
+    return len(s) >= len(fence) and set(s) == {fence[0]}
+
+
+def extract_code(text: str) -> str:
+    """The last complete fenced code block of ``text``; else the body of an unclosed final fence
+    (a cut-off answer); else ``text`` itself."""
+    blocks: list[str] = []
+    fence: str | None = None
+    body: list[str] = []
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\r\n")
+        if fence is None:
+            m = _FENCE.match(bare)
+            if m and not (m["fence"][0] == "`" and "`" in m["info"]):
+                fence, body = m["fence"], []
+        elif _closes(bare, fence):
+            blocks.append("".join(body))
+            fence = None
+        else:
+            body.append(line)
+    if blocks:
+        return blocks[-1]
+    if fence is not None and any(s.strip() for s in body):
+        return "".join(body)
+    return text
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type", "text") == "text":
+                parts.append(str(part.get("text") or ""))
+        return "".join(parts)
+    raise ConfigError(f"message content must be a str or a list of parts, got {type(content)}")
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a completion's last assistant turn.
+
+    A completion is a string, one message dict, or a conversation (a list of message dicts,
+    each ``content`` a string or a list of parts such as ``{"type": "text", "text": ...}``). In a
+    conversation whose messages carry roles, the last ``assistant`` message is the answer (none:
+    the empty answer); without roles, the last message is.
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        return _content_text(completion.get("content"))
+    if isinstance(completion, Sequence):
+        messages = list(completion)
+        if not all(isinstance(m, Mapping) for m in messages):
+            raise ConfigError("a conversation must be a list of message dicts")
+        if any("role" in m for m in messages):
+            messages = [m for m in messages if m.get("role") == "assistant"]
+        return _content_text(messages[-1].get("content")) if messages else ""
+    raise ConfigError(
+        f"a completion must be a str, a message or a conversation, got {type(completion).__name__}"
+    )
+
+
+def answer_of(completion: Any, prefix: str = "") -> str:
+    """The code to run for ``completion``: its last fenced block, or ``prefix`` + its whole text
+    when it has no block (a base model continuing a prompt such as HumanEval's)."""
+    text = completion_text(completion)
+    code = extract_code(text)
+    return prefix + text if code is text else code
+
+
+def _prompt_text(prompt: Any) -> str:
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        return prompt
+    return completion_text(
+        [m for m in prompt if isinstance(m, Mapping)] if isinstance(prompt, Sequence) else prompt
+    )
+
+
+def _column(kwargs: Mapping[str, Any], keys: Sequence[str], n: int) -> list[Any]:
+    for key in keys:
+        value = kwargs.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str | Path | Environment):
+            return [value] * n
+        if isinstance(value, Sequence) and len(value) == n:
+            return list(value)
+        raise ConfigError(f"column {key!r} must name one environment or one per completion ({n})")
+    return [None] * n
+
+
+def _judged(result: RunResult | None) -> TypeGuard[RunResult]:
+    return result is not None and result.has_verdict and math.isfinite(result.score)
+
+
+def _verdict_score(result: RunResult | None) -> float | None:
+    return result.score if _judged(result) else None
+
+
+class AsyncRewardFunction:
+    """Scores completions in sandboxes; ``await reward(completions=...)`` -> ``list[float | None]``.
+
+    ``env`` is the environment of every sample unless a column in ``env_keys`` names another;
+    ``environments`` maps names used in that column to environments (other names load through
+    ``load_environment``). ``timeout`` is the deadline of one call in seconds (None: none).
+    ``prepend_prompt``: an answer without a code block is the prompt followed by the completion.
+    """
+
+    def __init__(
+        self,
+        env: EnvLike | None = None,
+        *,
+        environments: Mapping[str, EnvLike] | None = None,
+        client: AsyncDeepGym | None = None,
+        sandbox: str = "pool",
+        workers: int | None = None,
+        max_parallel: int = 8,
+        timeout: float | None = 300.0,
+        env_keys: Sequence[str] = ENV_KEYS,
+        prepend_prompt: bool = False,
+        name: str = "deepgym",
+    ) -> None:
+        if not isinstance(max_parallel, int) or isinstance(max_parallel, bool) or max_parallel < 1:
+            raise ConfigError(f"max_parallel must be a positive int, got {max_parallel!r}")
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise ConfigError(
+                f"timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
+        if isinstance(env_keys, str):
+            env_keys = (env_keys,)
+        self.env = resolve(env) if env is not None else None
+        self.environments = dict(environments or {})
+        self.sandbox = sandbox
+        self.workers = workers
+        self.max_parallel = max_parallel
+        self.timeout = None if timeout is None else float(timeout)
+        self.env_keys = tuple(env_keys)
+        self.prepend_prompt = prepend_prompt
+        self.__name__ = name
+        self._client = client
+        self._owns_client = client is None
+        self._env_cache: dict[str, Environment] = {}
+        self._sem: asyncio.Semaphore | None = None
+        self._stragglers: set[asyncio.Task[RunResult]] = set()
+
+    # -- pickling: a copy starts without the live client (TRL and verl may copy the function) --
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self._owns_client:
+            state["_client"] = None
+        state.update(_sem=None, _stragglers=set())
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def _get_client(self) -> AsyncDeepGym:
+        if self._client is None:
+            self._client = AsyncDeepGym(sandbox=self.sandbox, workers=self.workers)
+        return self._client
+
+    def _env_for(self, value: Any) -> Environment:
+        if value is None:
+            if self.env is None:
+                keys = ", ".join(self.env_keys)
+                raise ConfigError(f"no environment: pass env=..., or a column named one of {keys}")
+            return self.env
+        if isinstance(value, Environment):
+            return value
+        if isinstance(value, str) and value in self.environments:
+            return resolve(self.environments[value])
+        key = str(value)
+        if key not in self._env_cache:
+            self._env_cache[key] = resolve(value)
+        return self._env_cache[key]
+
+    def _answer(self, completion: Any, prompt: Any) -> str:
+        prefix = _prompt_text(prompt) if self.prepend_prompt else ""
+        return answer_of(completion, prefix)
+
+    async def _one(self, env: Environment, answer: str) -> RunResult:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.max_parallel)
+        async with self._sem:
+            batch = await self._get_client().run_batch(env, [answer], max_parallel=1)
+        return batch.results[0]
+
+    def _keep(self, task: asyncio.Task[RunResult]) -> None:
+        self._stragglers.add(task)
+
+        def done(t: asyncio.Task[RunResult]) -> None:
+            self._stragglers.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("a sample scored after its deadline failed: %r", t.exception())
+
+        task.add_done_callback(done)
+
+    async def results(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[RunResult | None]:
+        """One ``RunResult`` per completion; ``None`` where the sample could not be scored
+        (an error reading it, or the deadline)."""
+        if completions is None or isinstance(completions, str | Mapping):
+            raise ConfigError("completions must be a list with one completion per sample")
+        n = len(completions)
+        if prompts is not None and len(prompts) != n:
+            raise ConfigError(f"prompts has {len(prompts)} items, completions {n}")
+        column = _column(kwargs, self.env_keys, n)
+        tasks: dict[int, asyncio.Task[RunResult]] = {}
+        for i, completion in enumerate(completions):
+            try:
+                env = self._env_for(column[i])
+                answer = self._answer(completion, prompts[i] if prompts is not None else None)
+                tasks[i] = asyncio.ensure_future(self._one(env, answer))
+            except Exception as exc:  # one bad sample is None, never a raise out of the step
+                log.warning("sample %d has no verdict: %s: %s", i, type(exc).__name__, exc)
+        if tasks:
+            await asyncio.wait(list(tasks.values()), timeout=self.timeout)
+        out: list[RunResult | None] = [None] * n
+        late = 0
+        for i, task in tasks.items():
+            if not task.done():
+                late += 1
+                self._keep(task)
+            elif task.cancelled():
+                log.warning("sample %d has no verdict: its run was cancelled", i)
+            elif (err := task.exception()) is not None:
+                log.warning("sample %d has no verdict: %s: %s", i, type(err).__name__, err)
+            else:
+                out[i] = task.result()
+        if late:
+            log.warning(
+                "%d of %d samples missed the %.1fs deadline: no verdict", late, n, self.timeout
+            )
+        return out
+
+    async def __call__(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        """The reward of each completion: its score, or ``None`` without a verdict."""
+        scores = [_verdict_score(r) for r in await self.results(completions, prompts, **kwargs)]
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and scores:
+            share = sum(s is None for s in scores) / len(scores)
+            try:
+                log_metric(f"{self.__name__}/no_verdict_frac", share)
+            except Exception as exc:  # a logging hook never breaks a step
+                log.warning("log_metric failed: %r", exc)
+        return scores
+
+    async def shaped_rewards(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, float] | None]:
+        """The verifier's ``reward_components`` of each completion; ``None`` without a verdict."""
+        results = await self.results(completions, prompts, **kwargs)
+        return [dict(r.reward_components) if _judged(r) else None for r in results]
+
+    async def per_test_rewards(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, float] | None]:
+        """``{'test_0': 1.0, ..., 'overall': score}`` per completion; ``None`` without a verdict."""
+        results = await self.results(completions, prompts, **kwargs)
+        return [r.per_test_rewards() if _judged(r) else None for r in results]
+
+    async def close(self) -> None:
+        """Wait for runs past their deadline, then release the client if this function made it."""
+        if self._stragglers:
+            await asyncio.gather(*list(self._stragglers), return_exceptions=True)
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def __aenter__(self) -> AsyncRewardFunction:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class RewardFunction:
+    """The blocking reward function: ``reward(completions=...)`` -> ``list[float | None]``.
+
+    Same parameters and methods as ``AsyncRewardFunction``, which it drives through a portal (an
+    event loop in a daemon thread), so it works from any thread and inside a running event loop.
+    """
+
+    def __init__(
+        self,
+        env: EnvLike | None = None,
+        *,
+        environments: Mapping[str, EnvLike] | None = None,
+        client: AsyncDeepGym | None = None,
+        sandbox: str = "pool",
+        workers: int | None = None,
+        max_parallel: int = 8,
+        timeout: float | None = 300.0,
+        env_keys: Sequence[str] = ENV_KEYS,
+        prepend_prompt: bool = False,
+        name: str = "deepgym",
+    ) -> None:
+        self._core = AsyncRewardFunction(
+            env,
+            environments=environments,
+            client=client,
+            sandbox=sandbox,
+            workers=workers,
+            max_parallel=max_parallel,
+            timeout=timeout,
+            env_keys=env_keys,
+            prepend_prompt=prepend_prompt,
+            name=name,
+        )
+        self.__name__ = name
+        self._portal: _Portal | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_core": self._core, "__name__": self.__name__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _portal=None, _lock=threading.Lock())
+
+    @property
+    def env(self) -> Environment | None:
+        return self._core.env
+
+    @property
+    def timeout(self) -> float | None:
+        return self._core.timeout
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if self._portal is None:
+                self._portal = _Portal()
+                atexit.register(self.close)
+            portal = self._portal
+        return portal.call(coro)
+
+    def __call__(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        """See ``AsyncRewardFunction.__call__``."""
+        return self._call(self._core(completions, prompts, **kwargs))
+
+    def results(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[RunResult | None]:
+        """See ``AsyncRewardFunction.results``."""
+        return self._call(self._core.results(completions, prompts, **kwargs))
+
+    def shaped_rewards(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, float] | None]:
+        """See ``AsyncRewardFunction.shaped_rewards``."""
+        return self._call(self._core.shaped_rewards(completions, prompts, **kwargs))
+
+    def per_test_rewards(
+        self,
+        completions: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, float] | None]:
+        """See ``AsyncRewardFunction.per_test_rewards``."""
+        return self._call(self._core.per_test_rewards(completions, prompts, **kwargs))
+
+    def close(self) -> None:
+        """Release the client and stop the portal thread."""
+        with self._lock:
+            portal, self._portal = self._portal, None
+        if portal is not None:
+            portal.call(self._core.close())
+            portal.stop()
+
+    def __enter__(self) -> RewardFunction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def as_coroutine_function(
+    reward: AsyncRewardFunction,
+) -> Callable[..., Coroutine[Any, Any, list[float | None]]]:
+    """A plain ``async def`` calling ``reward``: trainers that check
+    ``inspect.iscoroutinefunction`` (TRL before 1.14) see it as async."""
+
+    async def reward_fn(
+        prompts: Sequence[Any] | None = None,
+        completions: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        return await reward(completions, prompts, **kwargs)
+
+    reward_fn.__name__ = reward.__name__
+    reward_fn.__qualname__ = reward.__name__
+    return reward_fn

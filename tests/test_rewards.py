@@ -1,0 +1,197 @@
+"""``RewardFunction`` / ``AsyncRewardFunction``: the answer each completion gives, ``None`` without
+a verdict, one bad sample never raising, the deadline, and the shapes trainers read."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import math
+import pickle
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deepgym import AsyncRewardFunction, RewardFunction
+from deepgym.exceptions import ConfigError
+from deepgym.rewards import answer_of, as_coroutine_function, completion_text, extract_code
+from tests.integrations.conftest import BROKEN, TWO_SUM_OK, scripted_client
+
+# -- which code a completion gives --------------------------------------------------------------
+
+
+def test_the_last_fenced_block_is_the_answer() -> None:
+    text = "First try:\n```python\na = 1\n```\nBetter:\n```py\nb = 2\n```\nDone."
+    assert extract_code(text) == "b = 2\n"
+    assert extract_code("~~~\nx = 1\n~~~") == "x = 1\n"
+    assert extract_code("````python\nprint('```')\n````") == "print('```')\n"
+
+
+def test_without_a_block_the_whole_text_is_the_answer() -> None:
+    assert extract_code("def f():\n    return 1\n") == "def f():\n    return 1\n"
+    assert extract_code("inline ```x``` only") == "inline ```x``` only"
+
+
+def test_an_unclosed_fence_gives_what_follows_it() -> None:
+    assert extract_code("Sure:\n```python\ndef f():\n    return 1") == "def f():\n    return 1"
+    assert extract_code("Sure:\n```python\n") == "Sure:\n```python\n"  # nothing after it
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="`~\r"), max_size=200))
+def test_a_fenced_body_comes_back_unchanged(body: str) -> None:
+    body = body if body.endswith("\n") or not body else body + "\n"
+    assert extract_code(f"Answer:\n```python\n{body}```\nThanks") == body
+
+
+def test_completion_text_reads_every_shape() -> None:
+    assert completion_text("plain") == "plain"
+    assert completion_text({"role": "assistant", "content": "one"}) == "one"
+    conv = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "first"},
+        {"role": "tool", "content": "out"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "image"}, "b"]},
+    ]
+    assert completion_text(conv) == "ab"
+    assert completion_text([{"role": "user", "content": "q"}]) == ""  # no assistant turn
+    assert completion_text([{"content": "x"}, {"content": "y"}]) == "y"  # no roles: the last
+    with pytest.raises(ConfigError):
+        completion_text(42)
+
+
+def test_answer_of_prepends_the_prefix_only_without_a_block() -> None:
+    assert answer_of("    return 1\n", "def f():\n") == "def f():\n    return 1\n"
+    assert answer_of("```python\nx = 1\n```", "def f():\n") == "x = 1\n"
+
+
+# -- scoring, over a scripted backend ----------------------------------------------------------
+
+
+def _reward(**kw: Any) -> RewardFunction:
+    client, _ = scripted_client()
+    return RewardFunction("two_sum", client=client, **kw)
+
+
+def test_scores_in_order_with_none_without_a_verdict() -> None:
+    with _reward() as reward:
+        out = reward(
+            completions=[
+                "pass",
+                "```\nhalf\n```",
+                [{"role": "assistant", "content": "nov"}],
+                "fail",
+            ],
+            prompts=["p"] * 4,
+            completion_ids=[[1]] * 4,
+            trainer_state=object(),
+            some_dataset_column=[1, 2, 3, 4],
+        )
+    assert out == [1.0, 0.5, None, 0.0]
+
+
+def test_one_bad_sample_is_none_and_the_rest_are_scored(caplog: pytest.LogCaptureFixture) -> None:
+    with _reward() as reward, caplog.at_level(logging.WARNING, logger="deepgym.rewards"):
+        out = reward(["pass", 42, "raise", "pass"], env=["two_sum", "two_sum", None, "nope"])
+    # 42 is not a completion; "raise" is a host failure; "nope" is no environment.
+    assert out == [1.0, None, None, None]
+    assert "sample 1" in caplog.text and "sample 3" in caplog.text
+
+
+def test_the_env_column_names_each_samples_environment() -> None:
+    client, backend = scripted_client()
+    with RewardFunction(client=client, environments={"b": BROKEN}) as reward:
+        assert reward(["pass", "pass"], env_name=["fizzbuzz", "b"]) == [1.0, None]
+        assert reward(["pass"], env="two_sum") == [1.0]  # one name for all
+        assert reward(["pass"]) == [None]  # no environment at all: no verdict
+        with pytest.raises(ConfigError, match="env_name"):
+            reward(["pass", "pass"], env_name=["two_sum"])  # a column of the wrong length
+    assert backend.envs == ["fizzbuzz", "broken", "two_sum"]
+
+
+def test_the_deadline_makes_late_samples_none() -> None:
+    with _reward(timeout=0.3) as reward:
+        t0 = time.monotonic()
+        out = reward(["pass", "sleep:1.5"])
+        assert time.monotonic() - t0 < 1.2
+    assert out == [1.0, None]
+
+
+def test_log_metric_gets_the_no_verdict_share_and_cannot_break_a_step() -> None:
+    seen: list[tuple[str, float]] = []
+
+    def broken_metric(name: str, value: float) -> None:
+        raise RuntimeError("logging is down")
+
+    with _reward(name="code") as reward:
+        assert reward(["pass", "nov"], log_metric=lambda n, v: seen.append((n, v))) == [1.0, None]
+        assert reward(["pass"], log_metric=broken_metric) == [1.0]
+    assert seen == [("code/no_verdict_frac", 0.5)]
+    assert reward.__name__ == "code"
+
+
+def test_shaped_and_per_test_rewards() -> None:
+    with _reward() as reward:
+        shaped = reward.shaped_rewards(["half", "nov"])
+        per_test = reward.per_test_rewards(["half", "nov"])
+        results = reward.results(["half"])
+    assert shaped == [{"correct": 0.5, "style": 0.5}, None]
+    assert per_test == [{"test_0": 1.0, "test_1": 0.0, "overall": 0.5}, None]
+    assert results[0] is not None and results[0].score == 0.5
+
+
+def test_completions_must_be_a_list() -> None:
+    with _reward() as reward:
+        for bad in (None, "one string", {"role": "assistant"}):
+            with pytest.raises(ConfigError, match="completions"):
+                reward(bad)
+        with pytest.raises(ConfigError, match="prompts"):
+            reward(["a"], prompts=["a", "b"])
+
+
+def test_bad_settings_name_the_parameter() -> None:
+    with pytest.raises(ConfigError, match="max_parallel"):
+        RewardFunction("two_sum", max_parallel=0)
+    with pytest.raises(ConfigError, match="timeout"):
+        RewardFunction("two_sum", timeout=-1)
+
+
+def test_the_async_function_and_its_coroutine_form() -> None:
+    async def go() -> tuple[list[float | None], list[float | None]]:
+        client, _ = scripted_client()
+        reward = AsyncRewardFunction("two_sum", client=client)
+        fn = as_coroutine_function(reward)
+        assert inspect.iscoroutinefunction(fn) and fn.__name__ == "deepgym"
+        a = await reward(completions=["pass", "nov"])
+        b = await fn(prompts=["p"], completions=["half"], log_extra=None)
+        await reward.close()
+        await client.close()
+        return a, b
+
+    assert asyncio.run(go()) == ([1.0, None], [0.5])
+
+
+def test_a_pickled_copy_starts_without_the_live_client() -> None:
+    reward = RewardFunction("two_sum", max_parallel=3, name="x")
+    copy = pickle.loads(pickle.dumps(reward))
+    assert copy.__name__ == "x" and copy.env is not None and copy.env.name == "two_sum"
+    assert copy._core._client is None and copy._core.max_parallel == 3
+    reward.close()
+
+
+# -- the real sandbox ---------------------------------------------------------------------------
+
+
+def test_real_sandbox_scores_and_leaves_out_a_broken_verifier() -> None:
+    wrong = "```python\ndef two_sum(nums, target):\n    return [0, 1]\n```"
+    with RewardFunction("two_sum", environments={"broken": BROKEN}) as reward:
+        comps = [f"```python\n{TWO_SUM_OK}```", wrong, TWO_SUM_OK]
+        out = reward(comps, env_name=[None, None, "broken"])
+        per_test = reward.per_test_rewards(comps[:2])
+    assert out[0] == 1.0 and 0.0 < out[1] < 1.0 and out[2] is None  # type: ignore[operator]
+    assert per_test[0] is not None and per_test[1] is not None
+    assert per_test[0]["overall"] == 1.0 and per_test[0]["test_0"] == 1.0
+    assert math.isclose(per_test[1]["overall"], out[1])  # type: ignore[arg-type]
+    assert len(per_test[1]) > 2
