@@ -11,7 +11,9 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[dev]'
+	# The CPU build of torch first (the trainer extras need torch; plain `torch` is a CUDA build).
+	$(PY) -m pip install -q 'torch==2.13.0'
+	$(PY) -m pip install -q -e '.[dev,latency,trl,lmeval,gym,server,verl]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,6 +27,8 @@ types: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP)
+	# The console's browser test drives Debian's Chromium: installed here if missing.
+	scripts/ensure-browser.sh
 	# The tests attack the sandbox: run them in their own pid namespace (pytest is not its pid 1),
 	# so an answer that escapes and calls kill(-1) reaches nothing outside it.
 	unshare --pid --fork --mount-proc --kill-child sh -c '$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; exit $$rc'

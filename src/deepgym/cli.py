@@ -1,9 +1,10 @@
 """The ``deepgym`` command line: score answers, evaluate suites, browse environments, run the demo.
 
-Exit codes: 0 done (``run``: the answer passed), 1 ``run`` judged the answer and it did not pass,
-2 bad input (a missing or malformed file, an unknown environment, an invalid environment folder:
-one ``error: ...`` line on stderr, never a traceback), 3 ``run`` got no verdict (the sandbox,
-the time limit or the verifier failed, not the answer), 130 interrupted.
+Exit codes: 0 done (``run``: the answer passed), 1 ``run`` judged the answer and it did not pass
+(``check``, ``qa``: a check failed), 2 bad input (a missing or malformed file, an unknown
+environment, an invalid environment folder: one ``error: ...`` line on stderr, never a
+traceback), 3 ``run`` got no verdict (the sandbox, the time limit or the verifier failed, not the
+answer), 130 interrupted.
 
 Every command that scores goes through ``DeepGym``; the verdict and the totals come from the
 library (``RunResult.has_verdict``, ``Totals.summary_line``), never recomputed here. A run without
@@ -29,6 +30,7 @@ from rich.text import Text
 
 from deepgym import __version__
 from deepgym.client import SANDBOXES, DeepGym
+from deepgym.envs.check import CheckReport, check_environment, check_environments
 from deepgym.envs.registry import (
     list_environments,
     list_suites,
@@ -44,7 +46,16 @@ from deepgym.exceptions import (
     UnknownEnvironmentError,
     VerifierError,
 )
+from deepgym.latency.commands import price_cmd, sweep_cmd
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
+from deepgym.server.commands import (
+    console_cmd,
+    no_store_option,
+    runs_cmd,
+    serve_cmd,
+    store_option,
+)
+from deepgym.store import RunStore, default_store_path, record_batch, record_eval, resume_inputs
 
 DemoSuite = tuple[str, list[Environment], dict[str, str]]
 
@@ -342,10 +353,21 @@ def _eval(
     outputs: dict[str, str],
     max_parallel: int,
     as_json: bool,
+    record: tuple[RunStore, str] | None = None,
 ) -> None:
-    """Score one answer per environment with a progress bar, then print the report."""
+    """Score one answer per environment with a progress bar, then print the report.
+
+    With ``record`` (a store and a run id), each result is committed as it comes, and only the
+    environments the run has no result for are scored (``--resume``).
+    """
     with _progress(title) as advance:
-        result = dg.eval(envs, outputs, max_parallel=max_parallel, progress=advance)
+        if record is None:
+            result = dg.eval(envs, outputs, max_parallel=max_parallel, progress=advance)
+        else:
+            answers = [outputs.get(e.name, "") for e in envs]
+            result = record_eval(
+                dg, record[0], record[1], envs, answers, max_parallel=max_parallel, progress=advance
+            )
     if as_json:
         click.echo(result.model_dump_json(indent=2))
     else:
@@ -462,36 +484,112 @@ def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool) -> None
 @_sandbox_option
 @_parallel_option
 @_json_option
+@store_option
+@no_store_option
 def run_batch(
-    env: str, answers: Path, sandbox: str | None, max_parallel: int, as_json: bool
+    env: str,
+    answers: Path,
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    store_path: Path | None,
+    no_store: bool,
 ) -> None:
-    """Score many answers on ENV: ANSWERS is a JSONL file or a directory of .py files."""
+    """Score many answers on ENV: ANSWERS is a JSONL file or a directory of .py files.
+
+    Each result is recorded in the run store as it comes (``deepgym runs`` lists the runs).
+    """
     environment = _load_env(env)
     labels, outputs = _read_batch_answers(answers)
-    with _client(sandbox) as dg, _progress(environment.name) as advance:
-        batch = dg.run_batch(environment, outputs, max_parallel=max_parallel, progress=advance)
+    store = _run_store(store_path, no_store, None)
+    if store is None:
+        with _client(sandbox) as dg, _progress(environment.name) as advance:
+            batch = dg.run_batch(environment, outputs, max_parallel=max_parallel, progress=advance)
+    else:
+        with store:
+            names = [environment.name] * len(outputs)
+            params = {"max_parallel": max_parallel, "sandbox": sandbox}
+            run_id = store.create_run("batch", env, names, outputs, params)
+            with _client(sandbox) as dg, _progress(environment.name) as advance:
+                batch = record_batch(
+                    dg,
+                    store,
+                    run_id,
+                    environment,
+                    outputs,
+                    max_parallel=max_parallel,
+                    progress=advance,
+                )
     if as_json:
         click.echo(batch.model_dump_json(indent=2))
     else:
         _report(environment.name, "answer", labels, batch)
 
 
+def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> RunStore | None:
+    """The run store to record in; the default one is skipped (with a note) if it cannot open."""
+    if no_store:
+        if resume is not None:
+            raise CliError("--resume reads the run store: drop --no-store")
+        return None
+    if store_path is not None or resume is not None:
+        return RunStore(store_path)
+    try:
+        return RunStore(default_store_path())
+    except ConfigError as exc:
+        click.echo(f"note: not recording this run ({exc})", err=True)
+        return None
+
+
 @cli.command("eval")
-@click.argument("suite_or_envs")
+@click.argument("suite_or_envs", required=False)
 @click.option(
     "--answers",
     "answers_file",
-    required=True,
     type=click.Path(path_type=Path),
     help='JSON {"env": answer}, or JSONL of {"env": ..., "answer": ...}.',
 )
 @_sandbox_option
 @_parallel_option
 @_json_option
+@click.option(
+    "--resume",
+    metavar="RUN_ID",
+    default=None,
+    help="Continue a stored eval that stopped early: score only what it has no result for.",
+)
+@store_option
+@no_store_option
 def eval_cmd(
-    suite_or_envs: str, answers_file: Path, sandbox: str | None, max_parallel: int, as_json: bool
+    suite_or_envs: str | None,
+    answers_file: Path | None,
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    resume: str | None,
+    store_path: Path | None,
+    no_store: bool,
 ) -> None:
-    """Score one answer per environment of a suite (builtin, humaneval) or a list (a,b,c)."""
+    """Score one answer per environment of a suite (builtin, humaneval) or a list (a,b,c).
+
+    Each result is recorded in the run store as it comes (``deepgym runs`` lists the runs);
+    ``--resume RUN_ID`` finishes an eval that was stopped, with the same totals.
+    """
+    store = _run_store(store_path, no_store, resume)
+    if resume is not None:
+        if suite_or_envs is not None or answers_file is not None:
+            raise CliError("--resume takes the suite and the answers from the store")
+        assert store is not None
+        with store:
+            envs, answers = resume_inputs(store, resume, _load_targets)
+            click.echo(f"run {resume}: resuming", err=True)
+            outputs = {e.name: a for e, a in zip(envs, answers, strict=True)}
+            with _client(sandbox) as dg:
+                title = store.run(resume).source
+                _eval(dg, title, envs, outputs, max_parallel, as_json, (store, resume))
+        return
+    if suite_or_envs is None or answers_file is None:
+        raise CliError("give SUITE_OR_ENVS and --answers (or --resume RUN_ID)")
     envs = _load_targets(suite_or_envs)
     outputs = _read_eval_answers(answers_file)
     names = {e.name for e in envs}
@@ -505,8 +603,18 @@ def eval_cmd(
         click.echo(
             f"note: ignoring answers for unknown environment(s): {', '.join(unused)}", err=True
         )
-    with _client(sandbox) as dg:
-        _eval(dg, suite_or_envs, envs, outputs, max_parallel, as_json)
+    if store is None:
+        with _client(sandbox) as dg:
+            _eval(dg, suite_or_envs, envs, outputs, max_parallel, as_json)
+        return
+    with store:
+        order = [e.name for e in envs]
+        answers = [outputs.get(n, "") for n in order]
+        params = {"max_parallel": max_parallel, "sandbox": sandbox}
+        run_id = store.create_run("eval", suite_or_envs, order, answers, params)
+        click.echo(f"run {run_id} (if it stops: deepgym eval --resume {run_id})", err=True)
+        with _client(sandbox) as dg:
+            _eval(dg, suite_or_envs, envs, outputs, max_parallel, as_json, (store, run_id))
 
 
 @cli.command("list")
@@ -542,6 +650,84 @@ def demo(sandbox: str | None, max_parallel: int) -> None:
             if i:
                 click.echo()
             _eval(dg, title, envs, outputs, max_parallel, as_json=False)
+
+
+def _check_json(reports: Sequence[CheckReport]) -> str:
+    return json.dumps(
+        [
+            {
+                "env": r.env_name,
+                "ok": r.ok,
+                "checks": [{"name": c.name, "ok": c.ok, "message": c.message} for c in r.checks],
+            }
+            for r in reports
+        ],
+        indent=2,
+    )
+
+
+@cli.command()
+@click.argument("env")
+@_sandbox_option
+@_parallel_option
+@_json_option
+def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> None:
+    """Check ENV (a built-in name or a folder): its reference scores 1.0, wrong answers ~0,
+    reruns agree, time limits fit. Exit 1 when a check fails."""
+    environment = _load_env(env)
+    with _client(sandbox) as dg:
+        report = check_environment(environment, dg, max_parallel=max_parallel)
+    if as_json:
+        click.echo(_check_json([report]))
+    else:
+        table = Table(title=f"{environment.name} ({environment.kind})", title_justify="left")
+        for column in ("check", "result", "detail"):
+            table.add_column(column, overflow="fold")
+        for c in report.checks:
+            mark = Text("ok", style="bold green") if c.ok else Text("FAILED", style="bold red")
+            table.add_row(Text(c.name), mark, Text(_one_line(c.message) if c.message else ""))
+        _out().print(table)
+        failed = [c.name for c in report.failures]
+        click.echo(
+            f"{len(failed)} of {len(report.checks)} checks failed: {', '.join(failed)}"
+            if failed
+            else f"all {len(report.checks)} checks passed"
+        )
+    if not report.ok:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@cli.command()
+@_sandbox_option
+@_parallel_option
+@_json_option
+def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
+    """Run ``deepgym check`` on every built-in environment. Exit 1 when any check fails."""
+    envs = load_suite("builtin")
+    with _client(sandbox) as dg, _progress("qa") as advance:
+        reports = check_environments(envs, dg, max_parallel=max_parallel, progress=advance)
+    if as_json:
+        click.echo(_check_json(reports))
+    else:
+        table = Table(title="built-in environments", title_justify="left")
+        for column in ("environment", "result", "failed checks"):
+            table.add_column(column, overflow="fold")
+        for r in reports:
+            mark = Text("ok", style="bold green") if r.ok else Text("FAILED", style="bold red")
+            why = "; ".join(f"{c.name}: {_one_line(c.message)}" for c in r.failures)
+            table.add_row(Text(r.env_name), mark, Text(why))
+        _out().print(table)
+        good = sum(r.ok for r in reports)
+        click.echo(f"{good}/{len(reports)} environments pass every check")
+    if not all(r.ok for r in reports):
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+cli.add_command(serve_cmd)
+cli.add_command(console_cmd)
+cli.add_command(runs_cmd)
+cli.add_command(price_cmd)
+cli.add_command(sweep_cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

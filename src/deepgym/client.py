@@ -7,6 +7,10 @@ parameter of the other (a test compares their signatures).
 Batches are scheduled group-major, each environment's time limit comes from its reference
 answer's measured runtime (``deepgym.scheduling``), and a failure that was ours before the answer
 came into play is retried once.
+
+Two engines do the work behind the same methods, chosen by ``mode``: ``local`` (the code below,
+sandboxes on this host) and ``remote`` (``deepgym.remote.RemoteEngine``: the same calls over HTTP to
+``deepgym serve``, the same results). ``Engine`` is the interface they share.
 """
 
 from __future__ import annotations
@@ -15,9 +19,18 @@ import asyncio
 import atexit
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from deepgym.envs.registry import load_suite, resolve
 from deepgym.exceptions import ConfigError, DeepGymError
@@ -27,6 +40,9 @@ from deepgym.sandbox.base import Backend, Job
 from deepgym.scheduling import TimeLimitPolicy, broadcast_envs, group_slices, should_retry
 from deepgym.verdict import Classification
 
+if TYPE_CHECKING:
+    from deepgym.remote import RemoteEngine
+
 T = TypeVar("T")
 EnvLike = Environment | str | Path
 Envs = EnvLike | Sequence[EnvLike]
@@ -34,6 +50,51 @@ ProgressFn = Callable[[int, int], None]
 Group = tuple[int, list[RunResult]]
 
 SANDBOXES = ("pool", "strict", "unsafe")
+MODES = ("local", "remote")
+
+
+class Engine(Protocol):
+    """What runs a client's calls: sandboxes on this host, or a ``deepgym serve`` over HTTP."""
+
+    async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float: ...
+
+    async def run(
+        self, env: EnvLike, model_output: str, *, time_limit: float | None = None
+    ) -> RunResult: ...
+
+    async def run_batch(
+        self,
+        env: Envs,
+        outputs: Sequence[str],
+        *,
+        max_parallel: int = 8,
+        group_size: int | None = None,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> BatchResult: ...
+
+    def stream_groups(
+        self,
+        env: Envs,
+        outputs: Sequence[str],
+        *,
+        group_size: int,
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> AsyncGenerator[Group, None]: ...
+
+    async def eval(
+        self,
+        envs_or_suite: Sequence[EnvLike] | str,
+        outputs: Mapping[str, str],
+        *,
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> EvalResult: ...
+
+    async def close(self) -> None: ...
 
 
 def _check_parallel(max_parallel: int) -> int:
@@ -50,7 +111,7 @@ def _check_limit(time_limit: float | None) -> float | None:
 
 def _make_backend(mode: str, sandbox: str, workers: int | None) -> Backend:
     if mode != "local":
-        raise ConfigError(f"mode must be 'local', got {mode!r}")
+        raise ConfigError(f"mode {mode!r} has no local backend")
     if sandbox == "pool":
         from deepgym.sandbox.pool import PoolBackend
 
@@ -71,8 +132,39 @@ def _resolve_all(envs: Envs, n: int) -> list[Environment]:
     return out
 
 
+def _make_remote(
+    mode: str,
+    url: str | None,
+    token: str | None,
+    workers: int | None,
+    time_limits: TimeLimitPolicy | None,
+) -> RemoteEngine | None:
+    """The remote engine for ``mode='remote'`` (httpx loads at its first call); None for local
+    mode."""
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode == "local":
+        if url is not None or token is not None:
+            raise ConfigError("url and token are for mode='remote'")
+        return None
+    if url is None:
+        raise ConfigError("mode='remote' needs url= (the address of a deepgym serve)")
+    if workers is not None or time_limits is not None:
+        raise ConfigError(
+            "workers and time_limits are the service's in mode='remote'; set them on deepgym serve"
+        )
+    from deepgym.remote import RemoteEngine
+
+    return RemoteEngine(url, token)
+
+
 class AsyncDeepGym:
-    """Scores answers in sandboxes; the asyncio core of the API."""
+    """Scores answers in sandboxes; the asyncio core of the API.
+
+    ``mode='local'`` runs sandboxes on this host; ``mode='remote'`` sends every call to the
+    ``deepgym serve`` at ``url`` (with ``token`` as its bearer token), whose sandbox and time
+    limits apply.
+    """
 
     def __init__(
         self,
@@ -81,9 +173,10 @@ class AsyncDeepGym:
         sandbox: str = "pool",
         workers: int | None = None,
         time_limits: TimeLimitPolicy | None = None,
+        url: str | None = None,
+        token: str | None = None,
     ) -> None:
-        if mode != "local":
-            raise ConfigError(f"mode must be 'local', got {mode!r}")
+        self._remote = _make_remote(mode, url, token, workers, time_limits)
         if sandbox not in SANDBOXES:
             raise ConfigError(f"sandbox must be one of {SANDBOXES}, got {sandbox!r}")
         if workers is not None and (not isinstance(workers, int) or workers < 1):
@@ -91,6 +184,7 @@ class AsyncDeepGym:
         self.mode = mode
         self.sandbox = sandbox
         self.workers = workers
+        self.url = url
         self.time_limits = time_limits if time_limits is not None else TimeLimitPolicy()
         self._backend: Backend | None = None
         self._limits: dict[tuple[str, int], asyncio.Future[float]] = {}
@@ -104,6 +198,8 @@ class AsyncDeepGym:
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
         """The effective time limit for ``env``: the call's, the environment's ``time_limit``,
         or ``clamp(k * reference runtime, floor, env.timeout)`` measured once and cached."""
+        if self._remote is not None:
+            return await self._remote.time_limit(env, time_limit)
         e = resolve(env)
         if _check_limit(time_limit) is not None:  # an explicit choice stands as given
             return float(time_limit)  # type: ignore[arg-type]
@@ -173,6 +269,8 @@ class AsyncDeepGym:
     ) -> RunResult:
         """Score one answer. Raises ``SandboxError``, ``TimeoutError`` or ``VerifierError`` on
         the no-verdict failures the contract lists; returns every other result."""
+        if self._remote is not None:
+            return await self._remote.run(env, model_output, time_limit=time_limit)
         e = resolve(env)
         limit = await self.time_limit(e, time_limit)
         result, c = await self._run_with_retry(e, model_output, limit, time.monotonic())
@@ -246,6 +344,15 @@ class AsyncDeepGym:
     ) -> BatchResult:
         """Score many answers: one environment for all, or one per answer. Results come back in
         the order of ``outputs``; groups of ``group_size`` are scheduled group-major."""
+        if self._remote is not None:
+            return await self._remote.run_batch(
+                env,
+                outputs,
+                max_parallel=max_parallel,
+                group_size=group_size,
+                time_limit=time_limit,
+                progress=progress,
+            )
         envs, answers = self._batch_inputs(env, outputs)
         group_slices(len(answers), group_size)  # validates group_size
         t0 = time.monotonic()
@@ -262,9 +369,22 @@ class AsyncDeepGym:
         max_parallel: int = 8,
         time_limit: float | None = None,
         progress: ProgressFn | None = None,
-    ) -> AsyncIterator[Group]:
+    ) -> AsyncGenerator[Group, None]:
         """Yield ``(group_index, results)`` the moment each group of ``group_size`` consecutive
         answers is complete, while the rest keep running."""
+        if self._remote is not None:
+            remote = self._remote.stream_groups(
+                env,
+                outputs,
+                group_size=group_size,
+                max_parallel=max_parallel,
+                time_limit=time_limit,
+                progress=progress,
+            )
+            async with aclosing(remote):
+                async for item in remote:
+                    yield item
+            return
         envs, answers = self._batch_inputs(env, outputs)
         groups = group_slices(len(answers), group_size)
         group_of = {i: g for g, r in enumerate(groups) for i in r}
@@ -300,6 +420,14 @@ class AsyncDeepGym:
 
         An environment with no answer in ``outputs`` is scored on the empty answer (a judged 0).
         """
+        if self._remote is not None:
+            return await self._remote.eval(
+                envs_or_suite,
+                outputs,
+                max_parallel=max_parallel,
+                time_limit=time_limit,
+                progress=progress,
+            )
         envs = (
             load_suite(envs_or_suite)
             if isinstance(envs_or_suite, str)
@@ -319,7 +447,9 @@ class AsyncDeepGym:
         )
 
     async def close(self) -> None:
-        """Release the backend (its temporary files, cgroups and workers)."""
+        """Release the backend (its temporary files, cgroups and workers) or the connection."""
+        if self._remote is not None:
+            await self._remote.close()
         if self._backend is not None:
             backend, self._backend = self._backend, None
             await backend.close()
@@ -376,11 +506,16 @@ class DeepGym:
         sandbox: str = "pool",
         workers: int | None = None,
         time_limits: TimeLimitPolicy | None = None,
+        url: str | None = None,
+        token: str | None = None,
     ) -> None:
-        self._core = AsyncDeepGym(mode, sandbox=sandbox, workers=workers, time_limits=time_limits)
+        self._core = AsyncDeepGym(
+            mode, sandbox=sandbox, workers=workers, time_limits=time_limits, url=url, token=token
+        )
         self.mode = mode
         self.sandbox = sandbox
         self.workers = workers
+        self.url = url
         self.time_limits = self._core.time_limits
         self._portal: _Portal | None = None
         self._lock = threading.Lock()

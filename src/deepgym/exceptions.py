@@ -4,7 +4,8 @@
 
     DeepGymError
     ├── ConfigError (also ValueError)        bad input: an argument, a file, a test case
-    │   └── UnknownEnvironmentError (also KeyError)
+    │   ├── UnknownEnvironmentError (also KeyError)
+    │   └── VerifierCodeRefusedError         a service refused verifier code sent by a client
     ├── SandboxError                         the sandbox could not run or finish the job
     │   ├── SandboxUnavailableError          the isolation mechanism is missing on this host
     │   ├── SandboxDiedError                 the sandbox died before the answer was in play
@@ -36,6 +37,7 @@ __all__ = [
     "SandboxUnavailableError",
     "TransportError",
     "UnknownEnvironmentError",
+    "VerifierCodeRefusedError",
     "VerifierError",
     "is_infrastructure_failure",
 ]
@@ -54,6 +56,11 @@ class UnknownEnvironmentError(ConfigError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class VerifierCodeRefusedError(ConfigError):
+    """A service refused verifier code sent by a client (``deepgym serve`` allows it only when
+    started with ``--allow-verifier-code``: the code runs with the verifier's access)."""
 
 
 class SandboxError(DeepGymError):

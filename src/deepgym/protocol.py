@@ -1,0 +1,196 @@
+"""The HTTP protocol between ``deepgym serve`` and the remote client (pure: pydantic, no I/O).
+
+Both sides import this module, so the wire has one definition:
+
+- Request bodies: ``RunRequest``, ``BatchRequest``, ``EvalRequest``, ``TimeLimitRequest``. An
+  environment travels by name (``"two_sum"``, ``"humaneval/3"``) or by value (an object with
+  ``Environment``'s fields, never a path on the server).
+- ``/v1/run`` answers ``RunReply``: the result, and the exception ``dg.run`` raised (its class name
+  from ``RAISABLE``), so the remote client raises what local mode raises.
+- ``/v1/run_batch`` and ``/v1/eval`` answer NDJSON, one event a line: ``start`` (the input was
+  valid and the runs began), ``progress``, ``group`` (one complete group's results), ``heartbeat``
+  (nothing new for a while), ``end``. A stream that stops before ``end`` lost only the groups it
+  did not send: the client turns each of those runs into a result without a verdict.
+- An error is ``{"error": {"code": ..., "message": ...}}`` with a 4xx or 5xx status;
+  ``error_for`` maps it to the exception local mode raises for the same input (bad input) or to
+  ``TransportError`` (credentials, overload, the service failing).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from deepgym.exceptions import (
+    ConfigError,
+    DeepGymError,
+    DeepGymTimeoutError,
+    SandboxDiedError,
+    SandboxError,
+    SandboxExpiredError,
+    SandboxUnavailableError,
+    TransportError,
+    UnknownEnvironmentError,
+    VerifierCodeRefusedError,
+    VerifierError,
+)
+from deepgym.models import RunResult
+
+__all__ = [
+    "RAISABLE",
+    "BatchRequest",
+    "ErrorCode",
+    "EvalRequest",
+    "Raised",
+    "RunReply",
+    "RunRequest",
+    "StreamEvent",
+    "TimeLimitRequest",
+    "encode_event",
+    "error_body",
+    "error_for",
+    "parse_event",
+    "raised_error",
+]
+
+EnvSpec = str | dict[str, Any]
+"""An environment by name, or by value (``Environment``'s fields)."""
+
+ErrorCode = Literal[
+    "bad_request",
+    "unknown_environment",
+    "too_large",
+    "too_many_answers",
+    "verifier_code_refused",
+    "unauthorized",
+    "shutting_down",
+    "internal",
+]
+
+_Raisable = type[SandboxError] | type[DeepGymTimeoutError] | type[VerifierError]
+
+RAISABLE: dict[str, _Raisable] = {
+    cls.__name__: cls
+    for cls in (
+        SandboxError,
+        SandboxDiedError,
+        SandboxExpiredError,
+        SandboxUnavailableError,
+        DeepGymTimeoutError,
+        VerifierError,
+    )
+}
+"""The exceptions ``dg.run`` raises for a run without a verdict, by class name."""
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunRequest(_Request):
+    env: EnvSpec
+    answer: str
+    time_limit: float | None = None
+
+
+class TimeLimitRequest(_Request):
+    env: EnvSpec
+    time_limit: float | None = None
+
+
+class BatchRequest(_Request):
+    env: EnvSpec | list[EnvSpec]
+    """One environment for every answer, or one per answer."""
+    answers: list[str]
+    group_size: int | None = None
+    max_parallel: int = 8
+    time_limit: float | None = None
+
+
+class EvalRequest(_Request):
+    envs: list[EnvSpec] | None = None
+    suite: str | None = None
+    outputs: dict[str, str] = Field(default_factory=dict)
+    max_parallel: int = 8
+    time_limit: float | None = None
+
+
+class Raised(BaseModel):
+    type: str
+    message: str
+
+
+class RunReply(BaseModel):
+    """``/v1/run``: the result, or the no-verdict exception ``dg.run`` raised (with its result)."""
+
+    result: RunResult | None = None
+    raised: Raised | None = None
+
+
+class StreamEvent(BaseModel):
+    """One NDJSON line of a batch or eval stream (fields it does not know are ignored, so a
+    newer service can add some)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    event: Literal["start", "progress", "group", "heartbeat", "end"]
+    run_id: str | None = None
+    total: int | None = None
+    env_names: list[str] | None = None
+    done: int | None = None
+    group: int | None = None
+    start: int | None = None
+    results: list[RunResult] | None = None
+    execution_time_ms: float | None = None
+
+
+def encode_event(event: StreamEvent) -> bytes:
+    """One NDJSON line."""
+    return event.model_dump_json(exclude_none=True).encode() + b"\n"
+
+
+def parse_event(line: bytes | str) -> StreamEvent:
+    """One NDJSON line; a malformed one is a ``TransportError`` (the service broke the protocol)."""
+    try:
+        return StreamEvent.model_validate_json(line)
+    except ValidationError as exc:
+        raise TransportError(f"malformed stream line from the service: {exc}") from exc
+
+
+def error_body(code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def _error_fields(body: bytes) -> tuple[str, str]:
+    try:
+        data = json.loads(body)
+        err = data["error"]
+        return str(err["code"]), str(err["message"])
+    except (ValueError, KeyError, TypeError):
+        return "", body[:200].decode("utf-8", "replace")
+
+
+def error_for(status: int, body: bytes) -> DeepGymError:
+    """The exception for an error reply: local mode's for bad input, ``TransportError`` otherwise.
+
+    401, 403 (other than a refused verifier), 429 and 5xx are the service's or the credentials'
+    failure, never the answer's (``is_infrastructure_failure`` is true for them).
+    """
+    code, message = _error_fields(body)
+    if status == 404 and code == "unknown_environment":
+        return UnknownEnvironmentError(message)
+    if status == 403 and code == "verifier_code_refused":
+        return VerifierCodeRefusedError(message)
+    if status in (400, 413, 422) and code:
+        return ConfigError(message)
+    return TransportError(f"the service answered {status}: {message}", status_code=status)
+
+
+def raised_error(raised: Raised, result: RunResult | None) -> DeepGymError:
+    """The exception the service's ``dg.run`` raised, rebuilt on this side."""
+    cls = RAISABLE.get(raised.type)
+    if cls is None:
+        raise TransportError(f"the service raised an unknown exception {raised.type!r}")
+    return cls(raised.message, result=result)

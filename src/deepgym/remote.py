@@ -1,0 +1,362 @@
+"""The remote engine: the client's methods over HTTP to ``deepgym serve`` (httpx).
+
+``AsyncDeepGym(mode="remote", url=..., token=...)`` dispatches here; results are the same
+``RunResult``, ``BatchResult`` and ``EvalResult`` that local mode returns, computed by the service.
+
+Failure rules (the contract's, unchanged by the network):
+
+- ``run`` raises what local mode raises: the contract's no-verdict exceptions as the service raised
+  them, ``ConfigError`` / ``UnknownEnvironmentError`` for bad input, and ``TransportError`` when the
+  service cannot be reached, breaks the protocol, or answers 401, 403, 429 or 5xx.
+- ``run_batch``, ``stream_groups`` and ``eval`` never raise for a run: a transport failure turns
+  every run whose group did not arrive into a result without a verdict (``sandbox_error``, with the
+  cause), and the groups that did arrive are kept. Bad input raises before anything runs. One
+  exception: an ``eval`` of a suite named by string, whose size only the service knows, raises
+  ``TransportError`` if the stream fails before the service said what it holds (nothing was lost:
+  nothing had come back).
+
+httpx errors are translated once, here, with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from deepgym.envs.registry import list_environments, load_environment, load_folder
+from deepgym.exceptions import ConfigError, DeepGymError, TransportError
+from deepgym.models import BatchResult, Environment, EvalResult, RunResult
+from deepgym.protocol import (
+    BatchRequest,
+    EnvSpec,
+    EvalRequest,
+    RunReply,
+    RunRequest,
+    StreamEvent,
+    TimeLimitRequest,
+    error_for,
+    parse_event,
+    raised_error,
+)
+from deepgym.scheduling import broadcast_envs, group_slices
+
+if TYPE_CHECKING:
+    import httpx
+
+    from deepgym.client import EnvLike, Envs, Group, ProgressFn
+
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
+"""The service sends a heartbeat every few seconds on a stream, so a healthy one never idles
+this long."""
+
+
+def env_spec(env: EnvLike) -> EnvSpec:
+    """How an environment travels: a name the service resolves, or its fields by value.
+
+    A built-in passes by name when it is the built-in unchanged. A folder or a changed environment
+    passes by value; its ``verifier.py`` travels as ``verifier_code``, which the service refuses
+    unless it was started with ``--allow-verifier-code``. A patch task's repository does not travel.
+    """
+    if isinstance(env, str) and not (env not in list_environments() and Path(env).is_dir()):
+        return env
+    if isinstance(env, str | Path):
+        env = load_folder(env)
+    if not isinstance(env, Environment):
+        raise ConfigError(f"env must be an Environment, a name or a path, got {type(env).__name__}")
+    if env.name in list_environments() and load_environment(env.name) == env:
+        return env.name
+    if env.repo_path is not None:
+        raise ConfigError(
+            f"env {env.name!r}: a patch environment's repository cannot be sent to the service; "
+            "name an environment the service has"
+        )
+    fields = env.model_dump(mode="json", exclude={"source_dir", "verifier_path", "repo_path"})
+    if env.verifier_path is not None:
+        try:
+            fields["verifier_code"] = Path(env.verifier_path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"env {env.name!r}: cannot read {env.verifier_path}: {exc}") from exc
+    return fields
+
+
+def _spec_name(spec: EnvSpec) -> str:
+    return spec if isinstance(spec, str) else str(spec.get("name", ""))
+
+
+def lost(env_name: str | None, cause: str) -> RunResult:
+    """A run whose result did not come back: no verdict, never a zero."""
+    return RunResult.no_verdict("sandbox_error", f"TransportError: {cause}", env_name=env_name)
+
+
+class RemoteEngine:
+    """``AsyncDeepGym``'s methods over HTTP (``transport``: for tests, ``httpx.MockTransport``)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"url must be an http:// or https:// URL, got {url!r}")
+        if token is not None and (not isinstance(token, str) or not token):
+            raise ConfigError("token must be a non-empty str or None")
+        self.url = url.rstrip("/")
+        self.token = token
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            import httpx
+
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            self._http = httpx.AsyncClient(
+                base_url=self.url,
+                headers=headers,
+                transport=self._transport,
+                timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+            )
+        return self._http
+
+    async def _post(self, path: str, body: Any) -> bytes:
+        """POST and read the whole reply; any failure to get a 2xx raises."""
+        import httpx
+
+        try:
+            response = await self._client().post(path, content=body.model_dump_json())
+            content = await response.aread()
+        except httpx.HTTPError as exc:
+            raise TransportError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 300:
+            raise error_for(response.status_code, content)
+        return content
+
+    # -- single calls -----------------------------------------------------------------------
+    async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
+        content = await self._post(
+            "/v1/time_limit", TimeLimitRequest(env=env_spec(env), time_limit=time_limit)
+        )
+        try:
+            return float(_json(content)["time_limit"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TransportError(f"malformed reply from the service: {content[:200]!r}") from exc
+
+    async def run(
+        self, env: EnvLike, model_output: str, *, time_limit: float | None = None
+    ) -> RunResult:
+        if not isinstance(model_output, str):
+            raise ConfigError(f"model_output must be a str, got {type(model_output).__name__}")
+        body = RunRequest(env=env_spec(env), answer=model_output, time_limit=time_limit)
+        content = await self._post("/v1/run", body)
+        try:
+            reply = RunReply.model_validate_json(content)
+        except ValueError as exc:
+            raise TransportError(f"malformed reply from the service: {exc}") from exc
+        if reply.raised is not None:
+            raise raised_error(reply.raised, reply.result)
+        if reply.result is None:
+            raise TransportError("the service replied with neither a result nor an error")
+        return reply.result
+
+    # -- streams ----------------------------------------------------------------------------
+    async def _events(self, path: str, body: Any) -> AsyncGenerator[StreamEvent, None]:
+        """The stream's events up to ``end``; raises ``TransportError`` if it stops early."""
+        import httpx
+
+        try:
+            async with self._client().stream("POST", path, content=body.model_dump_json()) as r:
+                if r.status_code >= 300:
+                    raise error_for(r.status_code, await r.aread())
+                async for line in r.aiter_lines():
+                    if not line.strip():
+                        continue
+                    event = parse_event(line)
+                    yield event
+                    if event.event == "end":
+                        return
+        except httpx.HTTPError as exc:
+            raise TransportError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from exc
+        raise TransportError(f"{self.url}{path}: the stream ended before its last group")
+
+    async def _groups(
+        self,
+        path: str,
+        body: Any,
+        names: list[str] | None,
+        group_size: int | None,
+        progress: ProgressFn | None,
+        start: dict[str, Any],
+    ) -> AsyncGenerator[Group, None]:
+        """Yield each group as it arrives; after a failure, every missing group, without a verdict.
+
+        ``names`` are the environments' names per answer (None: the ``start`` event says).
+        ``start`` receives the ``start`` and ``end`` events' fields.
+        """
+        groups = group_slices(len(names), group_size) if names is not None else None
+        seen: set[int] = set()
+        cause = ""
+        try:
+            async with aclosing(self._events(path, body)) as events:
+                async for ev in events:
+                    if ev.event == "start":
+                        start.update(ev.model_dump(exclude_none=True))
+                        if names is None:
+                            names = list(ev.env_names or [])
+                            groups = group_slices(len(names), group_size)
+                        if ev.total != len(names):
+                            raise TransportError(
+                                f"the service started {ev.total} runs, not {len(names)}"
+                            )
+                    elif ev.event == "progress" and progress is not None and ev.done is not None:
+                        progress(ev.done, len(names or ()))
+                    elif ev.event == "group":
+                        g = _check_group(ev, groups, seen)
+                        seen.add(g)
+                        yield g, list(ev.results or [])
+        except TransportError as exc:
+            cause = str(exc)
+        if groups is None or names is None:
+            raise TransportError(cause or "the stream ended before it started")
+        for g, idx in enumerate(groups):
+            if g not in seen:
+                yield g, [lost(names[i], cause) for i in idx]
+
+    def _batch_body(
+        self,
+        env: Envs,
+        outputs: Sequence[str],
+        max_parallel: int,
+        group_size: int | None,
+        time_limit: float | None,
+    ) -> tuple[BatchRequest, list[str]]:
+        if isinstance(outputs, str) or not isinstance(outputs, Sequence):
+            raise ConfigError("outputs must be a sequence of answers, not one str")
+        for i, answer in enumerate(outputs):
+            if not isinstance(answer, str):
+                raise ConfigError(f"outputs[{i}] must be a str, got {type(answer).__name__}")
+        group_slices(len(outputs), group_size)  # validates group_size before anything is sent
+        if isinstance(env, list | tuple):
+            specs = [env_spec(e) for e in broadcast_envs(env, len(outputs))]  # type: ignore[arg-type]
+            names = [_spec_name(s) for s in specs]
+            spec: EnvSpec | list[EnvSpec] = specs
+        else:
+            spec = env_spec(cast("EnvLike", env))
+            names = [_spec_name(spec)] * len(outputs)
+        body = BatchRequest(
+            env=spec,
+            answers=list(outputs),
+            group_size=group_size,
+            max_parallel=max_parallel,
+            time_limit=time_limit,
+        )
+        return body, names
+
+    async def stream_groups(
+        self,
+        env: Envs,
+        outputs: Sequence[str],
+        *,
+        group_size: int,
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> AsyncGenerator[Group, None]:
+        body, names = self._batch_body(env, outputs, max_parallel, group_size, time_limit)
+        async for item in self._groups("/v1/run_batch", body, names, group_size, progress, {}):
+            yield item
+
+    async def run_batch(
+        self,
+        env: Envs,
+        outputs: Sequence[str],
+        *,
+        max_parallel: int = 8,
+        group_size: int | None = None,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> BatchResult:
+        body, names = self._batch_body(env, outputs, max_parallel, group_size, time_limit)
+        t0 = time.monotonic()
+        results: list[RunResult | None] = [None] * len(names)
+        groups = group_slices(len(names), group_size)
+        async for g, rs in self._groups("/v1/run_batch", body, names, group_size, progress, {}):
+            for i, r in zip(groups[g], rs, strict=True):
+                results[i] = r
+        return BatchResult(
+            results=_complete(results), execution_time_ms=(time.monotonic() - t0) * 1000.0
+        )
+
+    async def eval(
+        self,
+        envs_or_suite: Sequence[EnvLike] | str,
+        outputs: Mapping[str, str],
+        *,
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> EvalResult:
+        if not isinstance(outputs, Mapping):
+            raise ConfigError("outputs must map environment names to answers")
+        names: list[str] | None = None
+        if isinstance(envs_or_suite, str):
+            body = EvalRequest(
+                suite=envs_or_suite,
+                outputs=dict(outputs),
+                max_parallel=max_parallel,
+                time_limit=time_limit,
+            )
+        else:
+            specs = [env_spec(e) for e in envs_or_suite]
+            names = [_spec_name(s) for s in specs]
+            body = EvalRequest(
+                envs=specs, outputs=dict(outputs), max_parallel=max_parallel, time_limit=time_limit
+            )
+        t0 = time.monotonic()
+        start: dict[str, Any] = {}
+        got: dict[int, RunResult] = {}
+        async for g, rs in self._groups("/v1/eval", body, names, 1, progress, start):
+            got[g] = rs[0]
+        env_names = names if names is not None else list(start.get("env_names") or [])
+        return EvalResult(
+            results=[got[i] for i in range(len(env_names))],
+            env_names=env_names,
+            execution_time_ms=(time.monotonic() - t0) * 1000.0,
+        )
+
+    async def close(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
+
+
+def _json(content: bytes) -> Any:
+    import json
+
+    try:
+        return json.loads(content)
+    except ValueError as exc:
+        raise TransportError(f"malformed reply from the service: {content[:200]!r}") from exc
+
+
+def _check_group(ev: StreamEvent, groups: list[range] | None, seen: set[int]) -> int:
+    """A group event that fits the batch: a known, new group with one result per member."""
+    if groups is None or ev.group is None or not 0 <= ev.group < len(groups):
+        raise TransportError(f"the service sent an unknown group {ev.group!r}")
+    if ev.group in seen:
+        raise TransportError(f"the service sent group {ev.group} twice")
+    if len(ev.results or []) != len(groups[ev.group]):
+        raise TransportError(f"the service sent group {ev.group} with the wrong number of results")
+    return ev.group
+
+
+def _complete(results: list[RunResult | None]) -> list[RunResult]:
+    out = [r for r in results if r is not None]
+    if len(out) != len(results):  # every group is yielded, so this cannot happen
+        raise DeepGymError("a remote batch lost a result")
+    return out

@@ -1,0 +1,382 @@
+"""``create_app``: the FastAPI app behind ``deepgym serve`` (API, metrics, console).
+
+Routes: ``POST /v1/run``, ``/v1/run_batch`` and ``/v1/eval`` (NDJSON streamed by group),
+``/v1/time_limit``; ``GET /v1/environments``, ``/health``, ``/metrics`` (Prometheus) and
+``/console`` (when a console token is given). The wire format is ``deepgym.protocol``.
+
+Every request passes ``_Guard`` first: the bearer token (for ``/v1``, ``/metrics`` and a mounted
+OpenRLHF route, when the service has one), the body size limit (the body is read, bounded, before
+any route sees it), 503 while draining, and the request counter. Errors are one JSON shape
+(``protocol.error_body``) with the status ``protocol.error_for`` maps back on the client.
+"""
+
+from __future__ import annotations
+
+import importlib
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
+
+from deepgym import __version__
+from deepgym.client import AsyncDeepGym
+from deepgym.envs.registry import list_environments, list_suites, load_environment, load_suite
+from deepgym.exceptions import (
+    ConfigError,
+    DeepGymError,
+    TransportError,
+    UnknownEnvironmentError,
+    VerifierCodeRefusedError,
+)
+from deepgym.protocol import (
+    BatchRequest,
+    ErrorCode,
+    EvalRequest,
+    RunRequest,
+    TimeLimitRequest,
+    error_body,
+)
+from deepgym.server.metrics import CONTENT_TYPE
+from deepgym.server.service import (
+    Limits,
+    Service,
+    _one_line,
+    check_time_limit,
+    eval_plan,
+    parse_env,
+)
+from deepgym.store import RunStore
+
+__all__ = ["create_app"]
+
+M = TypeVar("M", bound=BaseModel)
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+ROUTES = (
+    "/health",
+    "/metrics",
+    "/v1/environments",
+    "/v1/eval",
+    "/v1/run",
+    "/v1/run_batch",
+    "/v1/time_limit",
+)
+OPENRLHF_PREFIX = "/openrlhf"
+
+
+def _json_error(status: int, code: ErrorCode, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers or None)
+
+
+def error_response(exc: DeepGymError) -> JSONResponse:
+    """One exception, one status and error code (the client maps them back)."""
+    message = _one_line(str(exc))
+    if isinstance(exc, UnknownEnvironmentError):
+        return _json_error(404, "unknown_environment", message)
+    if isinstance(exc, VerifierCodeRefusedError):
+        return _json_error(403, "verifier_code_refused", message)
+    if isinstance(exc, ConfigError):
+        return _json_error(400, "bad_request", message)
+    if isinstance(exc, TransportError) and exc.status_code == 503:
+        return _json_error(503, "shutting_down", message)
+    return _json_error(500, "internal", f"{type(exc).__name__}: {message}")
+
+
+class _Guard:
+    """Token, body limit, drain and request counting, before any route (pure ASGI)."""
+
+    def __init__(self, app: ASGIApp, *, service: Service, token: str | None) -> None:
+        self.app = app
+        self.service = service
+        self.token = token
+
+    def _authorized(self, scope: Scope) -> bool:
+        """The bearer token; on the OpenRLHF route also ``?token=`` (OpenRLHF sends no headers,
+        only the ``--remote_rm_url`` it was given)."""
+        if self.token is None:
+            return True
+        want = self.token.encode()
+        for key, value in scope.get("headers", []):
+            if key == b"authorization":
+                scheme, _, given = value.decode("latin-1").partition(" ")
+                return scheme.lower() == "bearer" and secrets.compare_digest(
+                    given.strip().encode(), want
+                )
+        if scope["path"].startswith(OPENRLHF_PREFIX + "/"):
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            given_q = query.get("token", [""])[0]
+            return bool(given_q) and secrets.compare_digest(given_q.encode(), want)
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        route = path if path in ROUTES else "/console" if path.startswith("/console") else "other"
+        metrics = self.service.metrics
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                metrics.request(route, int(message["status"]))
+            await send(message)
+
+        protected = path.startswith(("/v1/", OPENRLHF_PREFIX)) or path == "/metrics"
+        refusal: Response | None = None
+        if protected and not self._authorized(scope):
+            refusal = _json_error(
+                401,
+                "unauthorized",
+                "a valid bearer token is required",
+                **{"WWW-Authenticate": "Bearer"},
+            )
+        elif path.startswith(("/v1/", OPENRLHF_PREFIX)) and self.service.draining:
+            refusal = _json_error(503, "shutting_down", "the service is shutting down")
+        if refusal is not None:
+            await refusal(scope, receive, counted)
+            return
+        body = await self._read_body(scope, receive)
+        if body is None:
+            limit = self.service.limits.max_body_bytes
+            too_large = _json_error(413, "too_large", f"the request body is over {limit} bytes")
+            await too_large(scope, receive, counted)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, counted)
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None when it is over the limit (checked as it arrives)."""
+        limit = self.service.limits.max_body_bytes
+        for key, value in scope.get("headers", []):
+            if key == b"content-length" and value.isdigit() and int(value) > limit:
+                return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+class _NDJSONResponse(StreamingResponse):
+    """A stream whose generator is closed however the response ends (a client that leaves
+    cancels its runs at once)."""
+
+    media_type = "application/x-ndjson"
+
+    async def stream_response(self, send: Send) -> None:
+        try:
+            await super().stream_response(send)
+        finally:
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+async def _parse(request: Request, model: type[M]) -> M:
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"malformed request body: {_one_line(str(exc))}") from exc
+
+
+def _too_many(n: int, limits: Limits) -> JSONResponse | None:
+    if n <= limits.max_answers:
+        return None
+    return _json_error(
+        413, "too_many_answers", f"{n} answers in one request: the limit is {limits.max_answers}"
+    )
+
+
+def _add_api(app: FastAPI, service: Service) -> None:
+    allow = service.allow_verifier_code
+
+    @app.get("/v1/environments")
+    async def environments() -> dict[str, Any]:
+        envs = [load_environment(n) for n in list_environments()]
+        return {
+            "environments": [
+                {
+                    "name": e.name,
+                    "kind": e.kind,
+                    "difficulty": e.difficulty,
+                    "tags": list(e.tags),
+                    "description": e.description,
+                }
+                for e in envs
+            ],
+            "suites": list_suites(),
+        }
+
+    @app.post("/v1/time_limit")
+    async def time_limit(request: Request) -> dict[str, float]:
+        body = await _parse(request, TimeLimitRequest)
+        env = parse_env(body.env, allow_verifier_code=allow)
+        return {"time_limit": await service.time_limit(env, check_time_limit(body.time_limit))}
+
+    @app.post("/v1/run")
+    async def run(request: Request) -> Response:
+        body = await _parse(request, RunRequest)
+        env = parse_env(body.env, allow_verifier_code=allow)
+        reply = await service.run_one(env, body.answer, check_time_limit(body.time_limit))
+        return Response(reply.model_dump_json(), media_type="application/json")
+
+    @app.post("/v1/run_batch")
+    async def run_batch(request: Request) -> Response:
+        body = await _parse(request, BatchRequest)
+        too_many = _too_many(len(body.answers), service.limits)
+        if too_many is not None:
+            return too_many
+        plan = service.check_batch(
+            body.env, body.answers, body.group_size, body.max_parallel, body.time_limit
+        )
+        return _NDJSONResponse(service.open_stream(plan))
+
+    @app.post("/v1/eval")
+    async def eval_(request: Request) -> Response:
+        body = await _parse(request, EvalRequest)
+        if (body.suite is None) == (body.envs is None):
+            raise ConfigError("give suite or envs, not both or neither")
+        if body.envs is not None:
+            too_many = _too_many(len(body.envs), service.limits)
+            if too_many is not None:
+                return too_many
+            envs = [
+                parse_env(s, allow_verifier_code=allow, where=f"envs[{i}]")
+                for i, s in enumerate(body.envs)
+            ]
+            source = ",".join(e.name for e in envs)
+        else:
+            assert body.suite is not None
+            envs = load_suite(body.suite)
+            source = body.suite
+        too_many = _too_many(len(envs), service.limits)
+        if too_many is not None:
+            return too_many
+        plan = eval_plan(
+            service,
+            envs,
+            body.outputs,
+            source,
+            body.max_parallel,
+            body.time_limit,
+            with_names=body.suite is not None,
+        )
+        return _NDJSONResponse(service.open_stream(plan))
+
+
+def _mount_openrlhf(app: FastAPI, service: Service) -> None:
+    """Mount OpenRLHF's reward endpoint (``deepgym.integrations.openrlhf.create_app``) under
+    ``/openrlhf``: ``--remote_rm_url http://HOST:PORT/openrlhf/get_reward[?token=...]``. It runs
+    its answers on this service's client (the same sandboxes, concurrency cap and queue gauges)."""
+    try:
+        openrlhf = importlib.import_module("deepgym.integrations.openrlhf")
+    except ImportError as exc:
+        raise ConfigError(
+            f"--openrlhf: deepgym.integrations.openrlhf is not available ({exc})"
+        ) from exc
+    factory = getattr(openrlhf, "create_app", None)
+    if factory is None:
+        raise ConfigError("--openrlhf: deepgym.integrations.openrlhf has no create_app")
+    app.mount(OPENRLHF_PREFIX, factory(service.client))
+
+
+def create_app(
+    client: AsyncDeepGym | None = None,
+    *,
+    store: RunStore | None = None,
+    token: str | None = None,
+    console_token: str | None = None,
+    allow_verifier_code: bool = False,
+    limits: Limits | None = None,
+    concurrency: int | None = None,
+    api: bool = True,
+    openrlhf: bool = False,
+    close_client: bool | None = None,
+) -> FastAPI:
+    """The service's app.
+
+    ``client``: the local-mode client that runs answers (one with default settings when None;
+    the app then closes it at shutdown). ``store``: where evals and batches are recorded (the
+    caller closes it). ``token``: the bearer token the API requires (None: none; only for a
+    service bound to loopback). ``console_token``: serve ``/console`` behind this per-launch
+    token. ``concurrency``: runs at once across all requests. ``api=False`` serves the console,
+    health and metrics only. ``close_client``: close the client at shutdown (default: only the
+    one the app made).
+    """
+    owned = client is None if close_client is None else close_client
+    core = client if client is not None else AsyncDeepGym()
+    service = Service(
+        core,
+        store=store,
+        allow_verifier_code=allow_verifier_code,
+        limits=limits,
+        concurrency=concurrency,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owned:
+            await service.close()
+
+    app = FastAPI(
+        title="deepgym",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        lifespan=lifespan,
+    )
+    app.state.service = service
+
+    @app.exception_handler(DeepGymError)
+    async def deepgym_error(_: Request, exc: DeepGymError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        status = "draining" if service.draining else "ok"
+        body = {"status": status, "version": __version__, "requests": service.in_flight_requests}
+        return JSONResponse(body, status_code=503 if service.draining else 200)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+
+    if api:
+        _add_api(app, service)
+    if console_token is not None:
+        from deepgym.server.console import add_console
+
+        add_console(app, store, console_token)
+    if openrlhf:
+        _mount_openrlhf(app, service)
+    app.add_middleware(_Guard, service=service, token=token)
+    return app

@@ -1,0 +1,327 @@
+"""The web console: stored runs, their totals, results and service times, as plain HTML.
+
+- ``/console``: every run, headline and judged totals side by side.
+- ``/console/runs/<id>``: a run's totals, its no-verdict causes, a service-time histogram per
+  environment, and every result with its per-test breakdown.
+- ``/console/environments``: service-time histograms per environment over the latest results.
+
+A run without a verdict keeps no score here: it shows as "No verdict (<error_type>)" with its
+cause, and is counted in "No verdict", beside the judged pass rate and mean score; the headline
+numbers count it as a failed 0 (the contract's totals, from ``Totals``).
+
+Access: a per-launch token, given once as ``?token=`` and then kept in a cookie (HttpOnly,
+SameSite=Strict). Pages are drawn on the server: no script, no external style, nothing fetched
+from the network (the Content-Security-Policy says so to the browser too).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from html import escape
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from deepgym.exceptions import ConfigError
+from deepgym.models import RunResult, Totals
+from deepgym.server.svg import histogram_svg
+from deepgym.store import RunInfo, RunStore
+
+__all__ = ["COOKIE", "add_console"]
+
+COOKIE = "deepgym_console"
+PAGE_ROWS = 500
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'"
+
+_STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d1d1f}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
+a{color:#1f5fa8}table{border-collapse:collapse;margin:8px 0}
+th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left;vertical-align:top}
+th{background:#f4f4f6;font-weight:600}td.num,th.num{text-align:right}
+.pass{color:#1c7c1c;font-weight:600}.fail{color:#b3261e;font-weight:600}
+.nv{color:#8a5a00;font-weight:600}.muted{color:#666}
+.totals{display:flex;gap:16px;flex-wrap:wrap}
+.panel{border:1px solid #ccc;border-radius:6px;padding:10px 16px;min-width:220px}
+.panel h3{margin:0 0 6px;font-size:14px}.panel p{margin:0 0 6px;font-size:12px;color:#555}
+dl{display:grid;grid-template-columns:auto auto;gap:2px 16px;margin:0}
+dt{color:#444}dd{margin:0;font-weight:600;text-align:right}
+.big{font-size:22px}.charts{display:flex;flex-wrap:wrap;gap:12px}
+details summary{cursor:pointer}nav{margin-bottom:12px}
+"""
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    html = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)} · deepgym console</title><style>{_STYLE}</style></head>"
+        f'<body><nav><a href="/console">Runs</a> · <a href="/console/environments">'
+        f"Environments</a></nav>{body}</body></html>"
+    )
+    headers = {
+        "Content-Security-Policy": CSP,
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
+    return HTMLResponse(html, status_code=status, headers=headers)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2%}"
+
+
+def _when(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
+def _status(info: RunInfo) -> str:
+    if info.status == "complete" and info.recorded == info.total:
+        return "complete"
+    if info.status == "running":
+        return f"incomplete ({info.recorded}/{info.total})"
+    return f"{info.status} ({info.recorded}/{info.total})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages
+# ---------------------------------------------------------------------------------------------
+
+
+def _runs_page(store: RunStore | None) -> str:
+    if store is None:
+        return "<h1>Runs</h1><p>This service keeps no run store.</p>"
+    runs = store.runs(limit=200)
+    if not runs:
+        return "<h1>Runs</h1><p>No runs stored yet.</p>"
+    head = (
+        "<tr><th>Run</th><th>Kind</th><th>Source</th><th>Started</th><th>Status</th>"
+        '<th class="num">Runs</th><th class="num">Pass rate</th><th class="num">Avg score</th>'
+        '<th class="num">No verdict</th><th class="num">Judged pass rate</th>'
+        '<th class="num">Judged mean score</th></tr>'
+    )
+    rows = []
+    for r in runs:
+        t = r.totals
+        rows.append(
+            f'<tr data-run="{escape(r.id)}"><td><a href="/console/runs/{escape(r.id)}">'
+            f"{escape(r.id)}</a></td><td>{escape(r.kind)}</td><td>{escape(r.source)}</td>"
+            f"<td>{_when(r.created)}</td><td>{escape(_status(r))}</td>"
+            f'<td class="num">{t.total}</td><td class="num">{_pct(t.pass_rate)}</td>'
+            f'<td class="num">{t.avg_score:.3f}</td><td class="num">{t.no_verdict_count}</td>'
+            f'<td class="num">{_pct(t.judged_pass_rate)}</td>'
+            f'<td class="num">{t.judged_mean_score:.3f}</td></tr>'
+        )
+    return (
+        "<h1>Runs</h1><p class=muted>Headline numbers count a run without a verdict as a failed "
+        "0; judged numbers leave it out.</p>"
+        f'<table id="runs">{head}{"".join(rows)}</table>'
+    )
+
+
+def _totals_html(t: Totals) -> str:
+    return (
+        '<div class="totals">'
+        '<div class="panel"><h3>Headline</h3><p>A run without a verdict counts as a failed 0.</p>'
+        f'<dl><dt>Pass rate</dt><dd id="headline-pass-rate" class="big">{_pct(t.pass_rate)}</dd>'
+        f'<dt>Passed</dt><dd><span id="headline-passed">{t.passed}</span> / '
+        f'<span id="headline-total">{t.total}</span></dd>'
+        f'<dt>Avg score</dt><dd id="headline-avg-score">{t.avg_score:.3f}</dd></dl></div>'
+        '<div class="panel"><h3>No verdict</h3><p>The sandbox or verifier failed: not judged.</p>'
+        f'<dl><dt>No verdict</dt><dd id="no-verdict-count" class="big">{t.no_verdict_count}'
+        "</dd></dl></div>"
+        '<div class="panel"><h3>Judged only</h3><p>Runs with a verdict.</p>'
+        f'<dl><dt>Judged pass rate</dt><dd id="judged-pass-rate" class="big">'
+        f"{_pct(t.judged_pass_rate)}</dd>"
+        f'<dt>Judged</dt><dd id="judged-count">{t.judged_count}</dd>'
+        f'<dt>Judged mean score</dt><dd id="judged-mean-score">{t.judged_mean_score:.3f}</dd>'
+        "</dl></div></div>"
+    )
+
+
+def _verdict_cell(r: RunResult) -> tuple[str, str]:
+    """The verdict and the score cell: a run without a verdict keeps no score."""
+    if not r.has_verdict:
+        return f'<span class="nv">No verdict ({escape(r.error_type or "verifier")})</span>', "—"
+    if r.passed:
+        return '<span class="pass">PASS</span>', f"{r.score:.3f}"
+    return '<span class="fail">FAIL</span>', f"{r.score:.3f}"
+
+
+def _cases_html(r: RunResult) -> str:
+    if not r.cases:
+        return '<span class="muted">-</span>'
+    ok = sum(c.passed for c in r.cases)
+    rows = "".join(
+        f"<tr><td>{escape(c.name)}</td><td>{'yes' if c.passed else 'no'}</td>"
+        f"<td class=num>{'-' if c.score is None else f'{c.score:.2f}'}</td>"
+        f"<td>{escape(c.message)}</td></tr>"
+        for c in r.cases
+    )
+    return (
+        f"<details><summary>{ok}/{len(r.cases)} passed</summary><table>"
+        f"<tr><th>Test</th><th>Passed</th><th>Score</th><th>Message</th></tr>{rows}"
+        "</table></details>"
+    )
+
+
+def _cause(r: RunResult) -> str:
+    if r.passed:
+        return ""
+    if r.error_type or r.error:
+        return f"{r.error_type or 'error'}: {r.error}" if r.error else str(r.error_type)
+    failed = next((c for c in r.cases if not c.passed), None)
+    if failed is None:
+        return ""
+    return f"{failed.name}: {failed.message}" if failed.message else f"{failed.name} failed"
+
+
+def _no_verdict_html(results: dict[int, RunResult]) -> str:
+    nv = [(i, r) for i, r in sorted(results.items()) if not r.has_verdict]
+    if not nv:
+        return "<h2>No-verdict causes</h2><p>Every recorded run was judged.</p>"
+    by_type: dict[str, int] = {}
+    for _, r in nv:
+        key = r.error_type or "verifier exit 2"
+        by_type[key] = by_type.get(key, 0) + 1
+    counts = "".join(
+        f'<tr><td>{escape(k)}</td><td class="num">{n}</td></tr>' for k, n in sorted(by_type.items())
+    )
+    rows = "".join(
+        f'<tr><td class="num">{i}</td><td>{escape(r.env_name or "-")}</td>'
+        f"<td>{escape(r.error_type or '-')}</td><td>{escape(r.error or '-')}</td></tr>"
+        for i, r in nv[:PAGE_ROWS]
+    )
+    return (
+        "<h2>No-verdict causes</h2>"
+        f'<table id="no-verdict-types"><tr><th>Error type</th><th class="num">Runs</th></tr>'
+        f"{counts}</table>"
+        '<table id="no-verdict-runs"><tr><th class="num">#</th><th>Environment</th>'
+        f"<th>Error type</th><th>Cause</th></tr>{rows}</table>"
+    )
+
+
+def _charts(times: dict[str, list[float]]) -> str:
+    if not times:
+        return "<p>No service times recorded.</p>"
+    return (
+        '<div class="charts">'
+        + "".join(f"<div>{histogram_svg(v, title=k)}</div>" for k, v in times.items())
+        + "</div>"
+    )
+
+
+def _run_page(store: RunStore, run_id: str, page: int) -> str:
+    info = store.run(run_id)
+    results = store.results(run_id)
+    items = store.inputs(run_id)
+    t = info.totals
+    lo = page * PAGE_ROWS
+    shown = range(lo, min(lo + PAGE_ROWS, info.total))
+    rows = []
+    for i in shown:
+        r = results.get(i)
+        env = items[i][0] if i < len(items) else "-"
+        if r is None:
+            rows.append(
+                f'<tr data-index="{i}"><td class="num">{i}</td><td>{escape(env)}</td>'
+                '<td class="muted">not recorded</td><td>—</td><td></td><td></td><td></td></tr>'
+            )
+            continue
+        verdict, score = _verdict_cell(r)
+        rows.append(
+            f'<tr data-index="{i}"><td class="num">{i}</td><td>{escape(r.env_name or env)}</td>'
+            f'<td>{verdict}</td><td class="num">{score}</td><td>{_cases_html(r)}</td>'
+            f"<td>{escape(_cause(r))}</td>"
+            f'<td class="num">{r.service.total_ms:.1f}</td></tr>'
+        )
+    pager = ""
+    if info.total > PAGE_ROWS:
+        pages = (info.total + PAGE_ROWS - 1) // PAGE_ROWS
+        pager = "<p>Page: " + " ".join(
+            f"<b>{p + 1}</b>"
+            if p == page
+            else f'<a href="/console/runs/{escape(run_id)}?page={p}">{p + 1}</a>'
+            for p in range(pages)
+        )
+        pager += "</p>"
+    return (
+        f'<h1>Run <span id="run-id">{escape(info.id)}</span></h1>'
+        f'<p class="muted">{escape(info.kind)} of {escape(info.source)} · started '
+        f"{_when(info.created)} · {escape(_status(info))}</p>"
+        f"{_totals_html(t)}{_no_verdict_html(results)}"
+        f"<h2>Service time by environment</h2>{_charts(store.service_times(run_id))}"
+        f"<h2>Results</h2>{pager}"
+        '<table id="results"><tr><th class="num">#</th><th>Environment</th><th>Verdict</th>'
+        '<th class="num">Score</th><th>Tests</th><th>Cause</th><th class="num">Service ms</th>'
+        f"</tr>{''.join(rows)}</table>{pager}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Routes and access
+# ---------------------------------------------------------------------------------------------
+
+
+def _unauthorized() -> HTMLResponse:
+    return _page(
+        "Sign in",
+        "<h1>Console token needed</h1><p>Open the console with the address printed when it "
+        "was launched (it ends in <code>?token=...</code>).</p>",
+        status=401,
+    )
+
+
+def add_console(app: FastAPI, store: RunStore | None, token: str) -> None:
+    """Serve the console under ``/console``, behind ``token``."""
+
+    def gate(request: Request) -> Response | None:
+        """None to serve the page; a redirect (token accepted, cookie set) or a 401 otherwise."""
+        given = request.query_params.get("token")
+        if given is not None:
+            if not secrets.compare_digest(given.encode(), token.encode()):
+                return _unauthorized()
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            query = urlencode(rest)
+            target = request.url.path + (f"?{query}" if query else "")
+            redirect = RedirectResponse(target, status_code=303)
+            redirect.set_cookie(
+                COOKIE, token, httponly=True, samesite="strict", path="/console", max_age=86400
+            )
+            return redirect
+        cookie = request.cookies.get(COOKIE, "")
+        if cookie and secrets.compare_digest(cookie.encode(), token.encode()):
+            return None
+        return _unauthorized()
+
+    @app.get("/console", response_class=HTMLResponse)
+    async def runs(request: Request) -> Response:
+        return gate(request) or _page("Runs", _runs_page(store))
+
+    @app.get("/console/runs/{run_id}", response_class=HTMLResponse)
+    async def run(request: Request, run_id: str, page: int = 0) -> Response:
+        refused = gate(request)
+        if refused is not None:
+            return refused
+        if store is None:
+            return _page("Run", "<h1>No run store</h1>", status=404)
+        try:
+            body = _run_page(store, run_id, max(page, 0))
+        except ConfigError as exc:  # no such run
+            return _page("Run", f"<h1>No such run</h1><p>{escape(str(exc))}</p>", status=404)
+        return _page(f"Run {run_id}", body)
+
+    @app.get("/console/environments", response_class=HTMLResponse)
+    async def environments(request: Request) -> Response:
+        refused = gate(request)
+        if refused is not None:
+            return refused
+        times: dict[str, Any] = store.service_times() if store is not None else {}
+        body = (
+            "<h1>Service time by environment</h1>"
+            '<p class="muted">The latest results of every stored run.</p>' + _charts(times)
+        )
+        return _page("Environments", body)

@@ -1,0 +1,399 @@
+"""The run store: every eval and batch, its inputs and its results, in one SQLite file (WAL).
+
+Invariants:
+
+- A result is committed the moment it arrives, in its own transaction, so a process killed
+  mid-eval loses only the runs that were in flight. ``record_eval`` on a stored run scores exactly
+  the indices that have no result yet, and its totals match an uninterrupted run's.
+- An index has at most one result (the primary key): a resumed run never counts a run twice.
+- Totals are never stored: they are recomputed from the stored results with ``Totals.of``, the
+  contract's one definition (a run without a verdict is a failed 0 in the headline numbers).
+
+The default file is ``$DEEPGYM_HOME/runs.sqlite`` (``~/.deepgym`` when unset). One connection per
+``RunStore``, shared between threads under a lock; other processes may read and write the same file
+(SQLite's WAL lets readers go on while one writes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from deepgym.exceptions import ConfigError
+from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
+
+if TYPE_CHECKING:
+    from deepgym.client import DeepGym, ProgressFn
+
+__all__ = [
+    "RunInfo",
+    "RunStore",
+    "default_store_path",
+    "record_batch",
+    "record_eval",
+    "resume_inputs",
+]
+
+RunKind = Literal["eval", "batch"]
+RunStatus = Literal["running", "complete", "cancelled"]
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    created REAL NOT NULL,
+    finished REAL,
+    status TEXT NOT NULL,
+    total INTEGER NOT NULL,
+    params TEXT NOT NULL,
+    execution_time_ms REAL
+);
+CREATE TABLE IF NOT EXISTS items (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    idx INTEGER NOT NULL,
+    env_name TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    idx INTEGER NOT NULL,
+    env_name TEXT NOT NULL,
+    has_verdict INTEGER NOT NULL,
+    passed INTEGER NOT NULL,
+    score REAL NOT NULL,
+    error_type TEXT,
+    service_ms REAL NOT NULL,
+    recorded REAL NOT NULL,
+    result TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE INDEX IF NOT EXISTS results_env ON results (env_name);
+"""
+
+
+def default_store_path() -> Path:
+    """``$DEEPGYM_HOME/runs.sqlite``, with ``~/.deepgym`` as the home when unset."""
+    home = os.environ.get("DEEPGYM_HOME") or str(Path.home() / ".deepgym")
+    return Path(home) / "runs.sqlite"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One stored run: what it was, how far it got, and its totals so far."""
+
+    id: str
+    kind: str
+    source: str
+    created: float
+    finished: float | None
+    status: str
+    total: int
+    recorded: int
+    params: dict[str, Any] = field(default_factory=dict)
+    execution_time_ms: float | None = None
+    totals: Totals = field(default_factory=Totals)
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete" and self.recorded == self.total
+
+
+class RunStore:
+    """A SQLite run store; ``path`` is created with its folder if missing."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, timeout=10.0, check_same_thread=False, isolation_level=None
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"store {self.path}: cannot open ({exc})") from exc
+        self._lock = threading.Lock()
+        try:
+            with self._lock:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                version = self._db.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise ConfigError(
+                        f"store {self.path}: schema {version} is newer than this deepgym's "
+                        f"({SCHEMA_VERSION})"
+                    )
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise ConfigError(f"store {self.path}: not a deepgym run store ({exc})") from exc
+
+    # -- writing --------------------------------------------------------------------------
+    def create_run(
+        self,
+        kind: RunKind,
+        source: str,
+        env_names: Sequence[str],
+        answers: Sequence[str],
+        params: dict[str, Any] | None = None,
+    ) -> str:
+        """Store a run's inputs (one environment name and answer per index); returns its id."""
+        if len(env_names) != len(answers):
+            raise ConfigError(f"{len(env_names)} environment names for {len(answers)} answers")
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "INSERT INTO runs (id, kind, source, created, status, total, params) "
+                    "VALUES (?, ?, ?, ?, 'running', ?, ?)",
+                    (run_id, kind, source, time.time(), len(answers), json.dumps(params or {})),
+                )
+                self._db.executemany(
+                    "INSERT INTO items (run_id, idx, env_name, answer) VALUES (?, ?, ?, ?)",
+                    [
+                        (run_id, i, n, a)
+                        for i, (n, a) in enumerate(zip(env_names, answers, strict=True))
+                    ],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return run_id
+
+    def record(self, run_id: str, index: int, result: RunResult) -> None:
+        """Commit one result. A second result for the same index is refused."""
+        row = (
+            run_id,
+            index,
+            result.env_name or "",
+            int(result.has_verdict),
+            int(result.passed),
+            result.score,
+            result.error_type,
+            result.service.total_ms,
+            time.time(),
+            result.model_dump_json(),
+        )
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT INTO results (run_id, idx, env_name, has_verdict, passed, score, "
+                    "error_type, service_ms, recorded, result) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    row,
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ConfigError(
+                    f"run {run_id}: index {index} already has a result, or no such run"
+                ) from exc
+
+    def finish(
+        self, run_id: str, status: RunStatus = "complete", execution_time_ms: float | None = None
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE runs SET status = ?, finished = ?, execution_time_ms = ? WHERE id = ?",
+                (status, time.time(), execution_time_ms, run_id),
+            )
+
+    # -- reading --------------------------------------------------------------------------
+    def _query(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, tuple(args)).fetchall()
+
+    def _info(self, row: tuple[Any, ...]) -> RunInfo:
+        run_id = row[0]
+        verdicts = self._query(
+            "SELECT has_verdict, passed, score FROM results WHERE run_id = ? ORDER BY idx",
+            (run_id,),
+        )
+        return RunInfo(
+            id=run_id,
+            kind=row[1],
+            source=row[2],
+            created=row[3],
+            finished=row[4],
+            status=row[5],
+            total=row[6],
+            params=json.loads(row[7]),
+            execution_time_ms=row[8],
+            recorded=len(verdicts),
+            totals=_totals(verdicts),
+        )
+
+    _COLUMNS = "id, kind, source, created, finished, status, total, params, execution_time_ms"
+
+    def runs(self, limit: int = 100) -> list[RunInfo]:
+        """The latest runs first."""
+        rows = self._query(
+            f"SELECT {self._COLUMNS} FROM runs ORDER BY created DESC, id DESC LIMIT ?", (limit,)
+        )
+        return [self._info(r) for r in rows]
+
+    def run(self, run_id: str) -> RunInfo:
+        rows = self._query(f"SELECT {self._COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise ConfigError(f"no run {run_id!r} in the store {self.path}")
+        return self._info(rows[0])
+
+    def inputs(self, run_id: str) -> list[tuple[str, str]]:
+        """``(environment name, answer)`` per index."""
+        rows = self._query(
+            "SELECT env_name, answer FROM items WHERE run_id = ? ORDER BY idx", (run_id,)
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def results(self, run_id: str) -> dict[int, RunResult]:
+        """The stored results by index (the missing ones were never recorded)."""
+        rows = self._query("SELECT idx, result FROM results WHERE run_id = ?", (run_id,))
+        return {r[0]: RunResult.model_validate_json(r[1]) for r in rows}
+
+    def service_times(
+        self, run_id: str | None = None, limit: int = 100_000
+    ) -> dict[str, list[float]]:
+        """Service times (ms) by environment: one run's, or the latest ``limit`` of all runs."""
+        if run_id is None:
+            rows = self._query(
+                "SELECT env_name, service_ms FROM results ORDER BY recorded DESC LIMIT ?", (limit,)
+            )
+        else:
+            rows = self._query(
+                "SELECT env_name, service_ms FROM results WHERE run_id = ?", (run_id,)
+            )
+        out: dict[str, list[float]] = {}
+        for name, ms in rows:
+            out.setdefault(name, []).append(float(ms))
+        return dict(sorted(out.items()))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _totals(rows: Sequence[tuple[int, int, float]]) -> Totals:
+    """``Totals.of`` over stored ``(has_verdict, passed, score)`` rows in index order: the same
+    arithmetic, in the same order, without loading every result."""
+    n = len(rows)
+    judged = [(bool(p), float(s)) for v, p, s in rows if v]
+    passed = sum(1 for p, _ in judged if p)
+    score_sum = sum(s for _, s in judged)
+    return Totals(
+        total=n,
+        passed=passed,
+        failed=n - passed,
+        avg_score=score_sum / n if n else 0.0,
+        pass_rate=passed / n if n else 0.0,
+        no_verdict_count=n - len(judged),
+        judged_count=len(judged),
+        judged_pass_rate=passed / len(judged) if judged else 0.0,
+        judged_mean_score=score_sum / len(judged) if judged else 0.0,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording an eval as it runs, and resuming one
+# ---------------------------------------------------------------------------------------------
+
+
+def resume_inputs(
+    store: RunStore, run_id: str, load: Callable[[str], list[Environment]]
+) -> tuple[list[Environment], list[str]]:
+    """A stored eval's environments (loaded again from its source) and answers, checked."""
+    info = store.run(run_id)
+    if info.kind != "eval":
+        raise ConfigError(f"run {run_id} is a {info.kind}, not an eval")
+    if info.complete:
+        raise ConfigError(f"run {run_id} is complete: nothing to resume")
+    items = store.inputs(run_id)
+    envs = load(info.source)
+    if [e.name for e in envs] != [name for name, _ in items]:
+        raise ConfigError(
+            f"run {run_id}: {info.source!r} no longer names the environments it ran "
+            f"({len(items)} stored, {len(envs)} now)"
+        )
+    return envs, [answer for _, answer in items]
+
+
+def record_batch(
+    dg: DeepGym,
+    store: RunStore,
+    run_id: str,
+    env: Environment,
+    answers: Sequence[str],
+    *,
+    max_parallel: int = 8,
+    progress: ProgressFn | None = None,
+) -> BatchResult:
+    """``run_batch`` of ``answers`` on ``env``, each result committed to ``run_id`` as it comes
+    (the same order of runs as ``run_batch``: one group per answer, in order)."""
+    results: dict[int, RunResult] = {}
+    t0 = time.monotonic()
+    for i, rs in dg.stream_groups(
+        env, list(answers), group_size=1, max_parallel=max_parallel, progress=progress
+    ):
+        store.record(run_id, i, rs[0])
+        results[i] = rs[0]
+    elapsed = (time.monotonic() - t0) * 1000.0
+    store.finish(run_id, "complete", elapsed)
+    return BatchResult(results=[results[i] for i in range(len(answers))], execution_time_ms=elapsed)
+
+
+def record_eval(
+    dg: DeepGym,
+    store: RunStore,
+    run_id: str,
+    envs: Sequence[Environment],
+    answers: Sequence[str],
+    *,
+    max_parallel: int = 8,
+    progress: ProgressFn | None = None,
+) -> EvalResult:
+    """Score the answers of ``run_id`` that have no stored result, committing each as it comes.
+
+    Scheduling is ``eval``'s (one group per environment, in order); the result holds every stored
+    result and every new one, in suite order.
+    """
+    done = store.results(run_id)
+    todo = [i for i in range(len(answers)) if i not in done]
+    already = len(done)
+
+    def advance(k: int, _total: int) -> None:
+        if progress is not None:
+            progress(already + k, len(answers))
+
+    t0 = time.monotonic()
+    if todo:
+        for g, rs in dg.stream_groups(
+            [envs[i] for i in todo],
+            [answers[i] for i in todo],
+            group_size=1,
+            max_parallel=max_parallel,
+            progress=advance,
+        ):
+            store.record(run_id, todo[g], rs[0])
+            done[todo[g]] = rs[0]
+    elapsed = (time.monotonic() - t0) * 1000.0
+    store.finish(run_id, "complete", elapsed)
+    return EvalResult(
+        results=[done[i] for i in range(len(answers))],
+        env_names=[e.name for e in envs],
+        execution_time_ms=elapsed,
+    )

@@ -1,0 +1,325 @@
+"""The run store: results committed as they come, totals that match ``Totals.of``, and resume.
+
+The last test kills a real ``deepgym eval`` (SIGKILL) halfway, resumes it, and checks that the
+totals equal an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import deepgym.client
+from deepgym import cli
+from deepgym.client import DeepGym
+from deepgym.exceptions import ConfigError
+from deepgym.models import RunResult, Totals
+from deepgym.scheduling import TimeLimitPolicy
+from deepgym.store import RunStore, default_store_path, record_eval, resume_inputs
+from tests.fakes import FakeBackend
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[RunStore]:
+    with RunStore(tmp_path / "runs.sqlite") as s:
+        yield s
+
+
+def _result(kind: str, env: str = "e") -> RunResult:
+    if kind == "nv":
+        return RunResult.no_verdict("sandbox_error", "down", env_name=env)
+    if kind == "pass":
+        return RunResult(score=1.0, passed=True, env_name=env)
+    return RunResult(score=float(kind), passed=False, env_name=env)
+
+
+# --- basics -------------------------------------------------------------------------------------
+
+
+def test_default_path_is_under_deepgym_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPGYM_HOME", str(tmp_path / "home"))
+    assert default_store_path() == tmp_path / "home" / "runs.sqlite"
+    monkeypatch.delenv("DEEPGYM_HOME")
+    assert default_store_path() == Path.home() / ".deepgym" / "runs.sqlite"
+
+
+def test_wal_and_a_round_trip(store: RunStore) -> None:
+    mode = sqlite3.connect(store.path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    run_id = store.create_run("eval", "a,b", ["a", "b"], ["x", "y"], {"max_parallel": 2})
+    assert store.inputs(run_id) == [("a", "x"), ("b", "y")]
+    info = store.run(run_id)
+    assert (info.kind, info.source, info.status, info.total, info.recorded) == (
+        "eval",
+        "a,b",
+        "running",
+        2,
+        0,
+    )
+    assert info.params == {"max_parallel": 2} and not info.complete
+    r = _result("0.5", "b")
+    store.record(run_id, 1, r)
+    assert store.results(run_id) == {1: r}
+    store.record(run_id, 0, _result("nv", "a"))
+    store.finish(run_id, "complete", 12.0)
+    info = store.run(run_id)
+    assert info.complete and info.execution_time_ms == 12.0
+    assert store.service_times(run_id) == {"a": [0.0], "b": [0.0]}
+
+
+def test_a_second_result_for_an_index_is_refused(store: RunStore) -> None:
+    run_id = store.create_run("batch", "e", ["e"], ["x"])
+    store.record(run_id, 0, _result("pass"))
+    with pytest.raises(ConfigError, match="index 0 already has a result"):
+        store.record(run_id, 0, _result("pass"))
+    assert store.run(run_id).totals.passed == 1
+
+
+def test_unknown_run_and_bad_files(store: RunStore, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no run 'nope'"):
+        store.run("nope")
+    with pytest.raises(ConfigError, match="no such run"):
+        store.record("nope", 0, _result("pass"))
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ConfigError, match="not a deepgym run store"):
+        RunStore(junk)
+    newer = tmp_path / "newer.sqlite"
+    sqlite3.connect(newer).execute("PRAGMA user_version=99").connection.close()
+    with pytest.raises(ConfigError, match="newer"):
+        RunStore(newer)
+
+
+def test_runs_are_listed_newest_first(store: RunStore) -> None:
+    ids = [store.create_run("batch", f"s{i}", ["e"], ["x"]) for i in range(3)]
+    assert [r.id for r in store.runs()] == ids[::-1]
+    assert [r.id for r in store.runs(limit=2)] == ids[:0:-1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["pass", "nv", "0.0", "0.25", "0.5", "0.999"]), max_size=30))
+def test_stored_totals_are_the_contracts(kinds: list[str]) -> None:
+    results = [_result(k) for k in kinds]
+    with RunStore(":memory:") as s:
+        run_id = s.create_run("batch", "e", ["e"] * len(kinds), [""] * len(kinds))
+        for i in reversed(range(len(results))):  # arrival order is not index order
+            s.record(run_id, i, results[i])
+        assert s.run(run_id).totals == Totals.of(results)
+
+
+# --- recording and resuming an eval -------------------------------------------------------------
+
+ANSWERS = ["pass", "fail", "down", "pass", "fail", "pass"]
+
+
+def _dg() -> tuple[DeepGym, FakeBackend]:
+    dg = DeepGym(time_limits=TimeLimitPolicy(factor=None))
+    fake = FakeBackend()
+    dg._core._backend = fake
+    return dg, fake
+
+
+def test_record_eval_scores_only_what_is_missing(store: RunStore) -> None:
+    from deepgym.envs.registry import load_suite
+
+    envs = load_suite("builtin")[: len(ANSWERS)]
+    names = [e.name for e in envs]
+    dg, fake = _dg()
+    with dg:
+        whole = dg.eval(envs, dict(zip(names, ANSWERS, strict=True)))
+    run_id = store.create_run("eval", ",".join(names), names, ANSWERS)
+    for i in (0, 2, 3):  # recorded before the process died
+        store.record(run_id, i, whole.results[i])
+    dg, fake = _dg()
+    progress: list[tuple[int, int]] = []
+    with dg:
+        resumed = record_eval(
+            dg, store, run_id, envs, ANSWERS, progress=lambda d, t: progress.append((d, t))
+        )
+    assert fake.calls == {"fail": 2, "pass": 1}  # indices 1, 4, 5 only
+    assert progress[-1] == (6, 6)
+    assert resumed.totals == whole.totals
+    assert resumed.env_names == names
+    info = store.run(run_id)
+    assert info.complete and info.totals == whole.totals
+    with pytest.raises(ConfigError, match="complete"):
+        resume_inputs(store, run_id, lambda s: envs)
+
+
+def test_resume_checks_the_run(store: RunStore) -> None:
+    from deepgym.envs.registry import load_environment
+
+    batch = store.create_run("batch", "two_sum", ["two_sum"], ["x"])
+    with pytest.raises(ConfigError, match="is a batch, not an eval"):
+        resume_inputs(store, batch, lambda s: [])
+    ev = store.create_run("eval", "two_sum,fizzbuzz", ["two_sum", "fizzbuzz"], ["x", "y"])
+    with pytest.raises(ConfigError, match="no longer names"):
+        resume_inputs(store, ev, lambda s: [load_environment("two_sum")])
+    envs, answers = resume_inputs(store, ev, lambda s: [load_environment(n) for n in s.split(",")])
+    assert [e.name for e in envs] == ["two_sum", "fizzbuzz"] and answers == ["x", "y"]
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_backend(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
+    fake = FakeBackend()
+    monkeypatch.setattr(deepgym.client, "_make_backend", lambda *a, **k: fake)
+    return fake
+
+
+def invoke(*args: str | Path) -> tuple[int, str, str]:
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, [str(a) for a in args])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_cli_eval_records_and_runs_lists(fake_backend: FakeBackend, tmp_path: Path) -> None:
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"two_sum": "pass", "fizzbuzz": "down"}))
+    code, out, err = invoke("eval", "two_sum,fizzbuzz,coin_change", "--answers", answers)
+    assert code == 0, err
+    (run_line,) = [line for line in err.splitlines() if line.startswith("run ")]
+    run_id = run_line.split()[1]
+    with RunStore(default_store_path()) as s:
+        info = s.run(run_id)
+    assert info.complete and info.totals.no_verdict_count == 1 and info.totals.passed == 2
+    code, out, _ = invoke("runs")
+    (line,) = [line for line in out.splitlines() if run_id in line]
+    assert code == 0 and "66.67%" in line and "100.00%" in line  # headline 2/3, judged 2/2
+    code, out, _ = invoke("runs", "--json")
+    (row,) = json.loads(out)
+    assert row["id"] == run_id and row["totals"]["judged_pass_rate"] == 1.0
+    code, _, err = invoke("eval", "--resume", run_id)
+    assert code == 2 and "is complete" in err
+
+
+def test_cli_eval_no_store_and_argument_checks(fake_backend: FakeBackend, tmp_path: Path) -> None:
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"two_sum": "pass"}))
+    code, _, err = invoke("eval", "two_sum", "--answers", answers, "--no-store")
+    assert code == 0 and "run " not in err
+    assert not default_store_path().exists()
+    code, _, err = invoke("eval", "two_sum")
+    assert code == 2 and "--answers" in err
+    code, _, err = invoke("eval", "two_sum", "--answers", answers, "--resume", "x")
+    assert code == 2 and "from the store" in err
+    code, _, err = invoke("eval", "--resume", "nope", "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "no run 'nope'" in err
+    code, out, _ = invoke("runs", "--store", tmp_path / "none.sqlite")
+    assert code == 0 and "no runs yet" in out
+
+
+# --- kill a real eval halfway, resume it --------------------------------------------------------
+
+SLOW = "import time\ntime.sleep(0.25)\n"
+
+
+def _deepgym(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "deepgym", *map(str, args)]
+
+
+def _totals(stdout: str) -> dict[str, object]:
+    data = json.loads(stdout)
+    return {k: data[k] for k in Totals.model_fields}
+
+
+@pytest.mark.sandbox
+def test_a_killed_eval_resumes_to_the_same_totals(tmp_path: Path) -> None:
+    from deepgym.envs.registry import load_suite
+
+    broken = tmp_path / "broken_verifier"  # never judges: a no-verdict result every time
+    broken.mkdir()
+    (broken / "metadata.json").write_text(json.dumps({"name": "broken_verifier", "timeout": 5}))
+    (broken / "verifier.py").write_text(
+        "def verify(solution, test_cases):\n    raise RuntimeError('the verifier is broken')\n"
+    )
+    envs = [e for e in load_suite("builtin") if e.kind == "function" and e.reference_solution][:14]
+    answers = {}
+    for i, e in enumerate(envs):  # right, wrong, right, ... each slowed a little
+        answers[e.name] = SLOW + (e.reference_solution or "" if i % 2 == 0 else "x = 1\n")
+    answers["broken_verifier"] = SLOW
+    spec = ",".join([e.name for e in envs[:7]] + [str(broken)] + [e.name for e in envs[7:]])
+    answers_file = tmp_path / "answers.json"
+    answers_file.write_text(json.dumps(answers))
+    store = tmp_path / "runs.sqlite"
+    base = ["eval", spec, "--answers", answers_file, "--store", store, "--max-parallel", "2"]
+
+    whole = subprocess.run(_deepgym(*base, "--json"), capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    expected = _totals(whole.stdout)
+    assert expected["no_verdict_count"] == 1 and 0 < expected["passed"] < 15  # type: ignore[operator]
+
+    victim = subprocess.Popen(
+        _deepgym(*base), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    run_id = None
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            with RunStore(store) as s:
+                running = [r for r in s.runs() if not r.complete]
+                if running and running[0].recorded >= 4:
+                    run_id = running[0].id
+                    break
+            time.sleep(0.02)
+        assert run_id is not None, "the eval recorded nothing"
+        os.kill(victim.pid, signal.SIGKILL)
+    finally:
+        victim.kill()
+        victim.wait(30)
+        assert victim.stderr is not None
+        victim.stderr.close()
+    assert victim.returncode == -signal.SIGKILL
+    with RunStore(store) as s:
+        killed = s.run(run_id)
+        kept = s.results(run_id)
+    assert 4 <= killed.recorded < killed.total == 15, "killed too late to test a resume"
+
+    resumed = subprocess.run(
+        _deepgym("eval", "--resume", run_id, "--store", store, "--json"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert _totals(resumed.stdout) == expected
+    with RunStore(store) as s:
+        info = s.run(run_id)
+        assert info.complete and info.recorded == 15
+        assert info.totals.model_dump() == expected
+        after = s.results(run_id)
+    assert {i: after[i] for i in kept} == kept  # what was stored before the kill was not rerun
+
+
+def test_cli_run_batch_records_each_result(fake_backend: FakeBackend, tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("\n".join(json.dumps(a) for a in ["pass", "fail", "down"]))
+    store = tmp_path / "s.sqlite"
+    code, out, err = invoke("run-batch", "two_sum", answers, "--store", store, "--json")
+    assert code == 0, err
+    batch = json.loads(out)
+    with RunStore(store) as s:
+        (info,) = s.runs()
+        run_id = info.id
+        stored = s.results(run_id)
+        assert s.inputs(run_id) == [("two_sum", "pass"), ("two_sum", "fail"), ("two_sum", "down")]
+    assert info.kind == "batch" and info.complete and info.source == "two_sum"
+    assert [stored[i].model_dump(mode="json") for i in range(3)] == batch["results"]
+    assert info.totals.no_verdict_count == batch["no_verdict_count"] == 1
