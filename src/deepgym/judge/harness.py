@@ -11,6 +11,7 @@ answer's diff here, then check the patched repository through the solution proce
 
 from __future__ import annotations
 
+import _socket
 import os
 import sys
 import time
@@ -24,6 +25,7 @@ from .proxy import (
     SolutionError,
     SolutionProxy,
     SolutionTimeout,
+    served_by,
 )
 
 TYPE_CHECKING = False
@@ -290,7 +292,8 @@ def main(argv: list[str]) -> int:
     job_path, result_fd = argv[0], int(argv[1])
     with open(job_path) as f:
         job = wire.loads(f.read())
-    return judge(job, result_fd)
+    ctl = _socket.socket(fileno=int(job["ctl_fd"]))  # the host starts each solution process
+    return judge(job, result_fd, served_by(ctl))
 
 
 def judge(job: dict[str, Any], result_fd: int, launcher: Any = None) -> int:

@@ -13,6 +13,7 @@ and iteration are RPCs too. Failures surface as:
 
 from __future__ import annotations
 
+import _socket
 import os
 import select
 import time
@@ -93,8 +94,8 @@ class Process:
         self.status: int | None = None
         self.rusage_cpu_ms: float | None = None
         self.limit: str | None = None
-        self.proc_pid = pid
-        """The pid as ``/proc`` numbers it (differs from ``pid`` across pid namespaces)."""
+        self.proc_pid: int | None = pid
+        """The pid as our ``/proc`` numbers it (differs across pid namespaces; None: not in it)."""
         self.tree_cpu_ms: float | None = None
 
 
@@ -138,15 +139,13 @@ class LaunchError(BaseException):
 
 
 class Launcher:
-    """Starts solution processes with a command prefix chosen by the host (sandboxed or not)."""
+    """Starts solution processes and moves their output; subclasses say how they start.
+
+    ``ServedLauncher`` (below) asks a server for each process: the host in ``strict`` and
+    ``unsafe``, the zygote in a pool worker.
+    """
 
     def __init__(self, job: dict[str, Any], on_start: Callable[[], None]) -> None:
-        self.prefix: list[str] = list(job.get("solution_argv") or [])
-        self.env: dict[str, str] = dict(job.get("solution_env") or {})
-        self.cgroup_procs: list[str] = list(job.get("cgroup_procs") or [])
-        self.setsid: bool = bool(job.get("solution_setsid", False))
-        self.limits = job.get("limits_json", "{}")
-        self.path: str = job["solution_path"]
         self.output_cap: int = int(job.get("output_cap", 16 * 1024 * 1024))
         self.on_start = on_start
 
@@ -160,60 +159,13 @@ class Launcher:
         return proc
 
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
-        argv = [*self.prefix, "solution", mode, self.path, self.limits, *args]
-        r_req, w_req = os.pipe()
-        r_rep, w_rep = os.pipe()
-        r_out, w_out = os.pipe()
-        r_err, w_err = os.pipe()
-        r_in, w_in = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child execs at once
-            try:
-                for procs in self.cgroup_procs:
-                    with open(procs, "w") as f:
-                        f.write("0")
-                if self.setsid:
-                    os.setsid()
-                # Lift every source above the targets first: a pipe may already sit on 0-4.
-                high = [
-                    os.dup2(src, 100 + i)
-                    for i, src in enumerate((r_in, w_out, w_err, r_req, w_rep))
-                ]
-                for dst, src in enumerate(high):
-                    os.dup2(src, dst)
-                os.closerange(5, 65536)
-                os.execve(argv[0], argv, self.env)
-            finally:
-                os._exit(127)
-        for fd in (r_req, w_rep, w_out, w_err, r_in):
-            os.close(fd)
-        fds = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
-        for fd in (r_rep, r_out, r_err):
-            os.set_blocking(fd, False)
-        return Process(pid, os.pidfd_open(pid), fds, keep_stdout)
+        raise NotImplementedError  # abstract
 
     def kill(self, proc: Process) -> None:
-        if proc.status is None:
-            try:
-                if self.setsid:
-                    os.killpg(proc.pid, SIGKILL)
-                os.kill(proc.pid, SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.reap(proc)
-        _keep_tree_cpu(proc)
+        raise NotImplementedError  # abstract
 
     def reap(self, proc: Process) -> None:
-        if proc.status is None:
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.status = status
-            proc.rusage_cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
-        for fd in (*proc.fds.values(), proc.pidfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        proc.fds = {}
+        raise NotImplementedError  # abstract
 
     def pump(self, proc: Process, deadline: float, want_line: bool) -> bytes | None:
         """Move output until a reply line (``want_line``) or the process's end, or the deadline.
@@ -274,10 +226,96 @@ class Launcher:
     def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
         # What the tree used before it is killed: wait4 counts only reaped children, and a
         # sandbox wrapper's own descendants die unreaped with it.
-        cpu_ms, states = _tree(proc.proc_pid)
+        cpu_ms, states = _tree(proc.proc_pid or proc.pid)
         proc.tree_cpu_ms = cpu_ms
         runnable = any(s in ("R", "D") for s in states)
         return solution_used_its_time(cpu_ms, limit_ms, None if runnable else "S")
+
+
+def recv_fds(sock: Any, bufsize: int, maxfds: int) -> tuple[bytes, list[int]]:
+    """One message and the descriptors sent with it (``SCM_RIGHTS``), from a raw socket."""
+    import array
+
+    fds = array.array("i")
+    msg, ancdata, _, _ = sock.recvmsg(bufsize, _socket.CMSG_LEN(maxfds * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
+
+
+SPAWN_KEYS = ("answer_path", "cgroup_procs", "limits_json", "solution_env", "work_bytes")
+MSG_MAX = 65536
+
+
+class ServedLauncher(Launcher):
+    """Solution processes started, signalled and reaped by a server on request, over a socket:
+    the host (``strict``: each answer in a sandbox of its own beside the verifier's) or a pool
+    worker's zygote. The pipe ends and a pidfd come back with ``SCM_RIGHTS``."""
+
+    def __init__(self, job: dict[str, Any], on_start: Callable[[], None], ctl: Any) -> None:
+        super().__init__(job, on_start)
+        self.job = job
+        self.ctl = ctl
+
+    def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
+        job = {k: self.job.get(k) for k in SPAWN_KEYS}
+        self.ctl.send(wire.encode({"op": "spawn", "mode": mode, "args": list(args), "job": job}))
+        data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+        reply = wire.loads(data.decode())
+        if "error" in reply or len(fds) != 6:
+            for fd in fds:
+                os.close(fd)
+            raise OSError(f"no solution process: {reply.get('error', 'no descriptors')}")
+        w_req, r_rep, r_out, r_err, w_in, pidfd = fds
+        for fd in (r_rep, r_out, r_err):
+            os.set_blocking(fd, False)
+        fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
+        proc = Process(int(reply["pid"]), pidfd, fdmap, keep_stdout)
+        proc.proc_pid = reply.get("proc_pid")  # None: not in our /proc, the server measures
+        return proc
+
+    def kill(self, proc: Process) -> None:
+        if proc.status is None:
+            self._ask(proc, "kill")
+        self.reap(proc)
+
+    def reap(self, proc: Process) -> None:
+        if proc.status is None:
+            self._ask(proc, "reap")
+        for fd in (*proc.fds.values(), proc.pidfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        proc.fds = {}
+
+    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
+        if proc.proc_pid is not None:
+            return super().timeout_blame(proc, limit_ms)
+        reply = self._request({"op": "blame", "pid": proc.pid, "limit_ms": limit_ms})
+        proc.tree_cpu_ms = float(reply.get("cpu_ms") or 0.0)
+        return bool(reply.get("blame"))
+
+    def _request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.ctl.send(wire.encode(msg))
+        reply: dict[str, Any] = wire.loads(self.ctl.recv(MSG_MAX).decode())
+        return reply
+
+    def _ask(self, proc: Process, op: str) -> None:
+        reply = self._request({"op": op, "pid": proc.pid})
+        proc.status = int(reply["status"])
+        proc.rusage_cpu_ms = float(reply.get("cpu_ms") or 0.0)
+        _keep_tree_cpu(proc)
+
+
+def served_by(ctl: Any) -> Callable[..., ServedLauncher]:
+    """A launcher factory for ``harness.judge`` whose processes come from the server at ``ctl``."""
+
+    def make(job: dict[str, Any], on_start: Callable[[], None]) -> ServedLauncher:
+        return ServedLauncher(job, on_start, ctl)
+
+    return make
 
 
 class Session:

@@ -165,11 +165,14 @@ def _serve(path: str | None) -> int:
     refs = _Refs()
     module: Any = None
     load_error: dict[str, Any] | None = None
-    try:
-        module = _load_answer(path) if path is not None else None
-    except BaseException as exc:  # the answer's own failure, reported on every call
-        load_error = _error(exc)
+    loaded = False
     for line in reqs:
+        if not loaded:  # the answer loads at its first use: a process started ahead of time
+            loaded = True  # runs none of it until the verifier asks
+            try:
+                module = _load_answer(path) if path is not None else None
+            except BaseException as exc:  # the answer's own failure, reported on every call
+                load_error = _error(exc)
         if load_error is not None:
             reply: dict[str, Any] = {"err": load_error}
         else:
@@ -188,9 +191,29 @@ def _serve(path: str | None) -> int:
     return 0
 
 
+def _take_host_setup() -> None:
+    """What a host that started this process ahead of time passes in the environment: cgroup
+    files to join, and where the RPC pipes are (moved to fds 3 and 4). Done before any of the
+    answer runs, and removed from the environment the answer sees."""
+    for procs in filter(None, os.environ.pop("DEEPGYM_CGROUP_PROCS", "").split(":")):
+        with open(procs, "w") as f:
+            f.write("0")
+    fds = os.environ.pop("DEEPGYM_RPC_FDS", "")
+    if fds:
+        req, rep = (int(x) for x in fds.split(","))
+        high = [os.dup2(req, 100), os.dup2(rep, 101)]
+        os.close(req)
+        os.close(rep)
+        os.dup2(high[0], REQ_FD)
+        os.dup2(high[1], REP_FD)
+        os.close(high[0])
+        os.close(high[1])
+
+
 def main(argv: list[str]) -> int:
     """``solution module|script|repo PATH LIMITS_JSON [ARGS...]``."""
     mode, path, limits_json, *args = argv
+    _take_host_setup()
     apply_limits(wire.loads(limits_json))
     os.chdir(os.path.dirname(path) or "/")
     if mode == "module":

@@ -29,11 +29,10 @@ import socket
 import sys
 
 from . import harness, isolate, solution_host, wire
-from .proxy import Launcher, Process, _keep_tree_cpu
+from .proxy import MSG_MAX, served_by
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
 # Modules answers commonly import, loaded once here so a forked solution starts with them.
@@ -62,71 +61,12 @@ PRELOAD = (
     "traceback",
 )
 SOLUTION_ID = 65534
-MSG_MAX = 65536
-SPAWN_KEYS = ("answer_path", "cgroup_procs", "limits_json", "solution_env", "work_bytes")
-
-
-# -- the verifier's side (in the worker) --------------------------------------------------------
-class PoolLauncher(Launcher):
-    """The verifier's launcher in the pool: the zygote forks, signals and reaps each solution."""
-
-    ctl: socket.socket
-    job: dict[str, Any]
-
-    def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
-        job = {k: self.job.get(k) for k in SPAWN_KEYS}
-        self.ctl.send(wire.encode({"op": "spawn", "mode": mode, "args": list(args), "job": job}))
-        data, fds, _, _ = socket.recv_fds(self.ctl, MSG_MAX, 6)
-        reply = wire.loads(data.decode())
-        if "error" in reply:
-            for fd in fds:
-                os.close(fd)
-            raise OSError(f"the zygote could not start the solution: {reply['error']}")
-        w_req, r_rep, r_out, r_err, w_in, pidfd = fds
-        for fd in (r_rep, r_out, r_err):
-            os.set_blocking(fd, False)
-        fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
-        proc = Process(int(reply["pid"]), pidfd, fdmap, keep_stdout)
-        proc.proc_pid = int(reply["proc_pid"])
-        return proc
-
-    def kill(self, proc: Process) -> None:
-        if proc.status is None:
-            self._ask(proc, "kill")
-        self.reap(proc)
-
-    def reap(self, proc: Process) -> None:
-        if proc.status is None:
-            self._ask(proc, "reap")
-        for fd in (*proc.fds.values(), proc.pidfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        proc.fds = {}
-
-    def _ask(self, proc: Process, op: str) -> None:
-        self.ctl.send(wire.encode({"op": op, "pid": proc.pid}))
-        reply = wire.loads(self.ctl.recv(MSG_MAX).decode())
-        proc.status = int(reply["status"])
-        proc.rusage_cpu_ms = float(reply["cpu_ms"])
-        _keep_tree_cpu(proc)
-
-
-def _launcher_for(ctl: socket.socket) -> Callable[..., PoolLauncher]:
-    def make(job: dict[str, Any], on_start: Callable[[], None]) -> PoolLauncher:
-        launcher = PoolLauncher(job, on_start)
-        launcher.job = job
-        launcher.ctl = ctl
-        return launcher
-
-    return make
 
 
 def run_job(job: dict[str, Any], result_fd: int, zygote: socket.socket) -> None:
     """Judge one job here, then have the zygote end anything of the run's still alive."""
     try:
-        code = harness.judge(job, result_fd, _launcher_for(zygote))
+        code = harness.judge(job, result_fd, served_by(zygote))
     finally:
         zygote.send(wire.encode({"op": "reset"}))
         zygote.recv(MSG_MAX)

@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -37,8 +38,11 @@ from deepgym.sandbox.host import (
     find_bwrap,
     system_binds,
 )
+from deepgym.sandbox.served import SolutionServer
 from deepgym.verdict import Outcome
 
+# The kinds whose first solution process is started ahead, and in which mode.
+_AHEAD_MODE = {"function": "module", "patch": "repo"}
 START_GRACE_S = 2.0
 KILL_WAIT_S = 5.0
 OUTPUT_EXCERPT = 8192
@@ -118,10 +122,29 @@ class LocalBackend:
             limits["as_bytes"] = env.memory_mb * 2**20
         return limits
 
-    def _solution_prefix(self, job: Job) -> tuple[list[str], str]:
+    def _solution_argv(
+        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """A solution process: in ``strict`` a sandbox of its own (all namespaces, uid 65534,
+        no further user namespaces, only the answer in a size-capped tmpfs work dir, every other
+        writable mount capped and the rest read-only); in ``unsafe`` a bare interpreter."""
+        limits = json.dumps(self._limits(job, group))
+        answer = str(run_dir / "answer" / "solution.py")
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "HOME": "/work" if self.isolation == "strict" else str(run_dir),
+        }
         if self.isolation == "unsafe":
-            return [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py")], ""
+            env["DEEPGYM_CGROUP_PROCS"] = ":".join(group.procs_files.values())
+            boot = [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py")]
+            return [*boot, "solution", mode, answer, limits, *args], env
         size = str(job.env.max_file_mb * 2 * 2**20)
+        cg: list[str] = []
+        for ctrl, procs in group.procs_files.items():
+            cg += ["--bind", procs, f"/cg/{ctrl}.procs"]
+        env["DEEPGYM_CGROUP_PROCS"] = ":".join(f"/cg/{c}.procs" for c in group.procs_files)
         argv = [
             self._bwrap.path,
             "--unshare-all",
@@ -131,7 +154,7 @@ class LocalBackend:
             "--new-session",
             *self._sys,
             "--ro-bind",
-            IN_JUDGE,
+            str(JUDGE_DIR),
             IN_JUDGE,
             "--dev",
             "/dev",
@@ -142,8 +165,9 @@ class LocalBackend:
             "--tmpfs",
             "/work",
             "--ro-bind",
-            "/judge/answer/solution.py",
+            answer,
             "/work/solution.py",
+            *cg,
             "--size",
             size,
             "--tmpfs",
@@ -172,18 +196,19 @@ class LocalBackend:
             "-I",
             "-S",
             f"{IN_JUDGE}/_boot.py",
+            "solution",
+            mode,
+            "/work/solution.py",
+            limits,
+            *args,
         ]
-        return argv, "/work/solution.py"
+        return argv, env
 
-    def _job_json(
-        self, job: Job, env_dir: Path, run_dir: Path, group: cgroups.RunCgroup
-    ) -> dict[str, Any]:
+    def _job_json(self, job: Job, env_dir: Path, run_dir: Path, ctl_fd: int) -> dict[str, Any]:
         env = job.env
-        strict = self.isolation == "strict"
-        env_in = "/judge/env" if strict else str(env_dir)
-        answer = "/judge/answer/solution.py" if strict else str(run_dir / "answer" / "solution.py")
-        prefix, sol_path = self._solution_prefix(job)
-        cg = group.procs_files
+        env_in = "/judge/env" if self.isolation == "strict" else str(env_dir)
+        answer_dir = "/judge/answer" if self.isolation == "strict" else str(run_dir / "answer")
+        custom = env.verifier_code is not None or env.verifier_path is not None
         return {
             "kind": env.kind,
             "entry_point": env.entry_point,
@@ -191,38 +216,18 @@ class LocalBackend:
             "timeout": job.timeout,
             "case_timeout": job.case_timeout,
             "test_cases_path": f"{env_in}/test_cases.json" if env.test_cases is not None else None,
-            "verifier_path": f"{env_in}/verifier.py"
-            if (env.verifier_code is not None or env.verifier_path is not None)
-            else None,
+            "verifier_path": f"{env_in}/verifier.py" if custom else None,
             "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
-            "answer_path": answer,
-            "solution_path": sol_path or answer,
-            "solution_argv": prefix,
-            "solution_env": {
-                "PATH": "/usr/bin:/bin",
-                "HOME": "/work" if strict else str(run_dir),
-                "LANG": "C.UTF-8",
-                "PYTHONHASHSEED": "0",
-            },
-            "solution_setsid": not strict,
-            "cgroup_procs": [f"/cg/{c}.procs" for c in cg] if strict else list(cg.values()),
-            "limits_json": json.dumps(self._limits(job, group)),
+            "answer_path": f"{answer_dir}/solution.py",
+            "ctl_fd": ctl_fd,
         }
 
-    def _verifier_argv(
-        self, run_dir: Path, env_dir: Path, group: cgroups.RunCgroup, result_fd: int
-    ) -> list[str]:
+    def _verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
         boot = ["verifier", "", str(result_fd)]
         if self.isolation == "unsafe":
             boot[1] = str(run_dir / "job.json")
             return [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py"), *boot]
         boot[1] = "/judge/job.json"
-        cg: list[str] = []
-        for ctrl, procs in group.procs_files.items():
-            cg += ["--bind", procs, f"/cg/{ctrl}.procs"]
-        binds_bwrap: list[str] = []
-        for d in self._bwrap.ro_dirs:
-            binds_bwrap += ["--ro-bind", d, d]
         return [
             self._bwrap.path,
             "--unshare-all",
@@ -238,7 +243,6 @@ class LocalBackend:
             "--tmpfs",
             "/tmp",
             *self._sys,
-            *binds_bwrap,
             "--ro-bind",
             str(JUDGE_DIR),
             IN_JUDGE,
@@ -251,7 +255,6 @@ class LocalBackend:
             "--ro-bind",
             str(run_dir / "job.json"),
             "/judge/job.json",
-            *cg,
             "--dev",
             "/dev",
             "--proc",
@@ -276,30 +279,48 @@ class LocalBackend:
         t0 = time.monotonic()
         env_dir = self._env_dir(job.env)
         run_dir = Path(tempfile.mkdtemp(dir=self._root, prefix="run-"))
-        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes, overhead=0)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = SolutionServer(
+            mine,
+            lambda mode, args: self._solution_argv(job, run_dir, group, mode, args),
+            through_bwrap=self.isolation == "strict",
+        )
         try:
             (run_dir / "answer").mkdir()
             (run_dir / "answer" / "solution.py").write_text(job.answer)
-            (run_dir / "job.json").write_text(
-                json.dumps(self._job_json(job, env_dir, run_dir, group))
-            )
+            spec = self._job_json(job, env_dir, run_dir, theirs.fileno())
+            (run_dir / "job.json").write_text(json.dumps(spec))
             r_fd, w_fd = os.pipe()
             try:
-                argv = self._verifier_argv(run_dir, env_dir, group, w_fd)
-                proc = await asyncio.create_subprocess_exec(
+                argv = self._verifier_argv(run_dir, env_dir, w_fd)
+                verifier = asyncio.create_subprocess_exec(
                     *argv,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
-                    pass_fds=(w_fd,),
+                    pass_fds=(w_fd, theirs.fileno()),
                     start_new_session=True,
                     cwd=str(run_dir),
                     env=SANDBOX_ENV,  # bwrap's own init keeps its environ: no host secrets in it
                 )
+                ahead = _AHEAD_MODE.get(job.env.kind)
+                if ahead is None:
+                    proc = await verifier
+                else:  # the answer's interpreter starts beside the verifier's
+                    proc, _ = await asyncio.gather(verifier, server.start_ahead(ahead))
             finally:
                 os.close(w_fd)
+                theirs.close()
             start_ms = (time.monotonic() - t0) * 1000.0
-            raw = await self._collect(job, proc, r_fd, t0)
+            serving = asyncio.ensure_future(server.serve())
+            try:
+                raw = await self._collect(job, proc, r_fd, t0)
+            finally:
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+                await server.close()
             raw.start_ms = start_ms
         finally:
             limit, peak = group.evidence()

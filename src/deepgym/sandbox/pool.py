@@ -327,25 +327,30 @@ class PoolBackend(LocalBackend):
         run_dir.mkdir()
         (run_dir / "solution.py").write_text(job.answer)
         group = cgroups.create(job.env.memory_mb, job.env.max_processes, overhead=0)
-        spec = self._job_json(job, env_dir, run_dir, group)
-        spec.update(
-            {
-                "test_cases_path": spec["test_cases_path"]
-                and f"/judge/envs/{env_dir.name}/test_cases.json",
-                "verifier_path": spec["verifier_path"]
-                and f"/judge/envs/{env_dir.name}/verifier.py",
-                "repo_path": spec["repo_path"] and f"/judge/envs/{env_dir.name}/repo",
-                "answer_path": f"/judge/runs/{run_id}/solution.py",
-                "solution_path": "/work/solution.py",
-                "solution_argv": [],
-                "solution_setsid": False,
-                "cgroup_procs": [
-                    f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in group.dirs.items()
-                ],
-                "work_bytes": job.env.max_file_mb * 2 * 2**20,
-            }
-        )
-        spec["solution_env"]["HOME"] = "/work"
+        custom = job.env.verifier_code is not None or job.env.verifier_path is not None
+        env_in = f"/judge/envs/{env_dir.name}"
+        spec = {
+            "kind": job.env.kind,
+            "entry_point": job.env.entry_point,
+            "compare": job.env.compare,
+            "timeout": job.timeout,
+            "case_timeout": job.case_timeout,
+            "test_cases_path": f"{env_in}/test_cases.json"
+            if job.env.test_cases is not None
+            else None,
+            "verifier_path": f"{env_in}/verifier.py" if custom else None,
+            "repo_path": f"{env_in}/repo" if job.env.repo_path is not None else None,
+            "answer_path": f"/judge/runs/{run_id}/solution.py",
+            "solution_env": {
+                "PATH": "/usr/bin:/bin",
+                "LANG": "C.UTF-8",
+                "PYTHONHASHSEED": "0",
+                "HOME": "/work",
+            },
+            "cgroup_procs": [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in group.dirs.items()],
+            "limits_json": json.dumps(self._limits(job, group)),
+            "work_bytes": job.env.max_file_mb * 2 * 2**20,
+        }
         t_wait = time.monotonic()
         worker = await idle.get()
         queue_ms = (time.monotonic() - t_wait) * 1000.0

@@ -1,0 +1,146 @@
+"""The host's side of a run's solution processes (``strict`` and ``unsafe``).
+
+The verifier never starts the answer itself: it asks the host over a socket (``spawn``, ``kill``,
+``reap``, ``blame``), and the host starts each solution process as a sandbox of its own beside the
+verifier's, hands the verifier the pipe ends and a pidfd (``SCM_RIGHTS``), and signals, reaps and
+measures it on request. Because the host does the starting, it can start the run's first solution
+process at the same time as the verifier's sandbox: the two interpreters start in parallel, and
+the answer still runs none of its code until the verifier first uses it (the solution host loads
+the answer on the first request). An unused early process is killed with the run.
+
+Blame for a timeout comes from the host's ``/proc`` (the verifier cannot see a sibling sandbox):
+the solution tree's CPU time and whether any of it was runnable (``deepgym.judge.blame``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from deepgym.judge import wire
+from deepgym.judge.blame import solution_used_its_time
+from deepgym.judge.proxy import MSG_MAX, _tree
+
+ArgvFor = Callable[[str, list[str]], tuple[list[str], dict[str, str]]]
+"""``(mode, args) -> (argv, environment)`` of a solution process."""
+
+
+def _wait_status(returncode: int, through_bwrap: bool) -> int:
+    """A ``waitpid``-style status for the judge (bwrap reports a child's signal as 128 + n)."""
+    if returncode < 0:
+        return -returncode
+    if through_bwrap and returncode > 128:
+        return returncode - 128
+    return (returncode & 0xFF) << 8
+
+
+class SolutionServer:
+    """Starts, signals and reaps one run's solution processes for its verifier."""
+
+    def __init__(self, sock: socket.socket, argv_for: ArgvFor, through_bwrap: bool) -> None:
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.argv_for = argv_for
+        self.through_bwrap = through_bwrap
+        self.procs: dict[int, asyncio.subprocess.Process] = {}
+        self.ahead: tuple[str, asyncio.subprocess.Process, list[int]] | None = None
+
+    async def _spawn(
+        self, mode: str, args: list[str]
+    ) -> tuple[asyncio.subprocess.Process, list[int]]:
+        pipes = [os.pipe() for _ in range(5)]
+        (r_req, w_req), (r_rep, w_rep), (r_out, w_out), (r_err, w_err), (r_in, w_in) = pipes
+        argv, env = self.argv_for(mode, args)
+        env = {**env, "DEEPGYM_RPC_FDS": f"{r_req},{w_rep}"}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=r_in,
+                stdout=w_out,
+                stderr=w_err,
+                pass_fds=(r_req, w_rep),
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in (w_req, r_rep, r_out, r_err, w_in):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (r_req, w_rep, w_out, w_err, r_in):
+                os.close(fd)
+        self.procs[proc.pid] = proc
+        return proc, [w_req, r_rep, r_out, r_err, w_in, os.pidfd_open(proc.pid)]
+
+    async def start_ahead(self, mode: str) -> None:
+        """Start the run's first solution process now, in parallel with the verifier's."""
+        proc, fds = await self._spawn(mode, [])
+        self.ahead = (mode, proc, fds)
+
+    async def serve(self) -> None:
+        """Answer the verifier's requests until it closes the socket (it exits)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data = await loop.sock_recv(self.sock, MSG_MAX)
+            except OSError:
+                return
+            if not data:
+                return
+            try:
+                await self._handle(wire.loads(data.decode()))
+            except (OSError, ValueError, KeyError) as exc:
+                with contextlib.suppress(OSError):
+                    self.sock.send(wire.encode({"error": str(exc), "status": -1}))
+
+    async def _handle(self, req: dict[str, Any]) -> None:
+        op = req.get("op")
+        if op == "spawn":
+            mode, args = str(req["mode"]), [str(a) for a in req.get("args") or []]
+            if self.ahead is not None and self.ahead[0] == mode and not args:
+                _, proc, fds = self.ahead
+                self.ahead = None
+            else:
+                proc, fds = await self._spawn(mode, args)
+            try:
+                socket.send_fds(self.sock, [wire.encode({"pid": proc.pid})], fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            return
+        proc = self.procs[int(req["pid"])]
+        if op == "blame":
+            cpu_ms, states = _tree(proc.pid)
+            runnable = any(s in ("R", "D") for s in states)
+            blame = solution_used_its_time(
+                cpu_ms, float(req["limit_ms"]), None if runnable else "S"
+            )
+            self.sock.send(wire.encode({"blame": blame, "cpu_ms": cpu_ms}))
+            return
+        cpu_ms = 0.0
+        if op == "kill":
+            cpu_ms = _tree(proc.pid)[0]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        code = await proc.wait()
+        del self.procs[proc.pid]
+        status = _wait_status(code, self.through_bwrap)
+        self.sock.send(wire.encode({"status": status, "cpu_ms": cpu_ms}))
+
+    async def close(self) -> None:
+        """Kill and reap whatever is left (an unused early process, one the verifier left)."""
+        if self.ahead is not None:
+            for fd in self.ahead[2]:
+                os.close(fd)
+            self.ahead = None
+        for proc in list(self.procs.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        self.procs.clear()
+        self.sock.close()
