@@ -201,9 +201,6 @@ class PoolBackend(LocalBackend):
         cg: list[str] = []
         for ctrl, parent in self._cg_parents.items():
             cg += ["--bind", parent, f"/cg/{ctrl}"]
-        binds_bwrap: list[str] = []
-        for d in self._bwrap.ro_dirs:
-            binds_bwrap += ["--ro-bind", d, d]
         return [
             self._bwrap.path,
             "--unshare-all",
@@ -222,7 +219,6 @@ class PoolBackend(LocalBackend):
             "--tmpfs",
             "/tmp",
             *self._sys,
-            *binds_bwrap,
             "--ro-bind",
             str(JUDGE_DIR),
             IN_JUDGE,
@@ -237,6 +233,8 @@ class PoolBackend(LocalBackend):
             "/dev",
             "--proc",
             "/proc",
+            "--dir",  # where each solution mounts its own work dir
+            "/work",
             "--uid",
             str(VERIFIER_UID),
             "--gid",
