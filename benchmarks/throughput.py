@@ -73,10 +73,11 @@ def _deepgym_arm(
 
     def run() -> tuple[list[float], int]:
         async def go() -> tuple[list[float], int]:
+            # The pool's own default size (two workers per core); runs in flight: twice that.
             async with AsyncDeepGym(
-                sandbox=sandbox, workers=parallel, time_limits=TimeLimitPolicy(factor=None)
+                sandbox=sandbox, time_limits=TimeLimitPolicy(factor=None)
             ) as dg:
-                await dg.run_batch(envs[:8], answers[:8], max_parallel=parallel)  # warm up
+                await dg.run_batch(envs[:16], answers[:16], max_parallel=parallel * 4)  # warm up
                 return await _timed_batch(dg, envs, answers, parallel)
 
         return asyncio.run(go())
@@ -89,7 +90,11 @@ async def _timed_batch(
 ) -> tuple[list[float], int]:
     global _BATCH_T0
     _BATCH_T0 = (time.perf_counter(), METER.read_ms())
-    batch = await dg.run_batch(envs, answers, max_parallel=parallel * 2)
+    batch = await dg.run_batch(envs, answers, max_parallel=parallel * 4)
+    for r in batch.results:
+        if not r.passed:  # a canonical solution should always pass: say why this one did not
+            cause = r.error or "; ".join(c.message for c in r.cases if not c.passed)[:200]
+            print(f"    not passed: {r.env_name} {r.error_type} {cause}", file=sys.stderr)
     lat = [r.service.total_ms - r.service.queue_ms for r in batch.results]
     return lat, batch.passed
 
