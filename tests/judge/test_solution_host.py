@@ -78,3 +78,33 @@ def test_resolve_names() -> None:
         solution_host._resolve(None, "os:no_such_thing")
     with pytest.raises(ModuleNotFoundError):
         solution_host._resolve(None, "no_such_module_here:f")
+
+
+@pytest.mark.parametrize("places", [(100, 101), (101, 100), (4, 3), (3, 101), (5, 3)])
+def test_move_fds_never_overwrites_a_descriptor_before_moving_it(places: tuple[int, int]) -> None:
+    """The host's pipes can sit anywhere (past 100 under load): each must end up where asked."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, sys
+from deepgym.judge.solution_host import move_fds
+made = [os.pipe() for _ in range(2)]
+pipes = []
+for k, (r, w) in enumerate(made):  # out of the way first, so placing them clobbers nothing
+    os.dup2(r, 200 + 2 * k)
+    os.dup2(w, 201 + 2 * k)
+    os.close(r)
+    os.close(w)
+    pipes.append((200 + 2 * k, 201 + 2 * k))
+wanted = {places!r}
+for (r, w), n in zip(pipes, wanted):
+    os.dup2(r, n)
+    os.close(r)
+for i, (r, w) in enumerate(pipes):
+    os.write(w, str(i).encode())
+move_fds(list(wanted), 10)
+print(os.read(10, 1).decode() + os.read(11, 1).decode())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "01"

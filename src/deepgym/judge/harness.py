@@ -27,6 +27,7 @@ from .proxy import (
     SolutionTimeout,
     served_by,
 )
+from .solution_host import SETUP_FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -147,6 +148,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
     results = []
     for i, case in enumerate(j.cases()):
         proc = j.launcher.start("script", tuple(map(str, case.get("args", []))), keep_stdout=True)
+        j.mark_in_play()  # a script runs the answer at once
         stdin = str(case.get("stdin", "")).encode()
         try:
             os.write(proc.fds["in"], stdin) if len(stdin) < 65536 else _write_all(proc, stdin)
@@ -164,6 +166,8 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             results.append(_case(i, False, "timeout"))
             continue
         j.launcher.reap(proc)
+        if _setup_failed(proc):
+            raise LaunchError("the solution process could not start: " + proc.err.text_head())
         out = proc.out.text()
         if proc.limit:
             results.append(_case(i, False, f"limit: {proc.limit}"))
@@ -175,6 +179,14 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             ok = compare.equal(out, case["expected_stdout"], j.job.get("compare", "tokens"))
             results.append(_case(i, ok, "" if ok else f"stdout {out[:200]!r}"))
     return _score(results)
+
+
+def _setup_failed(proc: Any) -> bool:
+    """Ours, not the answer's: the solution host's own set-up failed, or bwrap's did."""
+    status = proc.status or 0
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETUP_FAILED:
+        return True
+    return bool(proc.out.size == 0 and proc.err.head.startswith(b"bwrap: "))
 
 
 def _write_all(proc: Any, data: bytes) -> None:

@@ -20,6 +20,7 @@ import time
 
 from . import wire
 from .blame import solution_used_its_time
+from .solution_host import READY, SETUP_FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,6 +78,9 @@ class Stream:
 
     def text(self) -> str:
         return b"".join(self.chunks).decode("utf-8", "replace")
+
+    def text_head(self) -> str:
+        return self.head.decode("utf-8", "replace").strip()[-300:] or "no word"
 
 
 class Process:
@@ -150,13 +154,24 @@ class Launcher:
         self.on_start = on_start
 
     def start(self, mode: str, args: tuple[str, ...] = (), keep_stdout: bool = False) -> Process:
-        """Start a solution process; the answer is in play from the moment it exists."""
+        """Start a solution process. The caller marks the answer in play (``on_start``) once the
+        process is ready to run it: a failure before then is the sandbox's, never the answer's."""
         try:
-            proc = self._spawn(mode, args, keep_stdout)
+            return self._spawn(mode, args, keep_stdout)
         except OSError as exc:
             raise LaunchError(f"the solution process could not start: {exc}") from exc
-        self.on_start()
-        return proc
+
+    def await_ready(self, proc: Process, deadline: float) -> None:
+        """Wait for a serving process's ready line (set up, the answer not yet loaded)."""
+        try:
+            line = self.pump(proc, deadline, want_line=True)
+        except TimeoutError:
+            line = None
+        if line is not None and line + b"\n" == READY:
+            return
+        self.kill(proc)
+        why = proc.err.head.decode("utf-8", "replace").strip().splitlines()
+        raise LaunchError(f"the solution process did not start: {why[-1] if why else 'no word'}")
 
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
         raise NotImplementedError  # abstract
@@ -339,6 +354,8 @@ class Session:
     def _ensure(self) -> Process:
         if self.proc is None or self.proc.status is not None:
             self.proc = self.launcher.start(self.mode)
+            self.launcher.await_ready(self.proc, time.monotonic() + self.case_timeout)
+            self.launcher.on_start()  # the answer loads with the next request
             if self.prelude is not None:
                 self._exchange(self.proc, self.prelude, None)
         return self.proc
@@ -384,6 +401,8 @@ class Session:
         return reply.get("ok")
 
     def _death(self, proc: Process) -> SolutionDied:
+        if os.WIFEXITED(proc.status or 0) and os.WEXITSTATUS(proc.status or 0) == SETUP_FAILED:
+            raise LaunchError("the solution process's set-up failed")
         status = proc.status or 0
         limit = proc.limit
         if os.WIFSIGNALED(status):

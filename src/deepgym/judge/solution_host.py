@@ -166,6 +166,7 @@ def _serve(path: str | None) -> int:
     module: Any = None
     load_error: dict[str, Any] | None = None
     loaded = False
+    reps.write(READY)
     for line in reqs:
         if not loaded:  # the answer loads at its first use: a process started ahead of time
             loaded = True  # runs none of it until the verifier asks
@@ -201,21 +202,40 @@ def _take_host_setup() -> None:
     fds = os.environ.pop("DEEPGYM_RPC_FDS", "")
     if fds:
         req, rep = (int(x) for x in fds.split(","))
-        high = [os.dup2(req, 100), os.dup2(rep, 101)]
-        os.close(req)
-        os.close(rep)
-        os.dup2(high[0], REQ_FD)
-        os.dup2(high[1], REP_FD)
-        os.close(high[0])
-        os.close(high[1])
+        move_fds([req, rep], REQ_FD)
+
+
+def move_fds(fds: list[int], first: int) -> None:
+    """Put ``fds`` on ``first``, ``first + 1``, ...: through numbers above all of them, so no
+    descriptor is overwritten before it is moved, whatever numbers they had."""
+    top = max([*fds, first + len(fds)]) + 1
+    for i, fd in enumerate(fds):
+        os.dup2(fd, top + i)
+    for fd in fds:
+        if fd not in range(first, first + len(fds)):
+            os.close(fd)
+    for i in range(len(fds)):
+        os.dup2(top + i, first + i)
+        os.close(top + i)
+
+
+READY = b'{"ready":true}\n'
+"""The solution host's first line in module and repo mode: set up, the answer not yet loaded.
+A process that dies before it is the sandbox's failure, never the answer's."""
+SETUP_FAILED = 121
+"""Exit code of a solution process whose own set-up failed (before any of the answer ran)."""
 
 
 def main(argv: list[str]) -> int:
     """``solution module|script|repo PATH LIMITS_JSON [ARGS...]``."""
     mode, path, limits_json, *args = argv
-    _take_host_setup()
-    apply_limits(wire.loads(limits_json))
-    os.chdir(os.path.dirname(path) or "/")
+    try:
+        _take_host_setup()
+        apply_limits(wire.loads(limits_json))
+        os.chdir(os.path.dirname(path) or "/")
+    except BaseException as exc:  # ours: the answer has not run
+        os.write(2, f"solution set-up failed: {exc}\n".encode())
+        return SETUP_FAILED
     if mode == "module":
         return _serve(path)
     if mode == "repo":

@@ -84,9 +84,7 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
             f.write("0")
     with open(job["answer_path"], "rb") as f:
         answer = f.read()
-    high = [os.dup2(fd, 100 + i) for i, fd in enumerate(fds)]
-    for dst, src in enumerate(high):
-        os.dup2(src, dst)
+    solution_host.move_fds(fds, 0)
     os.closerange(5, 65536)
     isolate.new_user_namespace(
         os.getuid(),
@@ -171,7 +169,7 @@ class Zygote:
         (r_req, w_req), (r_rep, w_rep), (r_out, w_out), (r_err, w_err), (r_in, w_in) = pipes
         pid = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
-            code = 127
+            code = solution_host.SETUP_FAILED
             try:
                 self.ctl.close()
                 code = _become_solution(req["job"], req, [r_in, w_out, w_err, r_req, w_rep])
