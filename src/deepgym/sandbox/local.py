@@ -222,39 +222,27 @@ class LocalBackend:
             "ctl_fd": ctl_fd,
         }
 
-    def _verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
-        boot = ["verifier", "", str(result_fd)]
-        if self.isolation == "unsafe":
-            boot[1] = str(run_dir / "job.json")
-            return [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py"), *boot]
-        boot[1] = "/judge/job.json"
+    def judge_sandbox(self, binds: list[str], boot: list[str], env: dict[str, str]) -> list[str]:
+        """The sandbox the judge runs in (a run's verifier, or a pool worker): all namespaces, no
+        network, no host environment, the system and the judge read-only, a private /tmp, plus
+        ``binds``; then ``_boot.py`` with ``boot``."""
+        setenv: list[str] = []
+        for key, value in {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **env}.items():
+            setenv += ["--setenv", key, value]
         return [
             self._bwrap.path,
             "--unshare-all",
             "--die-with-parent",
             "--new-session",
             "--clearenv",
-            "--setenv",
-            "PATH",
-            "/usr/bin:/bin",
-            "--setenv",
-            "LANG",
-            "C.UTF-8",
+            *setenv,
             "--tmpfs",
             "/tmp",
             *self._sys,
             "--ro-bind",
             str(JUDGE_DIR),
             IN_JUDGE,
-            "--ro-bind",
-            str(env_dir),
-            "/judge/env",
-            "--ro-bind",
-            str(run_dir / "answer"),
-            "/judge/answer",
-            "--ro-bind",
-            str(run_dir / "job.json"),
-            "/judge/job.json",
+            *binds,
             "--dev",
             "/dev",
             "--proc",
@@ -273,6 +261,23 @@ class LocalBackend:
             f"{IN_JUDGE}/_boot.py",
             *boot,
         ]
+
+    def _verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
+        if self.isolation == "unsafe":
+            boot = ["verifier", str(run_dir / "job.json"), str(result_fd)]
+            return [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py"), *boot]
+        binds = [
+            "--ro-bind",
+            str(env_dir),
+            "/judge/env",
+            "--ro-bind",
+            str(run_dir / "answer"),
+            "/judge/answer",
+            "--ro-bind",
+            str(run_dir / "job.json"),
+            "/judge/job.json",
+        ]
+        return self.judge_sandbox(binds, ["verifier", "/judge/job.json", str(result_fd)], {})
 
     # -- running --------------------------------------------------------------------------
     async def run(self, job: Job) -> RawRun:

@@ -1,14 +1,16 @@
 """The ``pool`` backend (the default): warm workers, each in its own sandbox, fork per run.
 
 Each worker is started once in a bwrap of its own (all namespaces, no network, no host
-environment, the system read-only) with the judge imported. Per run it forks the verifier (a
-private /tmp, no capabilities) and, at the verifier's first use of the answer, forks the solution
-from its own clean memory into fresh user, pid, mount, net, ipc and uts namespaces with the run's
-cgroups and rlimits (``deepgym.judge.worker``). The isolation matches ``strict`` test for test;
-what changes is that no interpreter and no bwrap start per run.
+environment, the system read-only) with the judge imported. Per run it judges in-process (the
+verifier is trusted code) and, at the verifier's first use of the answer, has its zygote (a
+process that never held test data or an answer) fork the solution as pid 1 of a fresh pid
+namespace, in fresh user, mount, ipc and uts namespaces, with the run's cgroups and rlimits
+(``deepgym.judge.worker``). The isolation matches ``strict`` test for test; what changes is that
+no interpreter and no bwrap start per run.
 
-Workers start lazily, are replaced when they die, and stop at ``close`` or exit. A run whose
-worker died has no verdict unless the answer was in play (the client retries what was ours).
+Workers start lazily, are handed out first come first served, are replaced when they die or when
+a run on them is cancelled, and stop at ``close`` or exit. A worker that dies takes its run with
+it as a run without a verdict (the client retries it if the answer was not yet in play).
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ from typing import Any
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
-from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON
-from deepgym.sandbox.local import IN_JUDGE, START_GRACE_S, VERIFIER_UID, LocalBackend
+from deepgym.sandbox.local import START_GRACE_S, LocalBackend
 
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
@@ -200,58 +201,19 @@ class PoolBackend(LocalBackend):
 
     # -- workers --------------------------------------------------------------------------
     def _worker_argv(self, result_fd: int) -> list[str]:
-        cg: list[str] = []
-        for ctrl, parent in self._cg_parents.items():
-            cg += ["--bind", parent, f"/cg/{ctrl}"]
-        return [
-            self._bwrap.path,
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-            "--setenv",
-            "PATH",
-            "/usr/bin:/bin",
-            "--setenv",
-            "LANG",
-            "C.UTF-8",
-            "--setenv",
-            "PYTHONHASHSEED",
-            "0",
-            "--tmpfs",
-            "/tmp",
-            *self._sys,
-            "--ro-bind",
-            str(JUDGE_DIR),
-            IN_JUDGE,
+        binds = [
             "--ro-bind",
             str(self._root / "envs"),
             "/judge/envs",
             "--ro-bind",
             str(self._root / "runs"),
             "/judge/runs",
-            *cg,
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
             "--dir",  # where each solution mounts its own work dir
             "/work",
-            "--uid",
-            str(VERIFIER_UID),
-            "--gid",
-            str(VERIFIER_UID),
-            "--hostname",
-            "judge",
-            "--chdir",
-            "/tmp",
-            SANDBOX_PYTHON,
-            "-I",
-            "-S",
-            f"{IN_JUDGE}/_boot.py",
-            "worker",
-            str(result_fd),
         ]
+        for ctrl, parent in self._cg_parents.items():
+            binds += ["--bind", parent, f"/cg/{ctrl}"]
+        return self.judge_sandbox(binds, ["worker", str(result_fd)], {"PYTHONHASHSEED": "0"})
 
     async def _spawn_worker(self) -> _Worker:
         r_fd, w_fd = os.pipe()
