@@ -446,6 +446,12 @@ class AsyncDeepGym:
             execution_time_ms=(time.monotonic() - t0) * 1000.0,
         )
 
+    async def sandbox_stats(self) -> dict[str, Any]:
+        """This client's local sandbox in figures: for the pool, its workers and the memory
+        (RSS, KiB) each holds when idle; empty before the first run, or for a remote client."""
+        stats = getattr(self._backend, "stats", None)
+        return dict(stats()) if callable(stats) else {}
+
     async def close(self) -> None:
         """Release the backend (its temporary files, cgroups and workers) or the connection."""
         if self._remote is not None:
@@ -600,6 +606,10 @@ class DeepGym:
                 progress=progress,
             )
         )
+
+    def sandbox_stats(self) -> dict[str, Any]:
+        """See ``AsyncDeepGym.sandbox_stats``."""
+        return self._call(self._core.sandbox_stats())
 
     def close(self) -> None:
         """Release the backend and stop the portal thread."""

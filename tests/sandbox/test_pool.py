@@ -56,6 +56,7 @@ def test_workers_start_lazily_report_memory_and_leave_nothing() -> None:
         r = await dg.run(ENV, GOOD)
         assert r.passed and r.isolation == "pool"
         stats = backend.stats()
+        assert await dg.sandbox_stats() == stats
         assert stats["workers"] == 2
         assert all(0 < kb < 200_000 for kb in stats["rss_kb"])
         assert _descendants(os.getpid())
