@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+USERNS := $(if $(filter 0,$(shell id -u)),,--user --map-root-user)
 
 .PHONY: demo test lint types pytest bench clean
 
@@ -31,7 +32,8 @@ pytest: $(STAMP)
 	scripts/ensure-browser.sh
 	# The tests attack the sandbox: run them in their own pid namespace (pytest is not its pid 1),
 	# so an answer that escapes and calls kill(-1) reaches nothing outside it.
-	unshare --pid --fork --mount-proc --kill-child sh -c '$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; exit $$rc'
+	# Not root: a user namespace of our own first (unshare --user --map-root-user).
+	unshare $(USERNS) --pid --fork --mount-proc --kill-child sh -c '$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; exit $$rc'
 
 test: lint types pytest
 
