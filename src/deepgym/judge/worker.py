@@ -55,11 +55,9 @@ PRELOAD = (
     "operator",
     "json",
     "hashlib",
-    # the verifier's own imports
-    "ast",
-    "importlib.util",
-    "traceback",
 )
+VERIFIER_PRELOAD = ("ast", "traceback")
+"""The verifier's own imports: loaded after the zygote is forked, which never needs them."""
 SOLUTION_ID = 65534
 
 
@@ -263,6 +261,9 @@ def main(argv: list[str]) -> int:
     gc.freeze()  # children share these objects: keep the collector from touching their pages
     zygote = _start_zygote(result_fd)
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
+    for name in VERIFIER_PRELOAD:
+        __import__(name)
+    gc.freeze()
     ready = {"event": "ready", "rss_kb": _rss_kb(), "pid": os.getpid()}
     os.write(result_fd, wire.encode(ready))
     jobs = os.fdopen(0, "rb", buffering=0)
