@@ -1055,3 +1055,27 @@ def test_verifier_that_exits_without_reporting_raises(dg: DeepGym, host: HostGua
     assert not batch.results[0].has_verdict
     assert batch.results[0].error_type == "verifier_error"
     host.check()
+
+
+def test_the_answer_cannot_make_a_user_namespace(dg: DeepGym, host: HostGuard) -> None:
+    """A user namespace of its own would give the answer capabilities over new namespaces and the
+    kernel's less-trodden paths: unshare(CLONE_NEWUSER) must fail. The probe first checks that
+    the same call works where nothing forbids it (a forked child here, on the host)."""
+    probe = textwrap.dedent("""
+        import ctypes, os
+
+        def try_userns():
+            pid = os.fork()
+            if pid == 0:
+                libc = ctypes.CDLL(None, use_errno=True)
+                os._exit(0 if libc.unshare(0x10000000) == 0 else 1)
+            _, status = os.waitpid(pid, 0)
+            return "made" if os.WEXITSTATUS(status) == 0 else "refused"
+    """)
+    namespace: dict[str, Any] = {}
+    exec(probe, namespace)
+    assert namespace["try_userns"]() == "made"  # the probe works where nothing forbids it
+    env = fn_env("attack-userns", "try_userns", [{"args": [], "expected": "refused"}])
+    r = dg.run(env, probe)
+    assert r.has_verdict and r.score == 1.0, r
+    host.check()

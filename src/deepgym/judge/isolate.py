@@ -139,3 +139,58 @@ def set_process_name(name: str) -> None:
 def sethostname(name: str) -> None:
     raw = name.encode()
     _check(libc().sethostname(raw, len(raw)), "sethostname")
+
+
+# -- no new user namespaces (seccomp) -------------------------------------------------------------
+# What bwrap's --disable-userns gives the strict sandbox: the answer may not make a user
+# namespace (the way to the kernel's less-trodden paths). A classic BPF filter: unshare() and
+# clone() with CLONE_NEWUSER fail with EPERM, and clone3() (whose flags a filter cannot read)
+# fails with ENOSYS, so the C library falls back to clone(). Any other architecture: refused.
+_SYSCALLS = {"x86_64": (0xC000003E, 272, 56, 435), "aarch64": (0xC00000B7, 97, 220, 435)}
+_LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
+_RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
+_EPERM, _ENOSYS = 1, 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def no_new_user_namespaces() -> None:
+    """Install the filter (needs no-new-privileges first; see ``drop_privileges``)."""
+    machine = os.uname().machine
+    if machine not in _SYSCALLS:
+        raise OSError(f"no seccomp filter for {machine}: refusing to run without one")
+    arch, nr_unshare, nr_clone, nr_clone3 = _SYSCALLS[machine]
+    program = [
+        (_LD_W_ABS, 0, 0, 4),  # arch
+        (_JEQ_K, 1, 0, arch),
+        (_RET_K, 0, 0, _RET_KILL),
+        (_LD_W_ABS, 0, 0, 0),  # syscall number
+        (_JEQ_K, 3, 0, nr_unshare),
+        (_JEQ_K, 2, 0, nr_clone),
+        (_JEQ_K, 5, 0, nr_clone3),
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_LD_W_ABS, 0, 0, 16),  # the flags: the low half of the first argument
+        (_JSET_K, 0, 1, CLONE_NEWUSER),
+        (_RET_K, 0, 0, _RET_ERRNO | _EPERM),
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_RET_K, 0, 0, _RET_ERRNO | _ENOSYS),  # clone3
+    ]
+    filters = (_SockFilter * len(program))(*[_SockFilter(*ins) for ins in program])
+    prog = _SockFprog(len(program), filters)
+    _check(
+        libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+        "prctl(SECCOMP)",
+    )

@@ -111,6 +111,7 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
         sys.modules["random"].seed()
     isolate.sethostname("sandbox")
     isolate.drop_privileges()
+    isolate.no_new_user_namespaces()
     os.chdir("/work")
     os.environ.clear()
     os.environ.update(job.get("solution_env") or {})
