@@ -16,7 +16,7 @@ import sys
 from _common import interleaved, print_table, summarise, write_json
 
 from deepgym import DeepGym, Environment
-from deepgym.sandbox.host import SANDBOX_PYTHON, find_bwrap, system_binds
+from deepgym.sandbox.host import SANDBOX_PYTHON, bare_sandbox
 
 TARGET_RATIO = 3.0
 
@@ -32,20 +32,7 @@ def main() -> int:
         test_cases=[{"args": [1, 2], "expected": 3}, {"args": [2, 2], "expected": 4}],
     )
     answer = "def add(a, b):\n    return a + b\n"
-    bwrap = [
-        find_bwrap().path,
-        "--unshare-all",
-        "--die-with-parent",
-        *system_binds(),
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--uid",
-        "1000",
-        "--gid",
-        "1000",
-    ]
+    bwrap = bare_sandbox()
     python = [SANDBOX_PYTHON, "-I", "-S", "-c", "pass"]
     with DeepGym(sandbox="strict") as dg:
 

@@ -234,10 +234,16 @@ class Totals(BaseModel):
 
     @classmethod
     def of(cls, results: Sequence[RunResult]) -> Totals:
-        n = len(results)
-        judged = [r for r in results if r.has_verdict]
-        passed = sum(1 for r in judged if r.passed)
-        score_sum = sum(r.score for r in judged)
+        return cls.from_rows([(r.has_verdict, r.passed, r.score) for r in results])
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[tuple[bool, bool, float]]) -> Totals:
+        """The totals of ``(has_verdict, passed, score)`` rows (a run store need not load whole
+        results): a run without a verdict counts as a failed 0 in the headline numbers."""
+        n = len(rows)
+        judged = [(bool(p), float(s)) for v, p, s in rows if v]
+        passed = sum(1 for p, _ in judged if p)
+        score_sum = sum(s for _, s in judged)
         return cls(
             total=n,
             passed=passed,

@@ -289,23 +289,8 @@ class RunStore:
 
 
 def _totals(rows: Sequence[tuple[int, int, float]]) -> Totals:
-    """``Totals.of`` over stored ``(has_verdict, passed, score)`` rows in index order: the same
-    arithmetic, in the same order, without loading every result."""
-    n = len(rows)
-    judged = [(bool(p), float(s)) for v, p, s in rows if v]
-    passed = sum(1 for p, _ in judged if p)
-    score_sum = sum(s for _, s in judged)
-    return Totals(
-        total=n,
-        passed=passed,
-        failed=n - passed,
-        avg_score=score_sum / n if n else 0.0,
-        pass_rate=passed / n if n else 0.0,
-        no_verdict_count=n - len(judged),
-        judged_count=len(judged),
-        judged_pass_rate=passed / len(judged) if judged else 0.0,
-        judged_mean_score=score_sum / len(judged) if judged else 0.0,
-    )
+    """``Totals`` over stored ``(has_verdict, passed, score)`` rows, in index order."""
+    return Totals.from_rows([(bool(v), bool(p), float(sc)) for v, p, sc in rows])
 
 
 # ---------------------------------------------------------------------------------------------

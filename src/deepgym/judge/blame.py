@@ -6,6 +6,13 @@ BUSY_SHARE = 0.5
 """A solution that burned at least this share of its time budget on CPU used its own time."""
 
 
+def tree_used_its_time(cpu_ms: float, states: list[str], limit_ms: float) -> bool:
+    """``solution_used_its_time`` for a process tree read from ``/proc``: its CPU time and the
+    states of its processes (any runnable one means the host, not the answer, held it back)."""
+    runnable = any(s in ("R", "D") for s in states)
+    return solution_used_its_time(cpu_ms, limit_ms, None if runnable else "S")
+
+
 def solution_used_its_time(cpu_ms: float | None, limit_ms: float, state: str | None) -> bool:
     """True when a timed-out solution is to blame: it computed, or it chose to wait.
 

@@ -19,7 +19,7 @@ import select
 import time
 
 from . import wire
-from .blame import solution_used_its_time
+from .blame import tree_used_its_time
 from .solution_host import READY, SETUP_FAILED
 
 TYPE_CHECKING = False
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Linux signal numbers, without importing ``signal`` (and ``enum``) at sandbox start-up.
-SIGKILL = 9
 SIGXCPU = 24
 SIGXFSZ = 25
 
@@ -243,8 +242,7 @@ class Launcher:
         # sandbox wrapper's own descendants die unreaped with it.
         cpu_ms, states = _tree(proc.proc_pid or proc.pid)
         proc.tree_cpu_ms = cpu_ms
-        runnable = any(s in ("R", "D") for s in states)
-        return solution_used_its_time(cpu_ms, limit_ms, None if runnable else "S")
+        return tree_used_its_time(cpu_ms, states, limit_ms)
 
 
 def recv_fds(sock: Any, bufsize: int, maxfds: int) -> tuple[bytes, list[int]]:

@@ -101,11 +101,11 @@ def _rmdir(path: str) -> None:
         _PENDING.append(path)
 
 
-def create(memory_mb: int, max_processes: int, overhead: int = 2) -> RunCgroup:
+def create(memory_mb: int, max_processes: int) -> RunCgroup:
     """Make the solution's cgroups for one run (empty when the host has none writable).
 
-    ``overhead``: processes of the sandbox's own in the group besides the answer's (the strict
-    sandbox's nested bwrap and its init: 2; the pool's solution is forked directly: 0).
+    Only the solution process and what it starts join them, so ``max_processes`` counts the
+    answer's processes, its first one included.
     """
     retry_pending(final=False)
     group = RunCgroup()
@@ -119,7 +119,7 @@ def create(memory_mb: int, max_processes: int, overhead: int = 2) -> RunCgroup:
                 with contextlib.suppress(OSError):  # absent without swap accounting
                     _write(os.path.join(d, "memory.memsw.limit_in_bytes"), str(memory_mb * 2**20))
             else:
-                _write(os.path.join(d, "pids.max"), str(max_processes + overhead))
+                _write(os.path.join(d, "pids.max"), str(max_processes))
         except OSError:
             _rmdir(d)
             continue

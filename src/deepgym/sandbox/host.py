@@ -87,12 +87,10 @@ def compile_judge() -> None:
         compileall.compile_dir(str(JUDGE_DIR), quiet=2, workers=1)
 
 
-@functools.cache
-def check_bwrap() -> str:
-    """Run a trivial sandbox once; return bwrap's version or raise with the reason it fails."""
-    bw = find_bwrap()
-    cmd = [
-        bw.path,
+def bare_sandbox() -> list[str]:
+    """The plainest bwrap sandbox with the system in it (a probe, and the benchmarks' floor)."""
+    return [
+        find_bwrap().path,
         "--unshare-all",
         "--die-with-parent",
         *system_binds(),
@@ -104,6 +102,15 @@ def check_bwrap() -> str:
         "1000",
         "--gid",
         "1000",
+    ]
+
+
+@functools.cache
+def check_bwrap() -> str:
+    """Run a trivial sandbox once; return bwrap's version or raise with the reason it fails."""
+    bw = find_bwrap()
+    cmd = [
+        *bare_sandbox(),
         SANDBOX_PYTHON,
         "-I",
         "-S",

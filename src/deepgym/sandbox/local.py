@@ -68,6 +68,52 @@ def _env_key(env: Environment) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
+    """What the judge needs of a job, with paths as its sandbox sees them (``env_in``: the
+    environment's folder; ``answer_path``: the answer's file, for the in-play audit)."""
+    env = job.env
+    custom = env.verifier_code is not None or env.verifier_path is not None
+    return {
+        "kind": env.kind,
+        "entry_point": env.entry_point,
+        "compare": env.compare,
+        "timeout": job.timeout,
+        "case_timeout": job.case_timeout,
+        "test_cases_path": f"{env_in}/test_cases.json" if env.test_cases is not None else None,
+        "verifier_path": f"{env_in}/verifier.py" if custom else None,
+        "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
+        "answer_path": answer_path,
+    }
+
+
+def solution_env(home: str) -> dict[str, str]:
+    """The whole environment of a solution process: nothing of the host's."""
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": home}
+
+
+def take_evidence(
+    group: cgroups.RunCgroup, work_dir: str
+) -> tuple[str | None, float | None, dict[str, str]]:
+    """Read the run's cgroup evidence, then remove the groups: (limit fired, peak MiB, which
+    mechanism enforced each limit)."""
+    limit, peak = group.evidence()
+    mechanisms = {**group.mechanisms(), "work_dir": work_dir, "time": "judge+host"}
+    group.remove()
+    return limit, peak, mechanisms
+
+
+def apply_evidence(
+    raw: RawRun, evidence: tuple[str | None, float | None, dict[str, str]], t0: float
+) -> RawRun:
+    limit, peak, mechanisms = evidence
+    raw.limit_mechanism = mechanisms
+    raw.peak_memory_mb = peak
+    if limit and not raw.limit_fired:
+        raw.limit_fired = limit
+    raw.total_ms = (time.monotonic() - t0) * 1000.0
+    return raw
+
+
 class LocalBackend:
     """Runs each job as fresh processes on this machine (strict: in bwrap; unsafe: bare)."""
 
@@ -130,12 +176,7 @@ class LocalBackend:
         writable mount capped and the rest read-only); in ``unsafe`` a bare interpreter."""
         limits = json.dumps(self._limits(job, group))
         answer = str(run_dir / "answer" / "solution.py")
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONHASHSEED": "0",
-            "HOME": "/work" if self.isolation == "strict" else str(run_dir),
-        }
+        env = solution_env("/work" if self.isolation == "strict" else str(run_dir))
         if self.isolation == "unsafe":
             env["DEEPGYM_CGROUP_PROCS"] = ":".join(group.procs_files.values())
             boot = [SANDBOX_PYTHON, "-I", "-S", str(JUDGE_DIR / "_boot.py")]
@@ -205,22 +246,10 @@ class LocalBackend:
         return argv, env
 
     def _job_json(self, job: Job, env_dir: Path, run_dir: Path, ctl_fd: int) -> dict[str, Any]:
-        env = job.env
-        env_in = "/judge/env" if self.isolation == "strict" else str(env_dir)
-        answer_dir = "/judge/answer" if self.isolation == "strict" else str(run_dir / "answer")
-        custom = env.verifier_code is not None or env.verifier_path is not None
-        return {
-            "kind": env.kind,
-            "entry_point": env.entry_point,
-            "compare": env.compare,
-            "timeout": job.timeout,
-            "case_timeout": job.case_timeout,
-            "test_cases_path": f"{env_in}/test_cases.json" if env.test_cases is not None else None,
-            "verifier_path": f"{env_in}/verifier.py" if custom else None,
-            "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
-            "answer_path": f"{answer_dir}/solution.py",
-            "ctl_fd": ctl_fd,
-        }
+        strict = self.isolation == "strict"
+        env_in = "/judge/env" if strict else str(env_dir)
+        answer_dir = "/judge/answer" if strict else str(run_dir / "answer")
+        return {**job_spec(job, env_in, f"{answer_dir}/solution.py"), "ctl_fd": ctl_fd}
 
     def judge_sandbox(self, binds: list[str], boot: list[str], env: dict[str, str]) -> list[str]:
         """The sandbox the judge runs in (a run's verifier, or a pool worker): all namespaces, no
@@ -284,7 +313,7 @@ class LocalBackend:
         t0 = time.monotonic()
         env_dir = self._env_dir(job.env)
         run_dir = Path(tempfile.mkdtemp(dir=self._root, prefix="run-"))
-        group = cgroups.create(job.env.memory_mb, job.env.max_processes, overhead=0)
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server = SolutionServer(
             mine,
@@ -328,20 +357,9 @@ class LocalBackend:
                 await server.close()
             raw.start_ms = start_ms
         finally:
-            limit, peak = group.evidence()
-            mechanisms = {
-                **group.mechanisms(),
-                "work_dir": "tmpfs" if self.isolation == "strict" else "none",
-                "time": "judge+host",
-            }
-            group.remove()
+            evidence = take_evidence(group, "tmpfs" if self.isolation == "strict" else "none")
             shutil.rmtree(run_dir, ignore_errors=True)
-        raw.limit_mechanism = mechanisms
-        raw.peak_memory_mb = peak
-        if limit and not raw.limit_fired:
-            raw.limit_fired = limit
-        raw.total_ms = (time.monotonic() - t0) * 1000.0
-        return raw
+        return apply_evidence(raw, evidence, t0)
 
     async def _collect(
         self, job: Job, proc: asyncio.subprocess.Process, r_fd: int, t0: float

@@ -31,7 +31,14 @@ from typing import Any
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
-from deepgym.sandbox.local import START_GRACE_S, LocalBackend
+from deepgym.sandbox.local import (
+    START_GRACE_S,
+    LocalBackend,
+    apply_evidence,
+    job_spec,
+    solution_env,
+    take_evidence,
+)
 
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
@@ -288,27 +295,10 @@ class PoolBackend(LocalBackend):
         run_dir = self._root / "runs" / run_id
         run_dir.mkdir()
         (run_dir / "solution.py").write_text(job.answer)
-        group = cgroups.create(job.env.memory_mb, job.env.max_processes, overhead=0)
-        custom = job.env.verifier_code is not None or job.env.verifier_path is not None
-        env_in = f"/judge/envs/{env_dir.name}"
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
         spec = {
-            "kind": job.env.kind,
-            "entry_point": job.env.entry_point,
-            "compare": job.env.compare,
-            "timeout": job.timeout,
-            "case_timeout": job.case_timeout,
-            "test_cases_path": f"{env_in}/test_cases.json"
-            if job.env.test_cases is not None
-            else None,
-            "verifier_path": f"{env_in}/verifier.py" if custom else None,
-            "repo_path": f"{env_in}/repo" if job.env.repo_path is not None else None,
-            "answer_path": f"/judge/runs/{run_id}/solution.py",
-            "solution_env": {
-                "PATH": "/usr/bin:/bin",
-                "LANG": "C.UTF-8",
-                "PYTHONHASHSEED": "0",
-                "HOME": "/work",
-            },
+            **job_spec(job, f"/judge/envs/{env_dir.name}", f"/judge/runs/{run_id}/solution.py"),
+            "solution_env": solution_env("/work"),
             "cgroup_procs": [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in group.dirs.items()],
             "limits_json": json.dumps(self._limits(job, group)),
             "work_bytes": job.env.max_file_mb * 2 * 2**20,
@@ -322,9 +312,7 @@ class PoolBackend(LocalBackend):
         finally:
             err = bytes(worker.stderr)
             await self._release(worker)
-            limit, peak = group.evidence()
-            mechanisms = {**group.mechanisms(), "work_dir": "tmpfs", "time": "judge+host"}
-            group.remove()
+            evidence = take_evidence(group, "tmpfs")
             shutil.rmtree(run_dir, ignore_errors=True)
         raw = self._raw(events, -signal.SIGKILL if died else code, b"", err, timed_out)
         if died:
@@ -334,12 +322,7 @@ class PoolBackend(LocalBackend):
         raw.isolation = "pool"
         raw.start_ms = start_ms
         raw.queue_ms = queue_ms
-        raw.limit_mechanism = mechanisms
-        raw.peak_memory_mb = peak
-        if limit and not raw.limit_fired:
-            raw.limit_fired = limit
-        raw.total_ms = (time.monotonic() - t0) * 1000.0
-        return raw
+        return apply_evidence(raw, evidence, t0)
 
     async def close(self) -> None:
         if self._starting is not None:

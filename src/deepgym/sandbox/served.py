@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from deepgym.judge import wire
-from deepgym.judge.blame import solution_used_its_time
+from deepgym.judge.blame import tree_used_its_time
 from deepgym.judge.proxy import MSG_MAX, _tree
 
 ArgvFor = Callable[[str, list[str]], tuple[list[str], dict[str, str]]]
@@ -116,10 +116,7 @@ class SolutionServer:
         proc = self.procs[int(req["pid"])]
         if op == "blame":
             cpu_ms, states = _tree(proc.pid)
-            runnable = any(s in ("R", "D") for s in states)
-            blame = solution_used_its_time(
-                cpu_ms, float(req["limit_ms"]), None if runnable else "S"
-            )
+            blame = tree_used_its_time(cpu_ms, states, float(req["limit_ms"]))
             self.sock.send(wire.encode({"blame": blame, "cpu_ms": cpu_ms}))
             return
         cpu_ms = 0.0
