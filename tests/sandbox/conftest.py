@@ -117,6 +117,19 @@ def meminfo() -> dict[str, int]:
     return out
 
 
+def busy_pool_slots(client: DeepGym | None) -> set[str]:
+    """The live pool's per-worker cgroups that still hold a process between runs (a solution
+    process that outlived its run)."""
+    backend = getattr(getattr(client, "_core", None), "_backend", None)
+    out = set()
+    for worker in getattr(backend, "_workers", None) or []:
+        for d in worker.slot.dirs.values():
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                if f.read().strip():
+                    out.add(d)
+    return out
+
+
 def live_pool_pids(client: DeepGym | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
     worker's bwrap, the worker and its zygote, never a solution process."""
@@ -170,7 +183,8 @@ class HostGuard:
     """What the host looked like before an attack; ``check`` asserts it looks the same after.
 
     ``cgroups`` collects the per-run cgroups this process creates meanwhile (other processes on
-    the machine may be running sandboxes of their own, so a glob would see theirs too).
+    the machine may be running sandboxes of their own, so a glob would see theirs too); a pool's
+    per-worker groups must be empty between runs.
     """
 
     pids: set[int]
@@ -186,7 +200,7 @@ class HostGuard:
         # A group still busy at the run's end is removed at the backend's next attempt.
         cgroups.retry_pending(final=False)
         new = suspects(pids() - self.pids - {os.getpid()} - live_pool_pids(self.client))
-        return new, {d for d in self.cgroups if os.path.exists(d)}
+        return new, {d for d in self.cgroups if os.path.exists(d)} | busy_pool_slots(self.client)
 
     def memory_back(self) -> bool:
         now = meminfo()

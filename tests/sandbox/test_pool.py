@@ -10,6 +10,7 @@ import pytest
 
 from deepgym import Environment
 from deepgym.client import AsyncDeepGym
+from deepgym.sandbox import cgroups
 from deepgym.sandbox.pool import PoolBackend
 from deepgym.scheduling import TimeLimitPolicy
 
@@ -103,5 +104,57 @@ def test_a_cancelled_run_never_hands_its_busy_worker_to_the_next_run() -> None:
             assert after.passed and after.env_name == "add"
         finally:
             await dg.close()
+
+    asyncio.run(go())
+
+
+COUNTING = Environment(
+    name="counting",
+    entry_point="add",
+    test_cases=[{"args": [1, 2], "expected": 3}],
+    verifier_code=(
+        "def verify(solution, test_cases):\n"
+        "    cache = globals().get('process_cache')\n"
+        "    if cache is None:\n"
+        "        return {'score': 0.0, 'reward_components': {'runs': -1.0}}\n"
+        "    cache['runs'] = cache.get('runs', 0) + 1\n"
+        "    ok = solution.add(1, 2) == 3\n"
+        "    return {'score': float(ok), 'reward_components': {'runs': float(cache['runs'])}}\n"
+    ),
+    timeout=20.0,
+    case_timeout=10.0,
+)
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "expected"), [("pool", [1.0, 2.0, 3.0]), ("strict", [1.0] * 3)]
+)
+def test_a_verifier_process_cache_outlives_the_run_only_in_a_worker(
+    sandbox: str, expected: list[float]
+) -> None:
+    async def go() -> None:
+        async with AsyncDeepGym(
+            sandbox=sandbox, workers=1, time_limits=TimeLimitPolicy(factor=None)
+        ) as dg:
+            runs = [await dg.run(COUNTING, GOOD) for _ in range(3)]
+        assert all(r.passed for r in runs)
+        assert [r.reward_components["runs"] for r in runs] == expected
+
+    asyncio.run(go())
+
+
+def test_each_worker_keeps_one_cgroup_per_controller_and_removes_it_at_close() -> None:
+    async def go() -> None:
+        backend = PoolBackend(workers=2)
+        dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None))
+        dg._backend = backend
+        for _ in range(3):
+            assert (await dg.run(ENV, GOOD)).passed
+        groups = [d for w in backend._workers for d in w.slot.dirs.values()]
+        assert len(groups) == 2 * len(cgroups.v1_controllers())
+        assert all(os.path.isdir(d) for d in groups)
+        await dg.close()
+        cgroups.retry_pending(final=True)
+        assert not any(os.path.exists(d) for d in groups)
 
     asyncio.run(go())

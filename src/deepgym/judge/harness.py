@@ -77,8 +77,11 @@ class Judge:
             ms = (time.monotonic() - self.t0) * 1000.0
             self.send({"event": "in_play", "in_play_ms": ms, "by": by})
 
-    def send(self, msg: dict[str, Any]) -> None:
+    def send(self, msg: dict[str, Any], then: dict[str, Any] | None = None) -> None:
+        """Write ``msg`` (and ``then``, if given) as JSON lines, in one write."""
         data = (wire.dumps(_plain(msg)) + "\n").encode()
+        if then is not None:
+            data += (wire.dumps(then) + "\n").encode()
         while data:
             data = data[os.write(self.result_fd, data) :]
 
@@ -195,11 +198,16 @@ def _write_all(proc: Any, data: bytes) -> None:
 
 
 _CODE_CACHE: dict[tuple[str, int, int], Any] = {}
+_PROCESS_CACHES: dict[tuple[str, int, int], dict[Any, Any]] = {}
 
 
 def _load_verifier(j: Judge) -> Any:
     """A fresh module for the verifier file, every run; its compiled code is cached by path,
-    size and mtime (a pool worker judges many runs: compiling is the expensive part)."""
+    size and mtime (a pool worker judges many runs: compiling is the expensive part).
+
+    The module finds ``process_cache`` among its globals: a dict of its own that outlives the
+    run in a pool worker (one per verifier file), for work that depends only on the verifier's
+    trusted data, such as compiling a problem's tests. Nothing of the answer belongs in it."""
     path = j.job["verifier_path"]
     st = os.stat(path)
     key = (path, st.st_size, st.st_mtime_ns)
@@ -210,6 +218,7 @@ def _load_verifier(j: Judge) -> Any:
         _CODE_CACHE[key] = code
     module = type(sys)("verifier")
     module.__file__ = path
+    module.process_cache = _PROCESS_CACHES.setdefault(key, {})  # type: ignore[attr-defined]
     sys.modules["verifier"] = module
     exec(code, module.__dict__)
     return module
@@ -308,11 +317,13 @@ def main(argv: list[str]) -> int:
     return judge(job, result_fd, served_by(ctl))
 
 
-def judge(job: dict[str, Any], result_fd: int, launcher: Any = None) -> int:
+def judge(job: dict[str, Any], result_fd: int, launcher: Any = None, done: bool = False) -> int:
     """Run one job and send its report; return the verifier's exit code.
 
     ``launcher`` builds the solution launcher (a ``proxy.Launcher`` subclass); the strict sandbox
-    execs a nested sandbox, the pool asks its clean worker to fork one.
+    execs a nested sandbox, the pool asks its clean worker to fork one. ``done``: follow the
+    report with a ``done`` event carrying the exit code, in the same write (a pool worker's end
+    of job).
     """
     j = Judge(job, result_fd, launcher)
     code = 0
@@ -343,7 +354,7 @@ def judge(job: dict[str, Any], result_fd: int, launcher: Any = None) -> int:
         "stderr": proc.err.head.decode("utf-8", "replace") if proc else "",
     }
     report["elapsed_ms"] = (time.monotonic() - j.t0) * 1000.0
-    j.send({"event": "report", **report})
+    j.send({"event": "report", **report}, {"event": "done", "exit_code": code} if done else None)
     global _CURRENT
     _CURRENT = None
     return code

@@ -46,6 +46,25 @@ def libc() -> Any:
     return _libc
 
 
+def prepare() -> None:
+    """Resolve, once, every C function a solution's set-up calls and build its seccomp program,
+    so a process forked after this finds them ready (and copies fewer pages doing so)."""
+    lib = libc()
+    for name in ("unshare", "setns", "mount", "prctl", "capset", "sethostname"):
+        getattr(lib, name)
+    _seccomp_program()
+    global _LAST_CAP
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            _LAST_CAP = min(int(f.read()), CAP_LAST_CAP)
+    except (OSError, ValueError):
+        pass
+
+
+_LAST_CAP = CAP_LAST_CAP
+"""The kernel's highest capability number (``prepare`` reads it): the bounding set ends there."""
+
+
 def _check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
@@ -120,7 +139,7 @@ class _CapData(ctypes.Structure):
 def drop_privileges() -> None:
     """Empty the bounding, effective, permitted and inheritable sets; set no-new-privileges."""
     lib = libc()
-    for cap in range(CAP_LAST_CAP + 1):
+    for cap in range(_LAST_CAP + 1):
         lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the kernel's last cap: fine
     header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
@@ -167,8 +186,14 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def no_new_user_namespaces() -> None:
-    """Install the filter (needs no-new-privileges first; see ``drop_privileges``)."""
+_PROGRAM: Any = None
+
+
+def _seccomp_program() -> Any:
+    """The filter below as the kernel takes it (built once per process)."""
+    global _PROGRAM
+    if _PROGRAM is not None:
+        return _PROGRAM
     machine = os.uname().machine
     if machine not in _SYSCALLS:
         raise OSError(f"no seccomp filter for {machine}: refusing to run without one")
@@ -189,7 +214,13 @@ def no_new_user_namespaces() -> None:
         (_RET_K, 0, 0, _RET_ERRNO | _ENOSYS),  # clone3
     ]
     filters = (_SockFilter * len(program))(*[_SockFilter(*ins) for ins in program])
-    prog = _SockFprog(len(program), filters)
+    _PROGRAM = (filters, _SockFprog(len(program), filters))  # the array lives as long
+    return _PROGRAM
+
+
+def no_new_user_namespaces() -> None:
+    """Install the filter (needs no-new-privileges first; see ``drop_privileges``)."""
+    _, prog = _seccomp_program()
     _check(
         libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
         "prctl(SECCOMP)",

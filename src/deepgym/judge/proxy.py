@@ -100,6 +100,25 @@ class Process:
         self.proc_pid: int | None = pid
         """The pid as our ``/proc`` numbers it (differs across pid namespaces; None: not in it)."""
         self.tree_cpu_ms: float | None = None
+        self.watch: _Watch | None = None
+
+
+class _Watch:
+    """What ``pump`` waits on for one process, kept across calls (a poller built per call was a
+    fifth of a call's cost): the poller, the open output pipes, whether the process ended."""
+
+    def __init__(self, proc: Process, want_line: bool) -> None:
+        self.want_line = want_line
+        self.poller = select.poll()
+        self.sinks: dict[int, Stream | None] = {
+            proc.fds["out"]: proc.out,
+            proc.fds["err"]: proc.err,
+        }
+        if want_line:
+            self.sinks[proc.fds["rep"]] = None
+        for fd in (*self.sinks, proc.pidfd):
+            self.poller.register(fd, select.POLLIN)
+        self.exited = False
 
 
 def _tree(pid: int) -> tuple[float, list[str]]:
@@ -131,7 +150,7 @@ def _tree(pid: int) -> tuple[float, list[str]]:
     return cpu, [info[p][1] for p in tree if p in info and p != pid]
 
 
-def _keep_tree_cpu(proc: Process) -> None:
+def keep_tree_cpu(proc: Process) -> None:
     if proc.tree_cpu_ms is not None and proc.tree_cpu_ms > (proc.rusage_cpu_ms or 0.0):
         proc.rusage_cpu_ms = proc.tree_cpu_ms
 
@@ -188,19 +207,17 @@ class Launcher:
         at the deadline with the process still running. Waits in ``poll`` (pipes and a pidfd),
         never by sleeping.
         """
-        poller = select.poll()
-        sinks: dict[int, Stream | None] = {proc.fds["out"]: proc.out, proc.fds["err"]: proc.err}
-        if want_line:
-            sinks[proc.fds["rep"]] = None
-        for fd in (*sinks, proc.pidfd):
-            poller.register(fd, select.POLLIN)
-        exited = False
+        watch = proc.watch
+        if watch is None or watch.want_line != want_line:
+            watch = proc.watch = _Watch(proc, want_line)
+        poller, sinks = watch.poller, watch.sinks
         while True:
             if want_line and proc.newline >= 0:
                 line = bytes(proc.buffer[: proc.newline])
                 del proc.buffer[: proc.newline + 1]
                 proc.newline = proc.buffer.find(b"\n")
                 return line
+            exited = watch.exited
             if exited and not sinks:
                 return None
             remaining = deadline - time.monotonic()
@@ -211,7 +228,7 @@ class Launcher:
                 return None
             for fd, _ in events:
                 if fd == proc.pidfd:
-                    exited = True
+                    watch.exited = True
                     poller.unregister(fd)
                     continue
                 try:
@@ -257,6 +274,11 @@ def recv_fds(sock: Any, bufsize: int, maxfds: int) -> tuple[bytes, list[int]]:
     return msg, list(fds)
 
 
+def close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
 SPAWN_KEYS = ("answer_path", "cgroup_procs", "limits_json", "solution_env", "work_bytes")
 MSG_MAX = 65536
 
@@ -273,20 +295,24 @@ class ServedLauncher(Launcher):
 
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
         job = {k: self.job.get(k) for k in SPAWN_KEYS}
-        self.ctl.send(wire.encode({"op": "spawn", "mode": mode, "args": list(args), "job": job}))
-        data, fds = recv_fds(self.ctl, MSG_MAX, 6)
-        reply = wire.loads(data.decode())
-        if "error" in reply or len(fds) != 6:
-            for fd in fds:
-                os.close(fd)
-            raise OSError(f"no solution process: {reply.get('error', 'no descriptors')}")
+        pid, proc_pid, fds = self._ask_spawn({"mode": mode, "args": list(args), "job": job})
         w_req, r_rep, r_out, r_err, w_in, pidfd = fds
         for fd in (r_rep, r_out, r_err):
             os.set_blocking(fd, False)
         fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
-        proc = Process(int(reply["pid"]), pidfd, fdmap, keep_stdout)
-        proc.proc_pid = reply.get("proc_pid")  # None: not in our /proc, the server measures
+        proc = Process(pid, pidfd, fdmap, keep_stdout)
+        proc.proc_pid = proc_pid  # None: not in our /proc, or numbered otherwise there
         return proc
+
+    def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
+        """Have the server start one: (pid, pid in our ``/proc`` if known, its six fds)."""
+        self.ctl.send(wire.encode({"op": "spawn", **req}))
+        data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+        reply = wire.loads(data.decode())
+        if "error" in reply or len(fds) != 6:
+            close_all(fds)
+            raise OSError(f"no solution process: {reply.get('error', 'no descriptors')}")
+        return int(reply["pid"]), reply.get("proc_pid"), fds
 
     def kill(self, proc: Process) -> None:
         if proc.status is None:
@@ -319,7 +345,7 @@ class ServedLauncher(Launcher):
         reply = self._request({"op": op, "pid": proc.pid})
         proc.status = int(reply["status"])
         proc.rusage_cpu_ms = float(reply.get("cpu_ms") or 0.0)
-        _keep_tree_cpu(proc)
+        keep_tree_cpu(proc)
 
 
 def served_by(ctl: Any) -> Callable[..., ServedLauncher]:

@@ -35,6 +35,8 @@ _TAGS = (
     "__dict__",
     REF,
 )
+_TAG_SET = frozenset(_TAGS)
+_STR = frozenset((str,))
 MAX_DEPTH = 200
 _BIG_INT_BITS = 10_000
 """Past this (about 3,000 digits) an int travels as hex: Python refuses to print or parse a
@@ -46,8 +48,21 @@ class WireError(ValueError):
 
 
 def _enc(x: Any, ref: Callable[[Any], int] | None, depth: int) -> Any:
+    t = type(x)  # exact types first: most of what crosses is plain (a call's cost is here)
+    if t is str or t is bool or x is None:
+        return x
+    if t is int:
+        return x if x.bit_length() <= _BIG_INT_BITS else {"__int__": hex(x)}
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
+    if t is list:
+        return [_enc(v, ref, depth + 1) for v in x]
+    if t is dict and _STR.issuperset(map(type, x)) and _TAG_SET.isdisjoint(x):
+        return {k: _enc(v, ref, depth + 1) for k, v in x.items()}
+    return _enc_other(x, ref, depth)
+
+
+def _enc_other(x: Any, ref: Callable[[Any], int] | None, depth: int) -> Any:
     if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > _BIG_INT_BITS:
         return {"__int__": hex(x)}
     if x is None or isinstance(x, bool | int | str):
@@ -75,12 +90,13 @@ def _enc(x: Any, ref: Callable[[Any], int] | None, depth: int) -> Any:
 
 
 def _dec(x: Any, deref: Callable[[int], Any] | None, depth: int) -> Any:
+    t = type(x)  # what the scanner makes: exact types only
+    if t is not list and t is not dict:
+        return x
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
-    if isinstance(x, list):
+    if t is list:
         return [_dec(v, deref, depth + 1) for v in x]
-    if not isinstance(x, dict):
-        return x
     if len(x) == 1:
         ((tag, body),) = x.items()
         if tag == "__tuple__":

@@ -22,6 +22,7 @@ final ``done`` with the verifier's exit code.
 
 from __future__ import annotations
 
+import array
 import gc
 import os
 import signal
@@ -29,10 +30,19 @@ import socket
 import sys
 
 from . import harness, isolate, solution_host, wire
-from .proxy import MSG_MAX, served_by
+from .proxy import (
+    MSG_MAX,
+    Launcher,
+    Process,
+    ServedLauncher,
+    close_all,
+    keep_tree_cpu,
+    recv_fds,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # Modules answers commonly import, loaded once here so a forked solution starts with them.
@@ -46,13 +56,13 @@ PRELOAD = (
     "string",
     "re",
     "typing",
+    "copy",
+    "operator",
     "dataclasses",
     "fractions",
     "decimal",
     "statistics",
     "random",
-    "copy",
-    "operator",
     "json",
     "hashlib",
 )
@@ -61,22 +71,73 @@ VERIFIER_PRELOAD = ("ast", "traceback")
 SOLUTION_ID = 65534
 
 
+ANSWER_PATH = "/tmp/answer/solution.py"
+"""Where the worker puts each run's answer: its own tmpfs, which every solution process covers
+with a fresh one once it has read the answer. The zygote never reads it."""
+
+
 def run_job(job: dict[str, Any], result_fd: int, zygote: socket.socket) -> None:
     """Judge one job here, then have the zygote end anything of the run's still alive."""
+    answer = job.pop("answer", None)
+    if answer is not None:
+        with open(ANSWER_PATH, "w", encoding="utf-8", newline="") as f:
+            f.write(answer)
+        job["answer_path"] = ANSWER_PATH
+    launchers: list[ZygoteLauncher] = []
+
+    def make(job: dict[str, Any], on_start: Callable[[], None]) -> ZygoteLauncher:
+        launchers.append(ZygoteLauncher(job, on_start, zygote))
+        return launchers[-1]
+
     try:
-        code = harness.judge(job, result_fd, served_by(zygote))
+        harness.judge(job, result_fd, make, done=True)
     finally:
-        zygote.send(wire.encode({"op": "reset"}))
-        zygote.recv(MSG_MAX)
-    os.write(result_fd, wire.encode({"event": "done", "exit_code": code}))
+        if any(launcher.live for launcher in launchers):
+            zygote.send(b"X")
+            zygote.recv(MSG_MAX)
+
+
+class ZygoteLauncher(ServedLauncher):
+    """Solution processes forked by the worker's zygote, over a terse protocol that keeps the
+    zygote's own work per run (and so its copy-on-write faults after each fork) small:
+    ``S`` + the spawn request, which only the forked child decodes; ``K``/``R`` + pid (kill or
+    reap: ``status cpu_ms``); ``X`` (end all)."""
+
+    def __init__(self, job: dict[str, Any], on_start: Callable[[], None], ctl: Any) -> None:
+        super().__init__(job, on_start, ctl)
+        self.live: set[int] = set()
+
+    def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
+        self.ctl.send(b"S" + wire.encode(req))
+        data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+        if not data.isdigit() or len(fds) != 6:
+            close_all(fds)
+            raise OSError(f"no solution process: {data[1:].decode(errors='replace')}")
+        self.live.add(int(data))
+        return int(data), None, fds  # numbered in the zygote's pid namespace: looked up if needed
+
+    def _ask(self, proc: Process, op: str) -> None:
+        self.ctl.send(b"%s%d" % (b"K" if op == "kill" else b"R", proc.pid))
+        status, cpu_ms = self.ctl.recv(MSG_MAX).split()
+        proc.status = int(status)
+        proc.rusage_cpu_ms = float(cpu_ms)
+        self.live.discard(proc.pid)
+        keep_tree_cpu(proc)
+
+    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
+        if proc.proc_pid is None:
+            proc.proc_pid = _proc_pid(proc.pidfd)
+        return Launcher.timeout_blame(self, proc, limit_ms)
 
 
 # -- the zygote ---------------------------------------------------------------------------------
-def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -> int:
+def _become_solution(payload: bytes, fds: list[int]) -> int:
     """Runs in the forked child, pid 1 of a fresh pid namespace: isolate, then serve the answer."""
     isolate.set_process_name("dg-solution")
     isolate.die_with_parent()
     os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
+    req = wire.loads(payload.decode())
+    job = req["job"]
     for procs in job.get("cgroup_procs") or []:
         with open(procs, "w") as f:
             f.write("0")
@@ -107,8 +168,7 @@ def _become_solution(job: dict[str, Any], req: dict[str, Any], fds: list[int]) -
     isolate.read_only("/work/solution.py", bind_first=True)
     for folder in ("/", "/dev"):
         isolate.read_only(folder)
-    if "random" in sys.modules:  # a fork shares the zygote's state: reseed like a fresh start
-        sys.modules["random"].seed()
+    # (``random`` reseeds itself in a forked child: an at-fork hook of its own)
     isolate.sethostname("sandbox")
     isolate.drop_privileges()
     isolate.no_new_user_namespaces()
@@ -145,7 +205,11 @@ def _proc_pid(pidfd: int) -> int:
 
 
 class Zygote:
-    """Forks solution processes from clean memory, each pid 1 of a fresh pid namespace."""
+    """Forks solution processes from clean memory, each pid 1 of a fresh pid namespace.
+
+    Everything this process touches after a fork is copied (the child shares its pages), so its
+    loop is kept to a few system calls: it never decodes a request (the child does) and never
+    holds an answer (the child reads it from the worker's file)."""
 
     def __init__(self, ctl: socket.socket) -> None:
         self.ctl = ctl
@@ -163,15 +227,18 @@ class Zygote:
             isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
         return pid
 
-    def spawn(self, req: dict[str, Any]) -> None:
-        pipes = [os.pipe() for _ in range(5)]
-        (r_req, w_req), (r_rep, w_rep), (r_out, w_out), (r_err, w_err), (r_in, w_in) = pipes
+    def spawn(self, payload: bytes) -> None:
+        r_req, w_req = os.pipe()
+        r_rep, w_rep = os.pipe()
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        r_in, w_in = os.pipe()
         pid = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             code = solution_host.SETUP_FAILED
             try:
                 self.ctl.close()
-                code = _become_solution(req["job"], req, [r_in, w_out, w_err, r_req, w_rep])
+                code = _become_solution(payload, [r_in, w_out, w_err, r_req, w_rep])
             except BaseException as exc:
                 try:
                     os.write(2, f"solution set-up failed: {exc}\n".encode())
@@ -182,12 +249,11 @@ class Zygote:
         self.children[pid] = pidfd = os.pidfd_open(pid)
         for fd in (r_req, w_rep, w_out, w_err, r_in):
             os.close(fd)
-        mine = [w_req, r_rep, r_out, r_err, w_in]
         try:
-            reply = {"pid": pid, "proc_pid": _proc_pid(pidfd)}
-            socket.send_fds(self.ctl, [wire.encode(reply)], [*mine, pidfd])
+            fds = array.array("i", (w_req, r_rep, r_out, r_err, w_in, pidfd))
+            self.ctl.sendmsg([b"%d" % pid], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         finally:
-            for fd in mine:
+            for fd in (w_req, r_rep, r_out, r_err, w_in):
                 os.close(fd)
 
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
@@ -203,20 +269,19 @@ class Zygote:
 
     def serve(self) -> None:
         while data := self.ctl.recv(MSG_MAX):
-            req = wire.loads(data.decode())
-            op = req.get("op")
+            op = data[:1]
             try:
-                if op == "spawn":
-                    self.spawn(req)
-                elif op in ("kill", "reap"):
-                    status, cpu = self.end(int(req["pid"]), op == "kill")
-                    self.ctl.send(wire.encode({"status": status, "cpu_ms": cpu}))
-                elif op == "reset":
+                if op == b"S":
+                    self.spawn(data[1:])
+                elif op == b"K" or op == b"R":
+                    status, cpu = self.end(int(data[1:]), op == b"K")
+                    self.ctl.send(b"%d %.3f" % (status, cpu))
+                elif op == b"X":
                     for pid in list(self.children):
                         self.end(pid, kill=True)
-                    self.ctl.send(wire.encode({"ok": True}))
+                    self.ctl.send(b"ok")
             except (OSError, KeyError, ValueError) as exc:
-                self.ctl.send(wire.encode({"error": str(exc), "status": -1, "cpu_ms": 0.0}))
+                self.ctl.send(b"E" + str(exc).encode(errors="replace") if op == b"S" else b"-1 0")
 
 
 def _start_zygote(result_fd: int) -> socket.socket:
@@ -259,7 +324,9 @@ def main(argv: list[str]) -> int:
             __import__(name)
         except ImportError:
             pass
+    isolate.prepare()  # what each solution's set-up calls, made ready once here
     gc.freeze()  # children share these objects: keep the collector from touching their pages
+    os.makedirs(os.path.dirname(ANSWER_PATH), exist_ok=True)
     zygote = _start_zygote(result_fd)
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
     for name in VERIFIER_PRELOAD:

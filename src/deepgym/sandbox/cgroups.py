@@ -1,9 +1,14 @@
-"""Per-run cgroups for the solution's memory and process limits, where the host lets us.
+"""cgroups for the solution's memory and process limits, where the host lets us.
 
 cgroup v1 with writable ``memory`` and ``pids`` controllers is used when present (as root on
 these machines); otherwise the limits fall back to rlimits inside the solution process, and every
-result records which mechanism enforced each limit. Directories are removed after the run; one
-still busy (a process exiting) is retried later, never left behind at close.
+result records which mechanism enforced each limit.
+
+Two shapes: ``create`` makes a group per run (``strict``), removed after the run (one still busy,
+a process exiting, is retried later, never left behind at close); a ``Slot`` is one pool
+worker's group, reused run after run with its control files held open, because making and
+removing a memory cgroup costs more kernel time than a whole pooled run's set-up. Each run on a
+slot reads its evidence as differences from the slot's counters at the run's start.
 """
 
 from __future__ import annotations
@@ -37,11 +42,10 @@ def v1_controllers() -> tuple[str, ...]:
     return tuple(found)
 
 
-@dataclass
-class RunCgroup:
-    """The solution's cgroups for one run: the ``cgroup.procs`` files its launcher writes to."""
+class _Groups:
+    """A solution's groups, one folder per controller (``dirs``; empty: rlimits only)."""
 
-    dirs: dict[str, str] = field(default_factory=dict)
+    dirs: dict[str, str]
 
     @property
     def procs_files(self) -> dict[str, str]:
@@ -52,6 +56,13 @@ class RunCgroup:
             "memory": "cgroup-v1" if "memory" in self.dirs else "rlimit",
             "processes": "cgroup-v1" if "pids" in self.dirs else "rlimit",
         }
+
+
+@dataclass
+class RunCgroup(_Groups):
+    """The solution's cgroups for one run: the ``cgroup.procs`` files its launcher writes to."""
+
+    dirs: dict[str, str] = field(default_factory=dict)
 
     def evidence(self) -> tuple[str | None, float | None]:
         """(limit that fired, peak memory in MiB) read from the groups after the run."""
@@ -148,3 +159,113 @@ def retry_pending(final: bool) -> None:
         if not still or not final:
             return
         time.sleep(0.02)
+
+
+class Slot(_Groups):
+    """A pool worker's cgroups, reused for each of its runs (one run at a time).
+
+    ``begin`` sets the run's limits and notes the counters; ``end`` reads what the run did: the
+    memory limit fired if the kernel's OOM killer acted in the group during the run, the process
+    limit if a fork was refused, and the peak is the usage above the run's starting level (page
+    cache a previous run left charged here is reclaimable and not counted).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.dirs: dict[str, str] = {}
+        self._fds: dict[str, int] = {}
+        self._set: dict[str, int] = {}
+        self._base: tuple[int, int, int] = (0, 0, 0)
+        for ctrl in v1_controllers():
+            d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
+            fds: dict[str, int] = {}
+            try:
+                os.makedirs(d)
+                for f, writable in _SLOT_FILES[ctrl]:
+                    fds[f] = os.open(os.path.join(d, f), os.O_RDWR if writable else os.O_RDONLY)
+            except OSError:
+                for fd in fds.values():
+                    os.close(fd)
+                _rmdir(d)
+                continue
+            self.dirs[ctrl] = d
+            self._fds.update(fds)
+        with contextlib.suppress(OSError):  # absent without swap accounting
+            if "memory" in self.dirs:
+                path = os.path.join(self.dirs["memory"], "memory.memsw.limit_in_bytes")
+                self._fds["memory.memsw.limit_in_bytes"] = os.open(path, os.O_RDWR)
+
+    def _read(self, name: str) -> str:
+        fd = self._fds.get(name)
+        return os.pread(fd, 4096, 0).decode() if fd is not None else ""
+
+    def _write(self, name: str, value: int) -> None:
+        fd = self._fds.get(name)
+        if fd is not None and self._set.get(name) != value:
+            os.pwrite(fd, str(value).encode(), 0)
+            self._set[name] = value
+
+    def begin(self, memory_mb: int, max_processes: int) -> None:
+        """Set this run's limits (only those that changed) and note the counters."""
+        limit = memory_mb * 2**20
+        if "memory" in self.dirs:
+            # memsw may never be below the memory limit: raise in the order that keeps it so
+            order = ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes")
+            old = self._set.get("memory.limit_in_bytes", 1 << 62)  # at first: no limit
+            for name in order if limit > old else reversed(order):
+                self._write(name, limit)
+            self._set.pop("memory.max_usage_in_bytes", None)
+            self._write("memory.max_usage_in_bytes", 0)  # resets the peak to the usage now
+        self._write("pids.max", max_processes)
+        self._base = (
+            _int(self._read("memory.usage_in_bytes")),
+            _counter(self._read("memory.oom_control"), "oom_kill"),
+            _counter(self._read("pids.events"), "max"),
+        )
+
+    def end(self) -> tuple[str | None, float | None]:
+        """(limit that fired during the run, peak memory in MiB above the run's start)."""
+        usage0, kills0, refused0 = self._base
+        limit = None
+        peak = None
+        if "memory" in self.dirs:
+            peak = max(_int(self._read("memory.max_usage_in_bytes")) - usage0, 0) / 2**20
+            if _counter(self._read("memory.oom_control"), "oom_kill") > kills0:
+                limit = "memory"
+        if limit is None and _counter(self._read("pids.events"), "max") > refused0:
+            limit = "processes"
+        return limit, peak
+
+    def close(self) -> None:
+        """Close the files and remove the groups (retried at exit if a process is still in)."""
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = {}
+        for d in self.dirs.values():
+            _rmdir(d)
+        self.dirs = {}
+
+
+_SLOT_FILES = {
+    "memory": (
+        ("memory.limit_in_bytes", True),
+        ("memory.max_usage_in_bytes", True),
+        ("memory.usage_in_bytes", False),
+        ("memory.oom_control", False),
+    ),
+    "pids": (("pids.max", True), ("pids.events", False)),
+}
+
+
+def _int(text: str) -> int:
+    text = text.strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _counter(text: str, key: str) -> int:
+    """The value of ``key`` in a ``key value`` per line file (0 when absent)."""
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return _int(value)
+    return 0

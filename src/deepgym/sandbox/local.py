@@ -155,7 +155,7 @@ class LocalBackend:
         self._envs[key] = d
         return d
 
-    def _limits(self, job: Job, group: cgroups.RunCgroup) -> dict[str, int]:
+    def _limits(self, job: Job, group: cgroups.RunCgroup | cgroups.Slot) -> dict[str, int]:
         env = job.env
         limits = {
             "cpu_s": math.ceil(job.timeout) + 1,

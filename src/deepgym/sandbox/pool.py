@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import time
 import uuid
@@ -37,9 +36,10 @@ from deepgym.sandbox.local import (
     apply_evidence,
     job_spec,
     solution_env,
-    take_evidence,
 )
 
+ANSWER_PATH = "/tmp/answer/solution.py"
+"""The answer's file in a worker (its own tmpfs; see ``deepgym.judge.worker``)."""
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
 READY_TIMEOUT_S = 30.0
@@ -53,8 +53,10 @@ class _Worker:
         proc: asyncio.subprocess.Process,
         events: asyncio.StreamReader,
         transport: asyncio.BaseTransport,
+        slot: cgroups.Slot,
     ) -> None:
         self.proc = proc
+        self.slot = slot
         self.events = events
         self.transport = transport
         self.rss_kb = 0
@@ -146,6 +148,7 @@ class _Worker:
         self._drain.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._drain
+        self.slot.close()
 
 
 class _Idle:
@@ -195,7 +198,6 @@ class PoolBackend(LocalBackend):
         self.isolation = "pool"
         self.size = size
         (self._root / "envs").mkdir(exist_ok=True)
-        (self._root / "runs").mkdir(exist_ok=True)
         self._idle: _Idle | None = None
         self._workers: list[_Worker] = []
         self._starting: asyncio.Task[None] | None = None
@@ -212,9 +214,6 @@ class PoolBackend(LocalBackend):
             "--ro-bind",
             str(self._root / "envs"),
             "/judge/envs",
-            "--ro-bind",
-            str(self._root / "runs"),
-            "/judge/runs",
             "--dir",  # where each solution mounts its own work dir
             "/work",
         ]
@@ -223,6 +222,7 @@ class PoolBackend(LocalBackend):
         return self.judge_sandbox(binds, ["worker", str(result_fd)], {"PYTHONHASHSEED": "0"})
 
     async def _spawn_worker(self) -> _Worker:
+        slot = cgroups.Slot(f"pool-{os.getpid()}-{uuid.uuid4().hex[:12]}")
         r_fd, w_fd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -233,6 +233,10 @@ class PoolBackend(LocalBackend):
                 pass_fds=(w_fd,),
                 start_new_session=True,
             )
+        except BaseException:
+            slot.close()
+            os.close(r_fd)
+            raise
         finally:
             os.close(w_fd)
         loop = asyncio.get_running_loop()
@@ -240,7 +244,7 @@ class PoolBackend(LocalBackend):
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
         )
-        worker = _Worker(proc, reader, transport)
+        worker = _Worker(proc, reader, transport, slot)
         try:
             await worker.ready()
         except BaseException:
@@ -291,29 +295,27 @@ class PoolBackend(LocalBackend):
         t0 = time.monotonic()
         idle = await self._ensure_started()
         env_dir = self._env_dir(job.env)
-        run_id = uuid.uuid4().hex
-        run_dir = self._root / "runs" / run_id
-        run_dir.mkdir()
-        (run_dir / "solution.py").write_text(job.answer)
-        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
-        spec = {
-            **job_spec(job, f"/judge/envs/{env_dir.name}", f"/judge/runs/{run_id}/solution.py"),
-            "solution_env": solution_env("/work"),
-            "cgroup_procs": [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in group.dirs.items()],
-            "limits_json": json.dumps(self._limits(job, group)),
-            "work_bytes": job.env.max_file_mb * 2 * 2**20,
-        }
         t_wait = time.monotonic()
         worker = await idle.get()
         queue_ms = (time.monotonic() - t_wait) * 1000.0
-        start_ms = (time.monotonic() - t0) * 1000.0
+        slot = worker.slot
         try:
+            slot.begin(job.env.memory_mb, job.env.max_processes)
+            procs = [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
+            spec = {
+                **job_spec(job, f"/judge/envs/{env_dir.name}", ANSWER_PATH),
+                "answer": job.answer,  # the worker writes it to a file of its own
+                "solution_env": solution_env("/work"),
+                "cgroup_procs": procs,
+                "limits_json": json.dumps(self._limits(job, slot)),
+                "work_bytes": job.env.max_file_mb * 2 * 2**20,
+            }
+            start_ms = (time.monotonic() - t0) * 1000.0
             events, code, timed_out, died = await worker.execute(spec, job.timeout + START_GRACE_S)
         finally:
             err = bytes(worker.stderr)
+            limit, peak = slot.end() if slot.dirs else (None, None)
             await self._release(worker)
-            evidence = take_evidence(group, "tmpfs")
-            shutil.rmtree(run_dir, ignore_errors=True)
         raw = self._raw(events, -signal.SIGKILL if died else code, b"", err, timed_out)
         if died:
             raw.outcome = dataclasses.replace(
@@ -322,7 +324,8 @@ class PoolBackend(LocalBackend):
         raw.isolation = "pool"
         raw.start_ms = start_ms
         raw.queue_ms = queue_ms
-        return apply_evidence(raw, evidence, t0)
+        mechanisms = {**slot.mechanisms(), "work_dir": "tmpfs", "time": "judge+host"}
+        return apply_evidence(raw, (limit, peak, mechanisms), t0)
 
     async def close(self) -> None:
         if self._starting is not None:

@@ -10,7 +10,6 @@ test fails too.
 from __future__ import annotations
 
 import ast
-import functools
 from types import CodeType
 from typing import Any
 
@@ -19,12 +18,25 @@ def _asserts(stmt: ast.stmt) -> bool:
     return any(isinstance(node, ast.Assert) for node in ast.walk(stmt))
 
 
-@functools.lru_cache(maxsize=256)
-def _compiled(
-    prompt: str, test: str
-) -> tuple[CodeType, list[CodeType], str, list[tuple[CodeType, bool, int]]]:
+_Compiled = tuple[CodeType, list[CodeType], str, list[tuple[CodeType, bool, int]]]
+_CACHE: dict[tuple[str, str], _Compiled] = globals().get("process_cache", {})
+"""Compiled problems, kept across runs where the judge gives a ``process_cache`` (a pool worker
+runs this file afresh for every answer; compiling a problem's tests is most of its work)."""
+_CACHE_MAX = 512
+
+
+def _compiled(prompt: str, test: str) -> _Compiled:
     """The problem compiled once per process: set-up code, the check's parameter name, and one
     (code, is a test, line) per top-level statement of ``check``."""
+    hit = _CACHE.get((prompt, test))
+    if hit is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        hit = _CACHE[prompt, test] = _compile(prompt, test)
+    return hit
+
+
+def _compile(prompt: str, test: str) -> _Compiled:
     setup = compile(prompt, "<prompt>", "exec")
     tree = ast.parse(test)
     module_code: list[CodeType] = []
