@@ -1079,3 +1079,59 @@ def test_the_answer_cannot_make_a_user_namespace(dg: DeepGym, host: HostGuard) -
     r = dg.run(env, probe)
     assert r.has_verdict and r.score == 1.0, r
     host.check()
+
+
+PRIVILEGE_PROBE = textwrap.dedent("""
+    import ctypes, os
+
+    def privileges():
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_uint32) for n in ("effective", "permitted", "inheritable")]
+
+        header, data = Header(0x20080522, 0), (Data * 2)()
+        assert libc.capget(ctypes.byref(header), ctypes.byref(data)) == 0
+        caps = sum(d.effective | d.permitted | d.inheritable for d in data)
+        bounding = sum(1 for c in range(64) if libc.prctl(23, c, 0, 0, 0) == 1)
+
+        def refused(ret):
+            return "allowed" if ret == 0 else os.strerror(ctypes.get_errno())
+
+        try:
+            os.setuid(0)
+            setuid = "allowed"
+        except OSError:  # EPERM, or EINVAL where no uid 0 is mapped at all
+            setuid = "refused"
+        return {
+            "uid": os.getuid(),
+            "capabilities": caps,
+            "bounding_set": bounding,
+            "mount": refused(libc.mount(b"tmpfs", b"/work", b"tmpfs", 0, None)),
+            "umount": refused(libc.umount2(b"/proc", 2)),
+            "sethostname": refused(libc.sethostname(b"mine", 4)),
+            "setuid": setuid,
+        }
+""")
+
+
+def test_the_answer_holds_no_privilege(dg: DeepGym, host: HostGuard) -> None:
+    """uid 65534, no capability in any set, an empty bounding set, and every privileged call
+    refused: the answer can neither uncover what is hidden from it nor change its identity."""
+    refused = os.strerror(1)  # EPERM
+    expected = {
+        "uid": 65534,
+        "capabilities": 0,
+        "bounding_set": 0,
+        "mount": refused,
+        "umount": refused,
+        "sethostname": refused,
+        "setuid": "refused",
+    }
+    env = fn_env("attack-privileges", "privileges", [{"args": [], "expected": expected}])
+    r = dg.run(env, PRIVILEGE_PROBE)
+    assert r.has_verdict and r.score == 1.0, r.cases[0].message
+    host.check()

@@ -197,28 +197,39 @@ def _write_all(proc: Any, data: bytes) -> None:
     os.write(proc.fds["in"], data)
 
 
-_CODE_CACHE: dict[tuple[str, int, int], Any] = {}
-_PROCESS_CACHES: dict[tuple[str, int, int], dict[Any, Any]] = {}
+_SOURCES: dict[tuple[str, int, int], bytes] = {}
+_CODE_CACHE: dict[bytes, Any] = {}
+_PROCESS_CACHES: dict[bytes, dict[Any, Any]] = {}
+_CACHE_MAX = 4096
 
 
 def _load_verifier(j: Judge) -> Any:
-    """A fresh module for the verifier file, every run; its compiled code is cached by path,
-    size and mtime (a pool worker judges many runs: compiling is the expensive part).
+    """A fresh module for the verifier file, every run; its compiled code is cached by content
+    (a pool worker judges many runs, and many environments share one verifier file, such as
+    every HumanEval problem: compiling is the expensive part).
 
-    The module finds ``process_cache`` among its globals: a dict of its own that outlives the
-    run in a pool worker (one per verifier file), for work that depends only on the verifier's
-    trusted data, such as compiling a problem's tests. Nothing of the answer belongs in it."""
+    The module finds ``process_cache`` among its globals: a dict that outlives the run in a pool
+    worker (one per verifier source), for work that depends only on the verifier's trusted
+    data, such as compiling a problem's tests. Nothing of the answer belongs in it."""
     path = j.job["verifier_path"]
     st = os.stat(path)
     key = (path, st.st_size, st.st_mtime_ns)
-    code = _CODE_CACHE.get(key)
-    if code is None:
+    source = _SOURCES.get(key)
+    if source is None:
         with open(path, "rb") as f:
-            code = compile(f.read(), path, "exec")
-        _CODE_CACHE[key] = code
+            source = f.read()
+        if len(_SOURCES) >= _CACHE_MAX:
+            _SOURCES.clear()
+        _SOURCES[key] = source
+    code = _CODE_CACHE.get(source)
+    if code is None:
+        if len(_CODE_CACHE) >= _CACHE_MAX:
+            _CODE_CACHE.clear()
+            _PROCESS_CACHES.clear()
+        code = _CODE_CACHE[source] = compile(source, path, "exec")
     module = type(sys)("verifier")
     module.__file__ = path
-    module.process_cache = _PROCESS_CACHES.setdefault(key, {})  # type: ignore[attr-defined]
+    module.process_cache = _PROCESS_CACHES.setdefault(source, {})  # type: ignore[attr-defined]
     sys.modules["verifier"] = module
     exec(code, module.__dict__)
     return module

@@ -35,6 +35,7 @@ PR_CAPBSET_DROP = 24
 CAP_LAST_CAP = 63
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SIGKILL = 9
+EINVAL = 22
 
 _libc: Any = None
 
@@ -136,15 +137,30 @@ class _CapData(ctypes.Structure):
     ]
 
 
-def drop_privileges() -> None:
-    """Empty the bounding, effective, permitted and inheritable sets; set no-new-privileges."""
+def drop_bounding_set() -> None:
+    """Empty the capability bounding set (inherited by every child: a pool's zygote does it
+    once, so that each solution it forks starts with it empty)."""
     lib = libc()
     for cap in range(_LAST_CAP + 1):
-        lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the kernel's last cap: fine
+        if lib.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != EINVAL:
+            _check(-1, "prctl(CAPBSET_DROP)")  # EINVAL: past the kernel's last capability
+
+
+def drop_privileges(bounding: bool = True) -> None:
+    """Empty the effective, permitted and inheritable sets (and the bounding set, unless the
+    caller's is empty already); set no-new-privileges."""
+    lib = libc()
+    if bounding:
+        drop_bounding_set()
     header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(lib.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
-    _check(lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    no_new_privileges()
+
+
+def no_new_privileges() -> None:
+    """No exec may grant privileges again (set-id bits and file capabilities are ignored)."""
+    _check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
 
 
 PR_SET_NAME = 15

@@ -131,47 +131,38 @@ class ZygoteLauncher(ServedLauncher):
 
 
 # -- the zygote ---------------------------------------------------------------------------------
-def _become_solution(payload: bytes, fds: list[int]) -> int:
-    """Runs in the forked child, pid 1 of a fresh pid namespace: isolate, then serve the answer."""
+def _become_solution(payload: bytes, fds: list[int], cgroup_fds: list[int]) -> int:
+    """Runs in the forked child, pid 1 of a fresh pid namespace: isolate, then serve the answer.
+
+    The zygote prepared what every solution shares (``Zygote.seal``): the verifier's folders
+    covered, the rest read-only, an empty bounding set, no-new-privileges and the seccomp
+    filter. What is the run's own is made here."""
     isolate.set_process_name("dg-solution")
     isolate.die_with_parent()
     os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
     req = wire.loads(payload.decode())
     job = req["job"]
-    for procs in job.get("cgroup_procs") or []:
-        with open(procs, "w") as f:
-            f.write("0")
+    for fd in cgroup_fds:  # join the worker's groups (the zygote holds their procs files)
+        os.write(fd, b"0")
     with open(job["answer_path"], "rb") as f:
         answer = f.read()
     solution_host.move_fds(fds, 0)
-    os.closerange(5, 65536)
-    isolate.new_user_namespace(
-        os.getuid(),
-        os.getgid(),
-        SOLUTION_ID,
-        isolate.CLONE_NEWNS | isolate.CLONE_NEWIPC | isolate.CLONE_NEWUTS,
-    )
-    isolate.make_private()
+    os.closerange(5, 65536)  # the zygote's own descriptors among them
+    # New mount and ipc namespaces in the worker's user namespace, where this process is uid
+    # 65534: the capabilities inherited from the zygote serve this set-up and are dropped
+    # before the answer's first line.
+    isolate.unshare(isolate.CLONE_NEWNS | isolate.CLONE_NEWIPC)
     size = int(job.get("work_bytes") or 128 * 2**20)
-    for hidden in ("/judge", "/cg", "/proc"):
-        if os.path.isdir(hidden):
-            isolate.tmpfs(hidden, 4096, "0555")
-    isolate.tmpfs("/tmp", size, "1777")
+    isolate.tmpfs("/tmp", size, "1777")  # over the worker's, with the answer's file
     isolate.tmpfs("/work", size, "0755")
     if os.path.isdir("/dev/shm"):
         isolate.tmpfs("/dev/shm", size, "1777")
     with open("/work/solution.py", "wb") as f:
         f.write(answer)
     del answer
-    # Nothing writable but the capped work dir, /tmp and /dev/shm: the worker's root and /dev
-    # are tmpfs that no limit would count, and the answer's own file stays as it was sent.
-    isolate.read_only("/work/solution.py", bind_first=True)
-    for folder in ("/", "/dev"):
-        isolate.read_only(folder)
+    isolate.read_only("/work/solution.py", bind_first=True)  # stays as it was sent
     # (``random`` reseeds itself in a forked child: an at-fork hook of its own)
-    isolate.sethostname("sandbox")
-    isolate.drop_privileges()
-    isolate.no_new_user_namespaces()
+    isolate.drop_privileges(bounding=False)
     os.chdir("/work")
     os.environ.clear()
     os.environ.update(job.get("solution_env") or {})
@@ -211,10 +202,31 @@ class Zygote:
     loop is kept to a few system calls: it never decodes a request (the child does) and never
     holds an answer (the child reads it from the worker's file)."""
 
-    def __init__(self, ctl: socket.socket) -> None:
+    def __init__(self, ctl: socket.socket, cgroup_procs: list[str]) -> None:
         self.ctl = ctl
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        self.cgroup_fds = [os.open(path, os.O_WRONLY) for path in cgroup_procs]
         self.children: dict[int, int] = {}
+
+    def seal(self) -> None:
+        """Once, what every solution shares: a mount namespace of the zygote's own with the
+        verifier's folders (``/judge``, ``/cg``, ``/proc``) covered and everything else
+        read-only (each solution then mounts only its writable tmpfs), the hostname, an empty
+        bounding set, no-new-privileges and the seccomp filter against user namespaces. Every
+        fork inherits them; none of them needs undoing."""
+        isolate.unshare(isolate.CLONE_NEWNS | isolate.CLONE_NEWUTS)
+        isolate.make_private()
+        for hidden in ("/judge", "/cg", "/proc"):
+            if os.path.isdir(hidden):
+                isolate.tmpfs(hidden, 4096, "0555")
+        # Nothing writable but what each solution mounts (its capped work dir, /tmp and
+        # /dev/shm): the worker's root and /dev are tmpfs that no limit would count.
+        for folder in ("/", "/dev"):
+            isolate.read_only(folder)
+        isolate.sethostname("sandbox")
+        isolate.drop_bounding_set()
+        isolate.no_new_privileges()
+        isolate.no_new_user_namespaces()
 
     def fork(self) -> int:
         isolate.unshare(isolate.CLONE_NEWPID)
@@ -238,7 +250,8 @@ class Zygote:
             code = solution_host.SETUP_FAILED
             try:
                 self.ctl.close()
-                code = _become_solution(payload, [r_in, w_out, w_err, r_req, w_rep])
+                pipes = [r_in, w_out, w_err, r_req, w_rep]
+                code = _become_solution(payload, pipes, self.cgroup_fds)
             except BaseException as exc:
                 try:
                     os.write(2, f"solution set-up failed: {exc}\n".encode())
@@ -284,7 +297,7 @@ class Zygote:
                 self.ctl.send(b"E" + str(exc).encode(errors="replace") if op == b"S" else b"-1 0")
 
 
-def _start_zygote(result_fd: int) -> socket.socket:
+def _start_zygote(result_fd: int, cgroup_procs: list[str]) -> socket.socket:
     """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its socket."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     isolate.unshare(isolate.CLONE_NEWPID)
@@ -298,7 +311,9 @@ def _start_zygote(result_fd: int) -> socket.socket:
             os.close(null)
             isolate.set_process_name("dg-zygote")
             isolate.die_with_parent()
-            Zygote(theirs).serve()
+            zygote = Zygote(theirs, cgroup_procs)
+            zygote.seal()
+            zygote.serve()
         finally:
             os._exit(0)
     theirs.close()
@@ -314,11 +329,15 @@ def _rss_kb() -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``worker RESULT_FD``: serve jobs from stdin until it closes."""
+    """``worker RESULT_FD [CGROUP_PROCS...]``: serve jobs from stdin until it closes; each
+    solution joins the groups whose ``cgroup.procs`` files are named."""
     result_fd = int(argv[0])
     isolate.set_process_name("dg-worker")
-    # A user namespace of our own: the capability to make a pid namespace per solution.
-    isolate.new_user_namespace(os.getuid(), os.getgid(), os.getuid())
+    # A user namespace of our own, as uid 65534: the capabilities to make a pid, mount, ipc and
+    # uts namespace per solution. Each solution shares it without any capability, cannot make
+    # another (seccomp), and cannot reach this process or the zygote (a pid namespace of its
+    # own, /proc covered).
+    isolate.new_user_namespace(os.getuid(), os.getgid(), SOLUTION_ID)
     for name in PRELOAD:
         try:
             __import__(name)
@@ -327,7 +346,7 @@ def main(argv: list[str]) -> int:
     isolate.prepare()  # what each solution's set-up calls, made ready once here
     gc.freeze()  # children share these objects: keep the collector from touching their pages
     os.makedirs(os.path.dirname(ANSWER_PATH), exist_ok=True)
-    zygote = _start_zygote(result_fd)
+    zygote = _start_zygote(result_fd, argv[1:])
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
     for name in VERIFIER_PRELOAD:
         __import__(name)

@@ -191,6 +191,8 @@ class LocalBackend:
             "--unshare-all",
             "--unshare-user",
             "--disable-userns",
+            "--cap-drop",  # the bounding set too: nothing a later exec could regain
+            "ALL",
             "--die-with-parent",
             "--new-session",
             *self._sys,

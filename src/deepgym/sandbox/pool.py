@@ -209,7 +209,7 @@ class PoolBackend(LocalBackend):
             os.makedirs(parent, exist_ok=True)
 
     # -- workers --------------------------------------------------------------------------
-    def _worker_argv(self, result_fd: int) -> list[str]:
+    def _worker_argv(self, result_fd: int, slot: cgroups.Slot) -> list[str]:
         binds = [
             "--ro-bind",
             str(self._root / "envs"),
@@ -219,14 +219,16 @@ class PoolBackend(LocalBackend):
         ]
         for ctrl, parent in self._cg_parents.items():
             binds += ["--bind", parent, f"/cg/{ctrl}"]
-        return self.judge_sandbox(binds, ["worker", str(result_fd)], {"PYTHONHASHSEED": "0"})
+        procs = [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
+        argv = ["worker", str(result_fd), *procs]
+        return self.judge_sandbox(binds, argv, {"PYTHONHASHSEED": "0"})
 
     async def _spawn_worker(self) -> _Worker:
         slot = cgroups.Slot(f"pool-{os.getpid()}-{uuid.uuid4().hex[:12]}")
         r_fd, w_fd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._worker_argv(w_fd),
+                *self._worker_argv(w_fd, slot),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -301,12 +303,10 @@ class PoolBackend(LocalBackend):
         slot = worker.slot
         try:
             slot.begin(job.env.memory_mb, job.env.max_processes)
-            procs = [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
             spec = {
                 **job_spec(job, f"/judge/envs/{env_dir.name}", ANSWER_PATH),
                 "answer": job.answer,  # the worker writes it to a file of its own
                 "solution_env": solution_env("/work"),
-                "cgroup_procs": procs,
                 "limits_json": json.dumps(self._limits(job, slot)),
                 "work_bytes": job.env.max_file_mb * 2 * 2**20,
             }
