@@ -132,7 +132,8 @@ def busy_pool_slots(client: DeepGym | None) -> set[str]:
 
 def live_pool_pids(client: DeepGym | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
-    worker's bwrap, the worker and its zygote, never a solution process."""
+    worker's bwrap, the worker, its zygote and the zygote's standby (a process forked ahead of
+    the next run, named ``dg-standby`` until it has one), never a solution process."""
     backend = getattr(getattr(client, "_core", None), "_backend", None)
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}

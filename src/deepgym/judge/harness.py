@@ -96,7 +96,12 @@ class Judge:
 
 def _plain(x: Any) -> Any:
     """JSON-safe copy of a report: anything else (a verifier's odd value) becomes its repr."""
-    if x is None or isinstance(x, bool | int | str):
+    t = type(x)  # exact types first: a report is mostly these
+    if t is str or t is bool or t is int or x is None:
+        return x
+    if t is dict:
+        return {k if type(k) is str else str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, bool | int | str):
         return x
     if isinstance(x, float):
         return x if x == x and abs(x) != float("inf") else repr(x)

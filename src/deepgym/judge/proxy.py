@@ -274,6 +274,11 @@ def recv_fds(sock: Any, bufsize: int, maxfds: int) -> tuple[bytes, list[int]]:
     return msg, list(fds)
 
 
+def spawn_request(job: dict[str, Any], mode: str, args: tuple[str, ...]) -> dict[str, Any]:
+    """What a server needs to start one solution process of ``job``."""
+    return {"mode": mode, "args": list(args), "job": {k: job.get(k) for k in SPAWN_KEYS}}
+
+
 def close_all(fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
@@ -294,8 +299,7 @@ class ServedLauncher(Launcher):
         self.ctl = ctl
 
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
-        job = {k: self.job.get(k) for k in SPAWN_KEYS}
-        pid, proc_pid, fds = self._ask_spawn({"mode": mode, "args": list(args), "job": job})
+        pid, proc_pid, fds = self._ask_spawn(spawn_request(self.job, mode, args))
         w_req, r_rep, r_out, r_err, w_in, pidfd = fds
         for fd in (r_rep, r_out, r_err):
             os.set_blocking(fd, False)
