@@ -53,12 +53,15 @@ def _install_audit_hook() -> None:
 class Judge:
     """One run's state: the clock, the in-play instant, the result channel."""
 
-    def __init__(self, job: dict[str, Any], result_fd: int, launcher: Any = None) -> None:
+    def __init__(
+        self, job: dict[str, Any], result_fd: int, launcher: Any = None, marks_fd: int = -1
+    ) -> None:
         self.job = job
         self.t0 = time.monotonic()
         self.deadline = self.t0 + float(job["timeout"])
         self.case_timeout = float(job["case_timeout"])
         self.result_fd = result_fd
+        self.marks_fd = marks_fd
         self.in_play = False
         self.launcher = (launcher or Launcher)(job, self.mark_in_play)
         self.session = Session(self.launcher, self.case_timeout, self.deadline)
@@ -75,7 +78,11 @@ class Judge:
         if not self.in_play:
             self.in_play = True
             ms = (time.monotonic() - self.t0) * 1000.0
-            self.send({"event": "in_play", "in_play_ms": ms, "by": by})
+            msg = {"event": "in_play", "in_play_ms": ms, "by": by}
+            if self.marks_fd >= 0:  # read by the host when the run ends: no wake-up now
+                os.write(self.marks_fd, (wire.dumps(msg) + "\n").encode())
+            else:
+                self.send(msg)
 
     def send(self, msg: dict[str, Any], then: dict[str, Any] | None = None) -> None:
         """Write ``msg`` (and ``then``, if given) as JSON lines, in one write."""
@@ -333,15 +340,22 @@ def main(argv: list[str]) -> int:
     return judge(job, result_fd, served_by(ctl))
 
 
-def judge(job: dict[str, Any], result_fd: int, launcher: Any = None, done: bool = False) -> int:
+def judge(
+    job: dict[str, Any],
+    result_fd: int,
+    launcher: Any = None,
+    done: bool = False,
+    marks_fd: int = -1,
+) -> int:
     """Run one job and send its report; return the verifier's exit code.
 
     ``launcher`` builds the solution launcher (a ``proxy.Launcher`` subclass); the strict sandbox
     execs a nested sandbox, the pool asks its clean worker to fork one. ``done``: follow the
     report with a ``done`` event carrying the exit code, in the same write (a pool worker's end
-    of job).
+    of job). ``marks_fd``: where the ``in_play`` event goes instead (a pool worker's host reads
+    it once the run has ended, or the worker died).
     """
-    j = Judge(job, result_fd, launcher)
+    j = Judge(job, result_fd, launcher, marks_fd)
     code = 0
     try:
         report = drive(j)

@@ -79,7 +79,7 @@ ANSWER_PATH = "/tmp/answer/solution.py"
 with a fresh one once it has read the answer. The zygote never reads it."""
 
 
-def run_job(job: dict[str, Any], result_fd: int, zygote: socket.socket) -> None:
+def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.socket) -> None:
     """Judge one job here, then have the zygote end anything of the run's still alive.
 
     The solution process a function or patch task will need is asked for first, so that the
@@ -102,7 +102,7 @@ def run_job(job: dict[str, Any], result_fd: int, zygote: socket.socket) -> None:
         return launchers[-1]
 
     try:
-        harness.judge(job, result_fd, make, done=True)
+        harness.judge(job, result_fd, make, done=True, marks_fd=marks_fd)
     finally:
         if not launchers and ahead is not None:  # pragma: no cover - the judge always makes one
             launchers.append(ZygoteLauncher(job, lambda: None, zygote, ahead))
@@ -374,7 +374,7 @@ class Zygote:
                 self.prepare()
 
 
-def _start_zygote(result_fd: int, cgroup_procs: list[str]) -> socket.socket:
+def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> socket.socket:
     """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its socket."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     isolate.unshare(isolate.CLONE_NEWPID)
@@ -382,7 +382,8 @@ def _start_zygote(result_fd: int, cgroup_procs: list[str]) -> socket.socket:
     if pid == 0:  # pragma: no cover - the zygote's whole life
         try:
             mine.close()
-            os.close(result_fd)
+            for fd in host_fds:  # the worker's channels to the host
+                os.close(fd)
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.close(null)
@@ -407,9 +408,10 @@ def _rss_kb() -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``worker RESULT_FD [CGROUP_PROCS...]``: serve jobs from stdin until it closes; each
-    solution joins the groups whose ``cgroup.procs`` files are named."""
-    result_fd = int(argv[0])
+    """``worker RESULT_FD MARKS_FD [CGROUP_PROCS...]``: serve jobs from stdin until it closes;
+    events go to RESULT_FD, each run's in-play mark to MARKS_FD, and each solution joins the
+    groups whose ``cgroup.procs`` files are named."""
+    result_fd, marks_fd = int(argv[0]), int(argv[1])
     isolate.set_process_name("dg-worker")
     # A user namespace of our own, as uid 65534: the capabilities to make a pid, mount, ipc and
     # uts namespace per solution. Each solution shares it without any capability, cannot make
@@ -424,7 +426,7 @@ def main(argv: list[str]) -> int:
     isolate.prepare()  # what each solution's set-up calls, made ready once here
     gc.freeze()  # children share these objects: keep the collector from touching their pages
     os.makedirs(os.path.dirname(ANSWER_PATH), exist_ok=True)
-    zygote = _start_zygote(result_fd, argv[1:])
+    zygote = _start_zygote((result_fd, marks_fd), argv[2:])
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
     for name in VERIFIER_PRELOAD:
         __import__(name)
@@ -440,4 +442,4 @@ def main(argv: list[str]) -> int:
         buffer += chunk
         while b"\n" in buffer:
             line, _, buffer = buffer.partition(b"\n")
-            run_job(wire.loads(line.decode()), result_fd, zygote)
+            run_job(wire.loads(line.decode()), result_fd, marks_fd, zygote)

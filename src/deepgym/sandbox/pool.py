@@ -54,9 +54,12 @@ class _Worker:
         events: asyncio.StreamReader,
         transport: asyncio.BaseTransport,
         slot: cgroups.Slot,
+        marks: int,
     ) -> None:
         self.proc = proc
         self.slot = slot
+        self.marks = marks
+        """The read end of the worker's in-play marks: drained when a run ends, never awaited."""
         self.events = events
         self.transport = transport
         self.rss_kb = 0
@@ -109,17 +112,18 @@ class _Worker:
             return None
 
         try:
-            code = await asyncio.wait_for(read(), wall)
+            async with asyncio.timeout(wall):
+                code = await read()
         except TimeoutError:
             self.kill()
-            return events, None, True, False
+            return self._marked(events), None, True, False
         except asyncio.CancelledError:  # the job may still be running: never reuse this worker
             self.kill()
             raise
         except (ConnectionError, OSError):
             code = None
         if code is not None:
-            return events, code, False, False
+            return self._marked(events), code, False, False
         self.healthy = False
         try:
             status = await asyncio.wait_for(self.proc.wait(), EXIT_WAIT_S)
@@ -127,8 +131,20 @@ class _Worker:
             status = None
         self.kill()
         if status is not None and 0 <= status < 128:  # it exited by itself: the verifier did
-            return events, status, False, False
-        return events, None, False, True
+            return self._marked(events), status, False, False
+        return self._marked(events), None, False, True
+
+    def _marked(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``events`` and the run's in-play mark, if it had one (written before the answer's
+        first line ran, so it is there whatever happened after)."""
+        data = b""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while chunk := os.read(self.marks, 65536):
+                data += chunk
+        for line in data.splitlines():
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+        return events
 
     def kill(self) -> None:
         self.healthy = False
@@ -149,6 +165,8 @@ class _Worker:
         with contextlib.suppress(asyncio.CancelledError):
             await self._drain
         self.slot.close()
+        with contextlib.suppress(OSError):
+            os.close(self.marks)
 
 
 class _Idle:
@@ -209,7 +227,7 @@ class PoolBackend(LocalBackend):
             os.makedirs(parent, exist_ok=True)
 
     # -- workers --------------------------------------------------------------------------
-    def _worker_argv(self, result_fd: int, slot: cgroups.Slot) -> list[str]:
+    def _worker_argv(self, result_fd: int, marks_fd: int, slot: cgroups.Slot) -> list[str]:
         binds = [
             "--ro-bind",
             str(self._root / "envs"),
@@ -220,33 +238,37 @@ class PoolBackend(LocalBackend):
         for ctrl, parent in self._cg_parents.items():
             binds += ["--bind", parent, f"/cg/{ctrl}"]
         procs = [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
-        argv = ["worker", str(result_fd), *procs]
+        argv = ["worker", str(result_fd), str(marks_fd), *procs]
         return self.judge_sandbox(binds, argv, {"PYTHONHASHSEED": "0"})
 
     async def _spawn_worker(self) -> _Worker:
         slot = cgroups.Slot(f"pool-{os.getpid()}-{uuid.uuid4().hex[:12]}")
         r_fd, w_fd = os.pipe()
+        m_r, m_w = os.pipe()
+        os.set_blocking(m_r, False)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._worker_argv(w_fd, slot),
+                *self._worker_argv(w_fd, m_w, slot),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_fd,),
+                pass_fds=(w_fd, m_w),
                 start_new_session=True,
             )
         except BaseException:
             slot.close()
             os.close(r_fd)
+            os.close(m_r)
             raise
         finally:
             os.close(w_fd)
+            os.close(m_w)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=2**24)
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
         )
-        worker = _Worker(proc, reader, transport, slot)
+        worker = _Worker(proc, reader, transport, slot, m_r)
         try:
             await worker.ready()
         except BaseException:
