@@ -54,6 +54,7 @@ def prepare() -> None:
     for name in ("unshare", "setns", "mount", "prctl", "capset", "sethostname"):
         getattr(lib, name)
     _seccomp_program()
+    _no_caps()
     global _LAST_CAP
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -137,6 +138,18 @@ class _CapData(ctypes.Structure):
     ]
 
 
+_NO_CAPS: tuple[Any, Any] | None = None
+
+
+def _no_caps() -> tuple[Any, Any]:
+    """``capset``'s arguments for empty sets (made once per process)."""
+    global _NO_CAPS
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _NO_CAPS = (ctypes.byref(header), ctypes.byref(data))  # each keeps its object alive
+    return _NO_CAPS
+
+
 def drop_bounding_set() -> None:
     """Empty the capability bounding set (inherited by every child: a pool's zygote does it
     once, so that each solution it forks starts with it empty)."""
@@ -152,9 +165,8 @@ def drop_privileges(bounding: bool = True) -> None:
     lib = libc()
     if bounding:
         drop_bounding_set()
-    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    _check(lib.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    header, data = _NO_CAPS or _no_caps()
+    _check(lib.capset(header, data), "capset")
     no_new_privileges()
 
 

@@ -72,6 +72,8 @@ PRELOAD = (
 VERIFIER_PRELOAD = ("ast", "traceback")
 """The verifier's own imports: loaded after the zygote is forked, which never needs them."""
 SOLUTION_ID = 65534
+ZYGOTE_ENV: dict[str, str] = {}
+"""The zygote's environment, which each solution inherits (filled in at ``Zygote.seal``)."""
 
 
 ANSWER_PATH = "/tmp/answer/solution.py"
@@ -218,8 +220,10 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     # (``random`` reseeds itself in a forked child: an at-fork hook of its own)
     isolate.drop_privileges(bounding=False)
     os.chdir("/work")
-    os.environ.clear()
-    os.environ.update(job.get("solution_env") or {})
+    env = job.get("solution_env") or {}
+    if env != ZYGOTE_ENV:  # the zygote's environment (the worker's) is the usual one
+        os.environ.clear()
+        os.environ.update(env)
     argv = [
         req["mode"],
         "/work/solution.py",
@@ -279,6 +283,8 @@ class Zygote:
         for folder in ("/", "/dev"):
             isolate.read_only(folder)
         isolate.sethostname("sandbox")
+        ZYGOTE_ENV.update(os.environ)
+        wire.loads(wire.dumps({}))  # the C scanner and encoder, made once here
         isolate.drop_bounding_set()
         isolate.no_new_privileges()
         isolate.no_new_user_namespaces()

@@ -239,7 +239,9 @@ class PoolBackend(LocalBackend):
             binds += ["--bind", parent, f"/cg/{ctrl}"]
         procs = [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
         argv = ["worker", str(result_fd), str(marks_fd), *procs]
-        return self.judge_sandbox(binds, argv, {"PYTHONHASHSEED": "0"})
+        # The worker's environment is every solution's: a solution inherits it from the zygote
+        # and changes it only where a run asks for another.
+        return self.judge_sandbox(binds, argv, solution_env("/work"))
 
     async def _spawn_worker(self) -> _Worker:
         slot = cgroups.Slot(f"pool-{os.getpid()}-{uuid.uuid4().hex[:12]}")
