@@ -242,6 +242,19 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     return code
 
 
+def _warm() -> None:
+    """Run here, a hundred times, the code each solution runs for a call: its bytecode is then
+    specialised once, in the zygote, instead of rewritten (and so copied) in every solution
+    (measured: about 3% of a pooled run's CPU)."""
+    module = type(sys)("warm")
+    exec(compile("def f(a, b):\n    return a\n", "<warm>", "exec"), module.__dict__)
+    refs = solution_host._Refs()
+    for i in range(100):
+        call = {"op": "call", "name": "f", "args": [i, [1, "x"]], "kwargs": {}}
+        req = wire.decode(wire.encode(call))
+        wire.encode({"ok": solution_host._serve_one(module, refs, req)}, refs.put)
+
+
 def _proc_pid(pidfd: int) -> int:
     """The pid as the mounted ``/proc`` numbers it (the pidfd's ``Pid:`` in fdinfo)."""
     with open(f"/proc/self/fdinfo/{pidfd}") as f:
@@ -282,7 +295,8 @@ class Zygote:
             isolate.read_only(folder)
         isolate.sethostname("sandbox")
         ZYGOTE_ENV.update(os.environ)
-        wire.loads(wire.dumps({}))  # the C scanner and encoder, made once here
+        _warm()  # the wire codec (its C scanner and encoder too) and the serving loop's code
+        gc.freeze()
         isolate.drop_bounding_set()
         isolate.no_new_privileges()
         isolate.no_new_user_namespaces()
