@@ -66,8 +66,11 @@ PRELOAD = (
     "random",
     "json",
     "hashlib",
+    "traceback",  # every answer that raises is reported with its traceback
+    "runpy",  # script tasks run the answer as __main__
+    "pkgutil",  # (runpy.run_path imports it at its first call)
 )
-VERIFIER_PRELOAD = ("ast", "traceback")
+VERIFIER_PRELOAD = ("ast",)
 """The verifier's own imports: loaded after the zygote is forked, which never needs them."""
 SOLUTION_ID = 65534
 ZYGOTE_ENV: dict[str, str] = {}
@@ -253,6 +256,10 @@ def _warm() -> None:
         call = {"op": "call", "name": "f", "args": [i, [1, "x"]], "kwargs": {}}
         req = wire.decode(wire.encode(call))
         wire.encode({"ok": solution_host._serve_one(module, refs, req)}, refs.put)
+    try:  # and what reports an answer that raised
+        solution_host._serve_one(module, refs, {"op": "call", "name": "g"})
+    except AttributeError as exc:
+        wire.encode({"err": solution_host._error(exc)})
 
 
 def _proc_pid(pidfd: int) -> int:
