@@ -5,7 +5,10 @@ least 500 runs, through (a) the pool, (b) the strict sandbox, (c) the ``human-ev
 own ``check_correctness`` in a thread pool (its documented harness), (d) a bare
 ``python -I -S`` per answer with no isolation, and (e) in-process ``exec`` with no isolation
 (the ceiling). Reported: runs/s, per-run p50 / p99 latency, CPU per run (of the benchmark and
-every process it starts, from a cpuacct cgroup where one is writable) and ratios.
+every process it starts, from a cpuacct cgroup where one is writable) and ratios; then the
+per-run overhead the pool adds: with the pool's usual load (the latency of each run less the
+in-process one) and one run at a time (nothing queued: each run's latency less the in-process
+``exec`` of the same answer and tests, three passes over the 164 problems).
 
 Targets (2 cores): pool >= 300 runs/s, per-run overhead p50 <= 5 ms and p99 <= 20 ms, pool >= 4x
 ``check_correctness`` and >= 2x bare ``python -I -S``, every canonical solution scoring 1.0.
