@@ -1,10 +1,11 @@
-"""Put a forked solution process in namespaces of its own, without exec (the pool's fast path).
+"""Isolate a forked solution process without exec (the pool's fast path). Linux only.
 
-The same guarantees as the strict sandbox's nested bwrap, applied with system calls from a forked
-child of a clean worker: a new user namespace (the answer is uid 65534 and holds no
-capabilities), new pid, mount, ipc and uts namespaces, a size-capped tmpfs work dir holding only
-the answer, tmpfs over every folder of the verifier's (``/judge``, ``/tmp``, ``/proc``, ``/cg``),
-no-new-privileges, and death with its parent. Linux only.
+The same guarantees as the strict sandbox's nested bwrap, applied with system calls by a pool
+worker's zygote and the solution processes it forks: new pid, mount and ipc namespaces, uid 65534
+with no capabilities (an empty bounding set included) and no-new-privileges, a seccomp filter
+against new user namespaces, a size-capped tmpfs work dir holding only the answer, tmpfs over
+every folder of the verifier's (``/judge``, ``/proc``, ``/cg``) and everything else read-only,
+and death with its parent.
 """
 
 from __future__ import annotations

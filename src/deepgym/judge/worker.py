@@ -1,23 +1,28 @@
 """A pool worker: a long-lived process in its own sandbox, and its clean zygote.
 
-The worker runs inside a bwrap of its own. At start it takes a user namespace of its own,
-imports what answers and verifiers commonly use, freezes that heap for the garbage collector
-(fewer copy-on-write faults in forked children), and forks a **zygote**: pid 1 of a pid namespace
-that the worker's user namespace owns, so that it may make a fresh pid namespace for every child.
-The worker then drops its capabilities and serves jobs.
+The worker runs inside a bwrap of its own. At start it takes a user namespace of its own (where
+it is uid 65534), imports what answers and verifiers commonly use, freezes that heap for the
+garbage collector (fewer copy-on-write faults in forked children), and forks a **zygote**: pid 1
+of a pid namespace that the worker's user namespace owns, so that it may make a fresh pid
+namespace for every child. The worker then drops its capabilities and serves jobs.
 
-Per job (one at a time, a JSON line on stdin) the worker runs the judge itself: the verifier is
-trusted code, and it loads the test data here. The answer never runs here. When the verifier
-first uses the answer, the worker asks the zygote for a solution process; the zygote forks it
-from its own memory, which has never held test data or an answer, as pid 1 of a fresh pid
-namespace; the child isolates itself (``isolate``: new user, mount, ipc and uts namespaces,
-uid 65534 without capabilities, a tmpfs work dir holding only the answer, the verifier's folders
-covered, the run's cgroups and rlimits) and serves the answer. Its pipe ends and a pidfd come
-back over a socket (``SCM_RIGHTS``); the zygote signals and reaps it on request. The answer
-shares the worker's network namespace: no interface but loopback, nothing listening.
+The zygote seals once what every solution shares (``Zygote.seal``: a mount namespace of its own
+with the verifier's folders covered and the rest read-only, the hostname, an empty bounding set,
+no-new-privileges, the seccomp filter) and keeps one solution process forked ahead, a *standby*:
+pid 1 of a fresh pid namespace, in fresh mount and ipc namespaces, waiting for its run.
 
-Events go to the host on the result fd: ``ready`` once, then per job the judge's own events and a
-final ``done`` with the verifier's exit code.
+Per job (one at a time, a JSON line on stdin) the worker writes the answer to a file of its own,
+asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
+code, and it loads the test data here. The answer never runs here. The zygote hands over its
+standby (its pipe ends and a pidfd come back over a socket, ``SCM_RIGHTS``), which joins the
+worker's cgroups, reads the answer, mounts its own capped work dir, ``/tmp`` and ``/dev/shm``,
+drops its capabilities and serves the answer from the verifier's first call; the zygote signals
+and reaps it on request. The answer shares the worker's network namespace: no interface but
+loopback, nothing listening.
+
+Events go to the host on the result fd: ``ready`` once, then per job the report and a ``done``
+with the verifier's exit code; each run's ``in_play`` mark goes on the marks fd, which the host
+reads when the run ends.
 """
 
 from __future__ import annotations

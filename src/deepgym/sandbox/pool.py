@@ -2,12 +2,14 @@
 
 Each worker is started once in a bwrap of its own (all namespaces, no network, no host
 environment, the system read-only) with the judge imported. Per run it judges in-process (the
-verifier is trusted code) and, at the verifier's first use of the answer, has its zygote (a
-process that never held test data or an answer) fork the solution as pid 1 of a fresh pid
-namespace, in fresh user, mount, ipc and uts namespaces, with the run's cgroups and rlimits
+verifier is trusted code) while its zygote (a process that never held test data or an answer)
+hands over a solution process it forked ahead: pid 1 of a fresh pid namespace, in fresh mount and
+ipc namespaces, uid 65534 without capabilities, in the worker's cgroups and the run's rlimits
 (``deepgym.judge.worker``). The isolation matches ``strict`` test for test; what changes is that
 no interpreter and no bwrap start per run.
 
+Each worker has a cgroup per controller of its own (``cgroups.Slot``), reused run after run: the
+host sets a run's limits before sending the job and reads its evidence when the run ends.
 Workers start lazily, are handed out first come first served, are replaced when they die or when
 a run on them is cancelled, and stop at ``close`` or exit. A worker that dies takes its run with
 it as a run without a verdict (the client retries it if the answer was not yet in play).
