@@ -72,9 +72,13 @@ def test_plain_import_does_not_load_pydantic() -> None:
 
 
 def _public_methods(cls: type) -> dict[str, Any]:
+    """The class's own methods and those of its bases (``object``'s aside)."""
+    members: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        members.update(vars(klass))
     return {
         name: member
-        for name, member in vars(cls).items()
+        for name, member in members.items()
         if callable(member) and (not name.startswith("_") or name == "__init__")
     }
 

@@ -30,7 +30,7 @@ from collections.abc import (
 )
 from contextlib import aclosing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from deepgym.envs.registry import load_suite, resolve
 from deepgym.exceptions import ConfigError, DeepGymError
@@ -502,8 +502,49 @@ class _Portal:
             self.loop.close()
 
 
-class DeepGym:
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+class BlockingFace:
+    """A blocking object over an async one (``_core``, with an ``async close()``): each call
+    runs on a portal started at the first call, which ``close`` (or exit) stops."""
+
+    _core: _Closable
+
+    def __init__(self) -> None:
+        self._portal: _Portal | None = None
+        self._lock = threading.Lock()
+
+    def _get_portal(self) -> _Portal:
+        with self._lock:
+            if self._portal is None:
+                self._portal = _Portal()
+                atexit.register(self.close)
+            return self._portal
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._get_portal().call(coro)
+
+    def close(self) -> None:
+        """Release the async core and stop the portal thread."""
+        with self._lock:
+            portal, self._portal = self._portal, None
+        if portal is not None:
+            portal.call(self._core.close())
+            portal.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class DeepGym(BlockingFace):
     """The blocking client: the same methods as ``AsyncDeepGym``, driven through a portal."""
+
+    _core: AsyncDeepGym
 
     def __init__(
         self,
@@ -523,18 +564,7 @@ class DeepGym:
         self.workers = workers
         self.url = url
         self.time_limits = self._core.time_limits
-        self._portal: _Portal | None = None
-        self._lock = threading.Lock()
-
-    def _get_portal(self) -> _Portal:
-        with self._lock:
-            if self._portal is None:
-                self._portal = _Portal()
-                atexit.register(self.close)
-            return self._portal
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._get_portal().call(coro)
+        super().__init__()
 
     def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
         """See ``AsyncDeepGym.time_limit``."""
@@ -610,17 +640,3 @@ class DeepGym:
     def sandbox_stats(self) -> dict[str, Any]:
         """See ``AsyncDeepGym.sandbox_stats``."""
         return self._call(self._core.sandbox_stats())
-
-    def close(self) -> None:
-        """Release the backend and stop the portal thread."""
-        with self._lock:
-            portal, self._portal = self._portal, None
-        if portal is not None:
-            portal.call(self._core.close())
-            portal.stop()
-
-    def __enter__(self) -> DeepGym:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

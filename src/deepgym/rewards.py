@@ -20,16 +20,15 @@ train on it as a 0). Invariants:
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
 import math
 import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeGuard
 
-from deepgym.client import AsyncDeepGym, _Portal
+from deepgym.client import AsyncDeepGym, BlockingFace
 from deepgym.envs.registry import resolve
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
@@ -44,7 +43,6 @@ __all__ = [
     "extract_code",
 ]
 
-T = TypeVar("T")
 EnvLike = Environment | str | Path
 ENV_KEYS = ("env", "env_name")
 """Keyword arguments (dataset columns) that name each sample's environment, in priority order."""
@@ -354,12 +352,14 @@ class AsyncRewardFunction:
         await self.close()
 
 
-class RewardFunction:
+class RewardFunction(BlockingFace):
     """The blocking reward function: ``reward(completions=...)`` -> ``list[float | None]``.
 
     Same parameters and methods as ``AsyncRewardFunction``, which it drives through a portal (an
     event loop in a daemon thread), so it works from any thread and inside a running event loop.
     """
+
+    _core: AsyncRewardFunction
 
     def __init__(
         self,
@@ -388,8 +388,7 @@ class RewardFunction:
             name=name,
         )
         self.__name__ = name
-        self._portal: _Portal | None = None
-        self._lock = threading.Lock()
+        super().__init__()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_core": self._core, "__name__": self.__name__}
@@ -404,14 +403,6 @@ class RewardFunction:
     @property
     def timeout(self) -> float | None:
         return self._core.timeout
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            if self._portal is None:
-                self._portal = _Portal()
-                atexit.register(self.close)
-            portal = self._portal
-        return portal.call(coro)
 
     def __call__(
         self,
@@ -448,20 +439,6 @@ class RewardFunction:
     ) -> list[dict[str, float] | None]:
         """See ``AsyncRewardFunction.per_test_rewards``."""
         return self._call(self._core.per_test_rewards(completions, prompts, **kwargs))
-
-    def close(self) -> None:
-        """Release the client and stop the portal thread."""
-        with self._lock:
-            portal, self._portal = self._portal, None
-        if portal is not None:
-            portal.call(self._core.close())
-            portal.stop()
-
-    def __enter__(self) -> RewardFunction:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def as_coroutine_function(
