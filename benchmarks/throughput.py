@@ -116,26 +116,26 @@ class _DeepGymClients:
         self.loop.close()
 
 
-def _lone_overhead(envs: list[Any], programs: list[str], rounds: int = 3) -> dict[str, float]:
+def _lone_overhead(
+    clients: _DeepGymClients, envs: list[Any], programs: list[str], rounds: int = 3
+) -> dict[str, float]:
     """What the pool adds to each run: one run at a time (nothing queued, nothing else running),
     its latency less the in-process ``exec`` of the same answer and tests, over ``rounds``
-    passes of every problem, interleaved answer by answer."""
+    passes of every problem, interleaved answer by answer, on the pool the passes warmed."""
 
     async def go() -> list[float]:
-        answers = [e.reference_solution or "" for e in envs]
+        dg = clients.clients["pool"]
         over: list[float] = []
-        async with AsyncDeepGym(sandbox="pool", time_limits=TimeLimitPolicy(factor=None)) as dg:
-            await dg.run_batch(envs, answers, max_parallel=8)  # warm: workers and each problem
-            for _ in range(rounds):
-                for env, answer, program in zip(envs, answers, programs, strict=True):
-                    r = await dg.run(env, answer)
-                    t = time.perf_counter()
-                    exec(compile(program, "<humaneval>", "exec"), {"__name__": "bench"})
-                    base = (time.perf_counter() - t) * 1000.0
-                    over.append(r.service.total_ms - r.service.queue_ms - base)
+        for _ in range(rounds):
+            for env, program in zip(envs, programs, strict=True):
+                r = await dg.run(env, env.reference_solution or "")
+                t = time.perf_counter()
+                exec(compile(program, "<humaneval>", "exec"), {"__name__": "bench"})
+                base = (time.perf_counter() - t) * 1000.0
+                over.append(r.service.total_ms - r.service.queue_ms - base)
         return over
 
-    over = asyncio.run(go())
+    over = clients.loop.run_until_complete(go())
     return {"runs": len(over), "p50_ms": quantile(over, 0.5), "p99_ms": quantile(over, 0.99)}
 
 
@@ -208,11 +208,14 @@ def main() -> int:
         f"by pass; {args.parallel} in parallel; CPU from {METER.mode}",
         file=sys.stderr,
     )
+    lone = None
     try:
         for i in range(args.repeat):  # the arms take turns, each pass in another order
             for arm in arms[i % len(arms) :] + arms[: i % len(arms)]:
                 arm.one_pass(i, size)
                 print(f"  pass {i + 1}: {arm.name}", file=sys.stderr)
+        if "a" not in skip and "e" not in skip:
+            lone = _lone_overhead(clients, envs, programs)
     finally:
         clients.close()
     stats = {arm.name: arm.row() for arm in arms}
@@ -232,15 +235,13 @@ def main() -> int:
             ]
         )
     print_table(rows, ["arm", "runs/s", "p50 ms", "p99 ms", "CPU ms/run", "passed", "pool is"])
-    lone = None
-    if pool and "e in-process exec" in stats:
+    if pool and lone is not None:
         overhead_p50 = pool["p50_ms"] - stats["e in-process exec"]["p50_ms"]
         overhead_p99 = pool["p99_ms"] - stats["e in-process exec"]["p99_ms"]
         print(
             f"\npool latency over in-process exec under load ({args.parallel * 4} in flight): "
             f"p50 {overhead_p50:.1f} ms, p99 {overhead_p99:.1f} ms"
         )
-        lone = _lone_overhead(envs, programs)
         print(
             f"per-run overhead, one run at a time (pool latency less in-process exec, same "
             f"answer): p50 {lone['p50_ms']:.1f} ms, p99 {lone['p99_ms']:.1f} ms"

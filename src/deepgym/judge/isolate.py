@@ -160,14 +160,16 @@ def drop_bounding_set() -> None:
             _check(-1, "prctl(CAPBSET_DROP)")  # EINVAL: past the kernel's last capability
 
 
-def drop_privileges(bounding: bool = True) -> None:
-    """Empty the effective, permitted and inheritable sets (and the bounding set, unless the
-    caller's is empty already); set no-new-privileges."""
-    lib = libc()
-    if bounding:
-        drop_bounding_set()
+def drop_capabilities() -> None:
+    """Empty the effective, permitted and inheritable sets."""
     header, data = _NO_CAPS or _no_caps()
-    _check(lib.capset(header, data), "capset")
+    _check(libc().capset(header, data), "capset")
+
+
+def drop_privileges() -> None:
+    """Empty every capability set, the bounding set included; set no-new-privileges."""
+    drop_bounding_set()
+    drop_capabilities()
     no_new_privileges()
 
 

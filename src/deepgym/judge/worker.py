@@ -37,7 +37,6 @@ import sys
 from . import harness, isolate, solution_host, wire
 from .proxy import (
     MSG_MAX,
-    Launcher,
     Process,
     ServedLauncher,
     close_all,
@@ -97,26 +96,22 @@ def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.s
     answer = job.pop("answer", None)
     if answer is not None:
         with open(ANSWER_PATH, "w", encoding="utf-8", newline="") as f:
-            f.write(answer)
-        job["answer_path"] = ANSWER_PATH
+            f.write(answer)  # the job names this path: the host takes it from here
     ahead = None
     if job.get("kind") != "script":
         ahead = spawn_request(job, "repo" if job.get("kind") == "patch" else "module", ())
         zygote.send(b"S" + wire.encode(ahead))
-    launchers: list[ZygoteLauncher] = []
+    launcher = ZygoteLauncher(job, lambda: None, zygote, ahead)
 
     def make(job: dict[str, Any], on_start: Callable[[], None]) -> ZygoteLauncher:
-        launchers.append(ZygoteLauncher(job, on_start, zygote, ahead if not launchers else None))
-        return launchers[-1]
+        launcher.on_start = on_start  # the judge's, which marks the answer in play
+        return launcher
 
     try:
         harness.judge(job, result_fd, make, done=True, marks_fd=marks_fd)
     finally:
-        if not launchers and ahead is not None:  # pragma: no cover - the judge always makes one
-            launchers.append(ZygoteLauncher(job, lambda: None, zygote, ahead))
-        for launcher in launchers:
-            launcher.settle()
-        if any(launcher.live for launcher in launchers):
+        launcher.settle()
+        if launcher.live:
             zygote.send(b"X")
             zygote.recv(MSG_MAX)
 
@@ -178,9 +173,9 @@ class ZygoteLauncher(ServedLauncher):
         keep_tree_cpu(proc)
 
     def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
-        if proc.proc_pid is None:
+        if proc.proc_pid is None:  # in our /proc too: the tree is read here, as the base does
             proc.proc_pid = _proc_pid(proc.pidfd)
-        return Launcher.timeout_blame(self, proc, limit_ms)
+        return super().timeout_blame(proc, limit_ms)
 
 
 # -- the zygote ---------------------------------------------------------------------------------
@@ -224,7 +219,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     del answer
     isolate.read_only("/work/solution.py", bind_first=True)  # stays as it was sent
     # (``random`` reseeds itself in a forked child: an at-fork hook of its own)
-    isolate.drop_privileges(bounding=False)
+    isolate.drop_capabilities()  # the bounding set and no-new-privileges: from the zygote
     os.chdir("/work")
     env = job.get("solution_env") or {}
     if env != ZYGOTE_ENV:  # the zygote's environment (the worker's) is the usual one

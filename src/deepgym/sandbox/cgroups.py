@@ -70,18 +70,13 @@ class RunCgroup(_Groups):
         peak = None
         mem = self.dirs.get("memory")
         if mem:
-            peak = _read_int(os.path.join(mem, "memory.max_usage_in_bytes")) / 2**20
+            peak = _int(_read_text(os.path.join(mem, "memory.max_usage_in_bytes"))) / 2**20
             oom = _read_text(os.path.join(mem, "memory.oom_control"))
-            kills = [ln for ln in oom.splitlines() if ln.startswith("oom_kill ")]
-            if (kills and kills[0].split()[1] != "0") or _read_int(
-                os.path.join(mem, "memory.failcnt")
-            ):
+            if _counter(oom, "oom_kill") or _int(_read_text(os.path.join(mem, "memory.failcnt"))):
                 limit = "memory"
         pids = self.dirs.get("pids")
-        if pids and limit is None:
-            events = _read_text(os.path.join(pids, "pids.events"))
-            if any(ln.startswith("max ") and ln.split()[1] != "0" for ln in events.splitlines()):
-                limit = "processes"
+        if pids and limit is None and _counter(_read_text(f"{pids}/pids.events"), "max"):
+            limit = "processes"
         return limit, peak
 
     def remove(self) -> None:
@@ -96,11 +91,6 @@ def _read_text(path: str) -> str:
             return f.read()
     except OSError:
         return ""
-
-
-def _read_int(path: str) -> int:
-    text = _read_text(path).strip()
-    return int(text) if text.isdigit() else 0
 
 
 def _rmdir(path: str) -> None:
@@ -199,6 +189,7 @@ class Slot(_Groups):
         return os.pread(fd, 4096, 0).decode() if fd is not None else ""
 
     def _write(self, name: str, value: int) -> None:
+        """Write a limit, only if it changed since the last run."""
         fd = self._fds.get(name)
         if fd is not None and self._set.get(name) != value:
             os.pwrite(fd, str(value).encode(), 0)
@@ -213,8 +204,7 @@ class Slot(_Groups):
             old = self._set.get("memory.limit_in_bytes", 1 << 62)  # at first: no limit
             for name in order if limit > old else reversed(order):
                 self._write(name, limit)
-            self._set.pop("memory.max_usage_in_bytes", None)
-            self._write("memory.max_usage_in_bytes", 0)  # resets the peak to the usage now
+            os.pwrite(self._fds["memory.max_usage_in_bytes"], b"0", 0)  # peak := usage now
         self._write("pids.max", max_processes)
         self._base = (
             _int(self._read("memory.usage_in_bytes")),

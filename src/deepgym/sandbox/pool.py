@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
+from deepgym.judge.worker import ANSWER_PATH
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.local import (
@@ -40,8 +41,6 @@ from deepgym.sandbox.local import (
     solution_env,
 )
 
-ANSWER_PATH = "/tmp/answer/solution.py"
-"""The answer's file in a worker (its own tmpfs; see ``deepgym.judge.worker``)."""
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
 READY_TIMEOUT_S = 30.0
