@@ -108,3 +108,42 @@ print(os.read(10, 1).decode() + os.read(11, 1).decode())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "01"
+
+
+@pytest.mark.parametrize(
+    ("reads", "lines"),
+    [
+        ([b'{"a":1}\n{"b":2}\n'], [b'{"a":1}\n', b'{"b":2}\n']),  # two lines in one read
+        ([b'{"a"', b":1}", b"\n"], [b'{"a":1}\n']),  # one line over three reads
+        ([b"x\ny", b"z\n", b"tail"], [b"x\n", b"yz\n", b"tail"]),  # a last line, no newline
+        ([], []),
+    ],
+)
+def test_lines_splits_what_each_read_returns_at_newlines(
+    reads: list[bytes], lines: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pending = list(reads)
+
+    def read(fd: int, n: int) -> bytes:
+        assert fd == 7
+        return pending.pop(0) if pending else b""
+
+    monkeypatch.setattr(solution_host, "os", SimpleNamespace(read=read))
+    assert list(solution_host._lines(7)) == lines
+
+
+def test_write_all_writes_past_the_pipe_buffer() -> None:
+    r, w = os.pipe()
+    data = os.urandom(1 << 20)  # four times a default pipe buffer: partial writes happen
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child writes and leaves
+        os.close(r)
+        solution_host._write_all(w, data)
+        os._exit(0)
+    os.close(w)
+    got = b""
+    while chunk := os.read(r, 1 << 16):
+        got += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got == data

@@ -158,3 +158,40 @@ def test_each_worker_keeps_one_cgroup_per_controller_and_removes_it_at_close() -
         assert not any(os.path.exists(d) for d in groups)
 
     asyncio.run(go())
+
+
+ENVIRON = Environment(
+    name="environ",
+    entry_point="environ",
+    test_cases=[
+        {
+            "args": [],
+            "expected": {
+                "HOME": "/work",
+                "LANG": "C.UTF-8",
+                "PATH": "/usr/bin:/bin",
+                "PYTHONHASHSEED": "0",
+            },
+        }
+    ],
+    timeout=20.0,
+    case_timeout=10.0,
+)
+
+
+@pytest.mark.parametrize("sandbox", ["pool", "strict"])
+def test_the_answer_sees_only_the_solution_environment(sandbox: str) -> None:
+    """Nothing of the worker's own start-up settings (its dynamic-linker setting) reaches it."""
+
+    async def go() -> None:
+        async with AsyncDeepGym(
+            sandbox=sandbox, workers=1, time_limits=TimeLimitPolicy(factor=None)
+        ) as dg:
+            src = (  # (``strict`` adds PWD, which bwrap sets where it starts a process)
+                "import os\ndef environ():\n"
+                "    return {k: v for k, v in os.environ.items() if k != 'PWD'}\n"
+            )
+            runs = [await dg.run(ENVIRON, src) for _ in range(2)]
+        assert all(r.passed for r in runs), [c.message for r in runs for c in r.cases]
+
+    asyncio.run(go())

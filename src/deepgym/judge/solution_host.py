@@ -18,6 +18,7 @@ from . import wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 REQ_FD = 3
@@ -147,10 +148,12 @@ def _serve_one(module: Any, refs: _Refs, req: dict[str, Any]) -> Any:
     raise ValueError(f"unknown op {op!r}")
 
 
-def _load_answer(path: str) -> Any:
-    """Import the answer as module ``solution`` (without ``importlib``'s start-up cost)."""
-    with open(path, "rb") as f:
-        source = f.read()
+def _load_answer(path: str, source: bytes | None = None) -> Any:
+    """Import the answer as module ``solution`` (without ``importlib``'s start-up cost);
+    ``source``: the file's bytes, where the caller has them already."""
+    if source is None:
+        with open(path, "rb") as f:
+            source = f.read()
     module = type(sys)("solution")
     module.__file__ = path
     sys.modules["solution"] = module
@@ -158,22 +161,44 @@ def _load_answer(path: str) -> Any:
     return module
 
 
-def _serve(path: str | None) -> int:
+def _lines(fd: int) -> Iterator[bytes]:
+    """The lines read from ``fd`` (the last one without its newline if the writer left it so),
+    straight from the descriptor: no file object to set up per process."""
+    parts: list[bytes] = []
+    while chunk := os.read(fd, 65536):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            parts.append(chunk[start : end + 1])
+            yield b"".join(parts) if len(parts) > 1 else parts[0]
+            parts = []
+            start = end + 1
+        if start < len(chunk):
+            parts.append(chunk[start:])
+    if parts:
+        yield b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _serve(path: str | None, source: bytes | None = None) -> int:
     """Serve requests; ``path`` None: import no answer (``repo`` mode)."""
-    reqs = os.fdopen(REQ_FD, "rb", buffering=65536)
-    reps = os.fdopen(REP_FD, "wb", buffering=0)
     refs = _Refs()
     module: Any = None
     load_error: dict[str, Any] | None = None
     loaded = False
-    reps.write(READY)
-    for line in reqs:
+    _write_all(REP_FD, READY)
+    for line in _lines(REQ_FD):
         if not loaded:  # the answer loads at its first use: a process started ahead of time
             loaded = True  # runs none of it until the verifier asks
             try:
-                module = _load_answer(path) if path is not None else None
+                module = _load_answer(path, source) if path is not None else None
             except BaseException as exc:  # the answer's own failure, reported on every call
                 load_error = _error(exc)
+            source = None
         if load_error is not None:
             reply: dict[str, Any] = {"err": load_error}
         else:
@@ -188,7 +213,7 @@ def _serve(path: str | None) -> int:
             data = wire.encode(reply, refs.put)
         except (wire.WireError, RecursionError, TypeError, ValueError) as exc:
             data = wire.encode({"err": _error(exc)})
-        reps.write(data)
+        _write_all(REP_FD, data)
     return 0
 
 
@@ -226,8 +251,9 @@ SETUP_FAILED = 121
 """Exit code of a solution process whose own set-up failed (before any of the answer ran)."""
 
 
-def main(argv: list[str]) -> int:
-    """``solution module|script|repo PATH LIMITS_JSON [ARGS...]``."""
+def main(argv: list[str], source: bytes | None = None) -> int:
+    """``solution module|script|repo PATH LIMITS_JSON [ARGS...]``; ``source``: the bytes of
+    PATH, where the caller (a pool's solution process, which wrote it) has them."""
     mode, path, limits_json, *args = argv
     try:
         _take_host_setup()
@@ -237,7 +263,7 @@ def main(argv: list[str]) -> int:
         os.write(2, f"solution set-up failed: {exc}\n".encode())
         return SETUP_FAILED
     if mode == "module":
-        return _serve(path)
+        return _serve(path, source)
     if mode == "repo":
         return _serve(None)
     sys.argv = [path, *args]

@@ -202,8 +202,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     job = req["job"]
     for fd in cgroup_fds:  # join the worker's groups (the zygote holds their procs files)
         os.write(fd, b"0")
-    with open(job["answer_path"], "rb") as f:
-        answer = f.read()
+    answer = _read_file(job["answer_path"])
     solution_host.move_fds(fds, 0)
     os.closerange(5, 65536)  # the zygote's own descriptors among them
     # New mount and ipc namespaces in the worker's user namespace, where this process is uid
@@ -214,9 +213,11 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     isolate.tmpfs("/work", size, "0755")
     if os.path.isdir("/dev/shm"):
         isolate.tmpfs("/dev/shm", size, "1777")
-    with open("/work/solution.py", "wb") as f:
-        f.write(answer)
-    del answer
+    fd = os.open("/work/solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        solution_host._write_all(fd, answer)
+    finally:
+        os.close(fd)
     isolate.read_only("/work/solution.py", bind_first=True)  # stays as it was sent
     # (``random`` reseeds itself in a forked child: an at-fork hook of its own)
     isolate.drop_capabilities()  # the bounding set and no-new-privileges: from the zygote
@@ -231,8 +232,8 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         job.get("limits_json") or "{}",
         *map(str, req.get("args") or []),
     ]
-    try:
-        code = solution_host.main(argv)
+    try:  # the answer's bytes go along: read here once, not again from the file
+        code = solution_host.main(argv, answer if req["mode"] == "module" else None)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -243,6 +244,17 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         except Exception:
             pass
     return code
+
+
+def _read_file(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        parts = []
+        while chunk := os.read(fd, 1 << 20):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def _warm() -> None:
@@ -438,6 +450,10 @@ def main(argv: list[str]) -> int:
     groups whose ``cgroup.procs`` files are named."""
     result_fd, marks_fd = int(argv[0]), int(argv[1])
     isolate.set_process_name("dg-worker")
+    # Started with LD_BIND_NOW=1: the dynamic linker bound every symbol of the interpreter at
+    # start, once, so no forked solution binds (and copies the pages of) the ones it is first
+    # to call (measured: 14 fewer page faults per run). Nothing started from here needs it.
+    os.environ.pop("LD_BIND_NOW", None)
     # A user namespace of our own, as uid 65534: the capabilities to make a pid, mount, ipc and
     # uts namespace per solution. Each solution shares it without any capability, cannot make
     # another (seccomp), and cannot reach this process or the zygote (a pid namespace of its

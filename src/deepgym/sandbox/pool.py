@@ -242,7 +242,8 @@ class PoolBackend(LocalBackend):
         argv = ["worker", str(result_fd), str(marks_fd), *procs]
         # The worker's environment is every solution's: a solution inherits it from the zygote
         # and changes it only where a run asks for another.
-        return self.judge_sandbox(binds, argv, solution_env("/work"))
+        env = {**solution_env("/work"), "LD_BIND_NOW": "1"}  # for its start: it takes it out
+        return self.judge_sandbox(binds, argv, env)
 
     async def _spawn_worker(self) -> _Worker:
         slot = cgroups.Slot(f"pool-{os.getpid()}-{uuid.uuid4().hex[:12]}")
