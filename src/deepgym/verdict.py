@@ -160,7 +160,8 @@ def classify(o: Outcome) -> Classification:
     if o.worker_died and not o.wall_timeout:
         return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the pool worker died", "sandbox")
     if o.verifier_exit_code == VERIFIER_ERROR_EXIT:
-        return _fail(ErrorType.VERIFIER_ERROR, o.detail or "the verifier exited 2")
+        said = (o.report or {}).get("message")  # the judge's word on why, where it gave one
+        return _fail(ErrorType.VERIFIER_ERROR, o.detail or str(said or "the verifier exited 2"))
     if o.wall_timeout:
         if o.in_play and o.solution_busy:
             return _fail(ErrorType.SOLUTION_TIMEOUT, o.detail or "the solution ran past the limit")

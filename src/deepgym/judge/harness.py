@@ -18,6 +18,7 @@ import time
 
 from . import compare, wire
 from .proxy import (
+    AheadError,
     Launcher,
     LaunchError,
     Session,
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 _CURRENT: Judge | None = None
 _HOOKED = False
+VERIFIER_BROKEN = 2
+"""The exit code of a verifier that reports its own failure: no verdict, in play or not."""
 
 
 def _install_audit_hook() -> None:
@@ -140,11 +143,21 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
     entry = j.job["entry_point"]
     how = j.job.get("compare", "exact")
     proxy = SolutionProxy(j.session)
+    cases = j.cases() if cases is None else cases
+    reqs = []
+    for case in cases:  # every call is known before the first: all go ahead of their replies
+        name = case.get("call") or entry
+        if name.startswith("__"):
+            raise AttributeError(name)
+        kwargs = {**case.get("kwargs", {})}
+        if not all(type(k) is str for k in kwargs):
+            raise TypeError("keywords must be strings")
+        reqs.append({"op": "call", "name": name, "args": [*case.get("args", [])], "kwargs": kwargs})
+    pending = j.session.ahead(reqs)
     results = []
-    for i, case in enumerate(j.cases() if cases is None else cases):
+    for i, case in enumerate(cases):
         try:
-            fn = getattr(proxy, case.get("call") or entry)
-            got = fn(*case.get("args", []), **case.get("kwargs", {}))
+            got = pending.take(proxy._deref)
         except SolutionTimeout as exc:
             if time.monotonic() >= j.deadline:
                 raise
@@ -364,6 +377,9 @@ def judge(
         report = {"status": status, "message": str(exc)}
     except LaunchError as exc:  # ours: no verdict, whatever the verifier had done
         report = {"status": "sandbox_error", "message": str(exc)}
+    except AheadError as exc:  # calls sent ahead, misused: the verifier's fault, never the answer's
+        code = VERIFIER_BROKEN
+        report = {"status": "verifier_error", "message": f"AheadError: {exc}"}
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
         report = {"status": "verifier_error", "message": f"the verifier exited {exc.code}"}

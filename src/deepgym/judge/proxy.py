@@ -59,6 +59,11 @@ class SolutionTimeout(BaseException):
         self.blame_solution = blame_solution
 
 
+class AheadError(BaseException):
+    """Requests sent ahead (``Session.ahead``) were not taken as planned: the verifier's own
+    error, never the answer's (a ``BaseException``, so ``except Exception`` cannot score it)."""
+
+
 class Stream:
     """Bounded capture of one output pipe: an excerpt, a byte count, and the full text if kept."""
 
@@ -378,6 +383,8 @@ class Session:
         self.last_death: SolutionDied | None = None
         self.mode = "module"
         self.prelude: dict[str, Any] | None = None
+        self.unanswered = 0
+        """Requests sent ahead whose replies are still to be taken (``Ahead``)."""
 
     def _ensure(self) -> Process:
         if self.proc is None or self.proc.status is not None:
@@ -389,18 +396,32 @@ class Session:
         return self.proc
 
     def request(self, req: dict[str, Any], deref: Callable[[int], Any]) -> Any:
+        if self.unanswered:
+            raise AheadError("a request while replies sent ahead are still to be taken")
         return self._exchange(self._ensure(), req, deref)
+
+    def ahead(self, reqs: list[dict[str, Any]]) -> Ahead:
+        """``reqs`` sent ahead of their replies, which ``Ahead.take`` returns one by one."""
+        return Ahead(self, reqs)
+
+    def _send(self, proc: Process, data: bytes) -> None:
+        try:
+            os.write(proc.fds["req"], data)
+        except (BrokenPipeError, KeyError):
+            pass  # it died; pump reports how
 
     def _exchange(
         self, proc: Process, req: dict[str, Any], deref: Callable[[int], Any] | None
     ) -> Any:
+        self._send(proc, wire.encode(req))
+        return self._receive(proc, deref, time.monotonic())
+
+    def _receive(self, proc: Process, deref: Callable[[int], Any] | None, since: float) -> Any:
+        """The reply to the request the process serves next, which it began at ``since`` at
+        the latest: its time limit counts from there."""
+        limit = min(self.case_timeout, max(self.deadline - since, 0.0))
         try:
-            os.write(proc.fds["req"], wire.encode(req))
-        except (BrokenPipeError, KeyError):
-            pass  # it died; pump reports how
-        limit = min(self.case_timeout, max(self.deadline - time.monotonic(), 0.0))
-        try:
-            line = self.launcher.pump(proc, time.monotonic() + limit, want_line=True)
+            line = self.launcher.pump(proc, since + limit, want_line=True)
         except TimeoutError:
             blame = self.launcher.timeout_blame(proc, limit * 1000.0)
             self.launcher.kill(proc)
@@ -443,6 +464,71 @@ class Session:
     def close(self) -> None:
         if self.proc is not None:
             self.launcher.kill(self.proc)
+
+
+AHEAD_BYTES = 4096
+"""Requests sent ahead go in writes of at most this size (``PIPE_BUF``): each fits an empty
+pipe of any size, so the verifier never blocks writing while the solution blocks replying."""
+
+
+class Ahead:
+    """Requests whose arguments are known before any reply (a task's test cases), sent ahead:
+    the solution process serves them in order, exactly as it would one at a time, but without
+    a round trip between them. ``take`` returns each reply in turn, or raises what a request
+    made alone would, with the same time limit (counted from when the call could start: the
+    previous reply, or the write). If the process dies or times out, the requests it had not
+    served are void: each is then made alone, of the process that replaces it, as it would
+    have been. Every request must be taken, in order, before any other request."""
+
+    def __init__(self, session: Session, reqs: list[dict[str, Any]]) -> None:
+        self.session = session
+        self.reqs = reqs
+        self.taken = 0
+        self.sent = 0
+        self.proc: Process | None = None
+        self.since = 0.0
+
+    def __len__(self) -> int:
+        return len(self.reqs) - self.taken
+
+    def take(self, deref: Callable[[int], Any] | None = None) -> Any:
+        s = self.session
+        i = self.taken
+        if i >= len(self.reqs):
+            raise AheadError("more replies taken than requests sent ahead")
+        proc = self.proc
+        if proc is None or proc is not s.proc or proc.status is not None:
+            s.unanswered -= self.sent - i  # sent to a process that has ended: void
+            self.sent = i
+        if self.sent == i:
+            self._send_from(i)
+            proc = self.proc
+        assert proc is not None
+        self.taken = i + 1
+        s.unanswered -= 1
+        try:
+            return s._receive(proc, deref, self.since)
+        finally:
+            self.since = time.monotonic()  # the next call began by now, at the latest
+
+    def _send_from(self, i: int) -> None:
+        s = self.session
+        if s.unanswered:
+            raise AheadError("requests sent ahead of others not yet taken")
+        proc = self.proc = s._ensure()
+        data = [wire.encode(self.reqs[i])]
+        size, j = len(data[0]), i + 1
+        while j < len(self.reqs):
+            more = wire.encode(self.reqs[j])
+            if size + len(more) > AHEAD_BYTES:
+                break
+            data.append(more)
+            size += len(more)
+            j += 1
+        s._send(proc, b"".join(data))
+        self.since = time.monotonic()
+        s.unanswered += j - i
+        self.sent = j
 
 
 class RemoteObject:
@@ -505,6 +591,23 @@ class SolutionProxy:
     def __getitem__(self, name: str) -> Callable[..., Any]:
         """``solution["package.module:function"](...)``: a call by import path (patch tasks)."""
         return self.__getattr__(name)
+
+    def ahead(self, name: str, calls: list[tuple[list[Any], dict[str, Any]]]) -> Callable[..., Any]:
+        """``name`` to be called with each ``(args, kwargs)`` of ``calls``, in that order, all
+        sent at once (``Ahead``): the function returned makes those calls, each returning its
+        reply or raising what a plain call would. A call other than the next one planned is the
+        verifier's error (``AheadError``), as is any other call into the answer before the
+        last planned one. For calls whose arguments do not depend on earlier replies."""
+        reqs = [{"op": "call", "name": name, "args": [*a], "kwargs": {**k}} for a, k in calls]
+        pending = self._session.ahead(reqs)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            i = pending.taken
+            if i >= len(reqs) or [*args] != reqs[i]["args"] or kwargs != reqs[i]["kwargs"]:
+                raise AheadError(f"call {i} of {name!r} is not the one sent ahead")
+            return pending.take(self._deref)
+
+        return call
 
     def get(self, name: str) -> Any:
         """The value of a module attribute (a constant, or a reference to a class or function)."""

@@ -18,7 +18,45 @@ def _asserts(stmt: ast.stmt) -> bool:
     return any(isinstance(node, ast.Assert) for node in ast.walk(stmt))
 
 
-_Compiled = tuple[CodeType, list[CodeType], str, list[tuple[CodeType, bool, int]]]
+def _literal(node: ast.AST) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+_Call = tuple[list[Any], dict[str, Any]]
+
+
+def _planned(stmt: ast.stmt, param: str) -> list[_Call] | None:
+    """The candidate calls an assert makes whatever their replies, if that is plain from its
+    text: ``assert candidate(LITERALS) OP LITERAL`` (or ``assert [not] candidate(LITERALS)``),
+    the call evaluated first and exactly once, or an assert that calls nothing. None for any
+    other statement: its calls are made one at a time."""
+    if not isinstance(stmt, ast.Assert):
+        return None
+    if stmt.msg is not None and not _literal(stmt.msg)[0]:
+        return None
+    test = stmt.test
+    if not any(isinstance(node, ast.Call) for node in ast.walk(test)):
+        return [] if _literal(test)[0] else None
+    call = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
+    if isinstance(call, ast.Compare):
+        if len(call.ops) != 1 or not _literal(call.comparators[0])[0]:
+            return None
+        call = call.left
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return None
+    if call.func.id != param:
+        return None
+    args = [_literal(a) for a in call.args]
+    kwargs = {k.arg: _literal(k.value) for k in call.keywords if k.arg is not None}
+    if len(kwargs) != len(call.keywords) or not all(ok for ok, _ in (*args, *kwargs.values())):
+        return None  # a ``**spread``, or an argument that is not a literal
+    return [([v for _, v in args], {k: v for k, (_, v) in kwargs.items()})]
+
+
+_Compiled = tuple[CodeType, list[CodeType], str, list[tuple[CodeType, bool, int]], int, list[_Call]]
 _CACHE: dict[tuple[str, str], _Compiled] = globals().get("process_cache", {})
 """Compiled problems, kept across runs where the judge gives a ``process_cache`` (a pool worker
 runs this file afresh for every answer; compiling a problem's tests is most of its work)."""
@@ -56,22 +94,37 @@ def _compile(prompt: str, test: str) -> _Compiled:
         )
         for stmt in check.body
     ]
-    return setup, module_code, check.args.args[0].arg, steps
+    param = check.args.args[0].arg
+    # The leading asserts whose calls are plain from their text: sent to the answer at once.
+    ahead: list[_Call] = []
+    n_ahead = 0
+    for stmt in check.body:
+        calls = _planned(stmt, param)
+        if calls is None:
+            break
+        ahead += calls
+        n_ahead += 1
+    return setup, module_code, param, steps, n_ahead, ahead
 
 
 def verify(solution: Any, test_cases: list[dict[str, Any]]) -> dict[str, Any]:
     spec = test_cases[0]
     namespace: dict[str, Any] = {"__name__": "humaneval_problem"}
-    setup, module_code, param, steps = _compiled(
+    setup, module_code, param, steps, n_ahead, ahead = _compiled(
         spec["prompt"] + spec["canonical_solution"], spec["test"]
     )
     exec(setup, namespace)
     for code in module_code:
         exec(code, namespace)
-    namespace[param] = getattr(solution, spec["entry_point"])
+    candidate = getattr(solution, spec["entry_point"])
+    # The leading asserts' calls go to the answer at once; it serves them in the same order as
+    # one at a time, and each assert takes its own reply.
+    namespace[param] = solution.ahead(spec["entry_point"], ahead) if ahead else candidate
     cases: list[dict[str, Any]] = []
     broken = ""
-    for code, is_test, lineno in steps:
+    for step, (code, is_test, lineno) in enumerate(steps):
+        if step == n_ahead:
+            namespace[param] = candidate
         name = f"test_{len(cases)}"
         if broken:
             if is_test:
