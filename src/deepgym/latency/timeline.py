@@ -17,6 +17,7 @@ outside the busy spans says whether the spans can be trusted. torch is imported 
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -329,10 +330,15 @@ def profile_check(run: Callable[[Timeline], object], timeline: Timeline) -> Prof
 
     cuda = torch.cuda.is_available()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    options: dict[str, Any] = {}
+    if "acc_events" in inspect.signature(profile).parameters:
+        # One profiling cycle, so nothing to accumulate; without it torch 2.11 warns, on CUDA,
+        # that events are cleared at the end of each cycle.
+        options["acc_events"] = True
     previous = timeline.annotate
     timeline.annotate = record_function
     try:
-        with profile(activities=activities) as prof:
+        with profile(activities=activities, **options) as prof:
             run(timeline)
     finally:
         timeline.annotate = previous
