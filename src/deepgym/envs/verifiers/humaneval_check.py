@@ -38,16 +38,14 @@ def _planned(stmt: ast.stmt, param: str) -> list[_Call] | None:
     if stmt.msg is not None and not _literal(stmt.msg)[0]:
         return None
     test = stmt.test
-    if not any(isinstance(node, ast.Call) for node in ast.walk(test)):
-        return [] if _literal(test)[0] else None
     call = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
-    if isinstance(call, ast.Compare):
-        if len(call.ops) != 1 or not _literal(call.comparators[0])[0]:
+    if isinstance(call, ast.Compare) and len(call.ops) == 1 and isinstance(call.left, ast.Call):
+        if not _literal(call.comparators[0])[0]:
             return None
         call = call.left
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
-        return None
-    if call.func.id != param:
+    if not isinstance(call, ast.Call):
+        return [] if _literal(test)[0] else None  # no call at all (``assert True``), or None
+    if not (isinstance(call.func, ast.Name) and call.func.id == param):
         return None
     args = [_literal(a) for a in call.args]
     kwargs = {k.arg: _literal(k.value) for k in call.keywords if k.arg is not None}
