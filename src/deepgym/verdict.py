@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from deepgym.exceptions import InvalidScoreError
+from deepgym.judge.harness import VERIFIER_BROKEN
 
 __all__ = [
     "ALL_ERROR_TYPES",
@@ -62,8 +63,9 @@ MODEL_FAULT_ERRORS: frozenset[str] = frozenset(
 ALL_ERROR_TYPES: frozenset[str] = frozenset(e.value for e in ErrorType)
 NO_VERDICT_ERRORS: frozenset[str] = ALL_ERROR_TYPES - MODEL_FAULT_ERRORS
 
-VERIFIER_ERROR_EXIT = 2
-"""A verifier that exits with this code reports its own failure: never a verdict."""
+VERIFIER_ERROR_EXIT = VERIFIER_BROKEN
+"""A verifier that exits with this code reports its own failure: never a verdict (the judge's
+own number, which it also exits with when a verifier misuses calls sent ahead)."""
 
 
 def has_verdict(error_type: str | None, verifier_exit_code: int | None = None) -> bool:

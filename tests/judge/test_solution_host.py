@@ -138,7 +138,7 @@ def test_write_all_writes_past_the_pipe_buffer() -> None:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child writes and leaves
         os.close(r)
-        solution_host._write_all(w, data)
+        solution_host.write_all(w, data)
         os._exit(0)
     os.close(w)
     got = b""

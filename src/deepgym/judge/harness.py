@@ -26,9 +26,10 @@ from .proxy import (
     SolutionError,
     SolutionProxy,
     SolutionTimeout,
+    call_request,
     served_by,
 )
-from .solution_host import SETUP_FAILED
+from .solution_host import SETUP_FAILED, write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,8 +93,7 @@ class Judge:
         data = (wire.dumps(_plain(msg)) + "\n").encode()
         if then is not None:
             data += (wire.dumps(then) + "\n").encode()
-        while data:
-            data = data[os.write(self.result_fd, data) :]
+        write_all(self.result_fd, data)
 
     def cases(self) -> list[dict[str, Any]]:
         path = self.job.get("test_cases_path")
@@ -142,22 +142,17 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
     test case; score = share passed."""
     entry = j.job["entry_point"]
     how = j.job.get("compare", "exact")
-    proxy = SolutionProxy(j.session)
     cases = j.cases() if cases is None else cases
-    reqs = []
-    for case in cases:  # every call is known before the first: all go ahead of their replies
-        name = case.get("call") or entry
-        if name.startswith("__"):
-            raise AttributeError(name)
-        kwargs = {**case.get("kwargs", {})}
-        if not all(type(k) is str for k in kwargs):
-            raise TypeError("keywords must be strings")
-        reqs.append({"op": "call", "name": name, "args": [*case.get("args", [])], "kwargs": kwargs})
+    # every call is known before the first: all go ahead of their replies
+    reqs = [
+        call_request(case.get("call") or entry, case.get("args", []), case.get("kwargs", {}))
+        for case in cases
+    ]
     pending = j.session.ahead(reqs)
     results = []
     for i, case in enumerate(cases):
         try:
-            got = pending.take(proxy._deref)
+            got = pending.take()
         except SolutionTimeout as exc:
             if time.monotonic() >= j.deadline:
                 raise
@@ -179,7 +174,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         j.mark_in_play()  # a script runs the answer at once
         stdin = str(case.get("stdin", "")).encode()
         try:
-            os.write(proc.fds["in"], stdin) if len(stdin) < 65536 else _write_all(proc, stdin)
+            write_all(proc.fds["in"], stdin)
         except BrokenPipeError:
             pass
         os.close(proc.fds.pop("in"))
@@ -215,11 +210,6 @@ def _setup_failed(proc: Any) -> bool:
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETUP_FAILED:
         return True
     return bool(proc.out.size == 0 and proc.err.head.startswith(b"bwrap: "))
-
-
-def _write_all(proc: Any, data: bytes) -> None:
-    os.set_blocking(proc.fds["in"], True)
-    os.write(proc.fds["in"], data)
 
 
 _SOURCES: dict[tuple[str, int, int], bytes] = {}

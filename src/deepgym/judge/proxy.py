@@ -395,10 +395,14 @@ class Session:
                 self._exchange(self.proc, self.prelude, None)
         return self.proc
 
-    def request(self, req: dict[str, Any], deref: Callable[[int], Any]) -> Any:
+    def request(self, req: dict[str, Any]) -> Any:
         if self.unanswered:
             raise AheadError("a request while replies sent ahead are still to be taken")
-        return self._exchange(self._ensure(), req, deref)
+        return self._exchange(self._ensure(), req, self.deref)
+
+    def deref(self, ref: int) -> RemoteObject:
+        """A reference in a reply: the object it names, in the solution process."""
+        return RemoteObject(self, ref)
 
     def ahead(self, reqs: list[dict[str, Any]]) -> Ahead:
         """``reqs`` sent ahead of their replies, which ``Ahead.take`` returns one by one."""
@@ -466,6 +470,14 @@ class Session:
             self.launcher.kill(self.proc)
 
 
+def call_request(name: str, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The request that calls the answer's ``name`` with ``args`` and ``kwargs``, as a call
+    through ``solution.<name>`` checks it: no dunder name, keywords that are strings."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return {"op": "call", "name": name, "args": [*args], "kwargs": dict(**kwargs)}
+
+
 AHEAD_BYTES = 4096
 """Requests sent ahead go in writes of at most this size (``PIPE_BUF``): each fits an empty
 pipe of any size, so the verifier never blocks writing while the solution blocks replying."""
@@ -488,10 +500,7 @@ class Ahead:
         self.proc: Process | None = None
         self.since = 0.0
 
-    def __len__(self) -> int:
-        return len(self.reqs) - self.taken
-
-    def take(self, deref: Callable[[int], Any] | None = None) -> Any:
+    def take(self) -> Any:
         s = self.session
         i = self.taken
         if i >= len(self.reqs):
@@ -507,7 +516,7 @@ class Ahead:
         self.taken = i + 1
         s.unanswered -= 1
         try:
-            return s._receive(proc, deref, self.since)
+            return s._receive(proc, s.deref, self.since)
         finally:
             self.since = time.monotonic()  # the next call began by now, at the latest
 
@@ -550,23 +559,20 @@ class RemoteObject:
                 "args": list(args),
                 "kwargs": kwargs,
             }
-            return self._session.request(req, self._deref)
+            return self._session.request(req)
 
         return method
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         req = {"op": "call_ref", "ref": self._ref, "args": list(args), "kwargs": kwargs}
-        return self._session.request(req, self._deref)
+        return self._session.request(req)
 
     def __iter__(self) -> Iterator[Any]:
-        it = self._session.request({"op": "iter", "ref": self._ref}, self._deref)
+        it = self._session.request({"op": "iter", "ref": self._ref})
         return it if isinstance(it, RemoteObject) else iter(it)
 
     def __next__(self) -> Any:
-        return self._session.request({"op": "next", "ref": self._ref}, self._deref)
-
-    def _deref(self, ref: int) -> RemoteObject:
-        return RemoteObject(self._session, ref)
+        return self._session.request({"op": "next", "ref": self._ref})
 
     def __repr__(self) -> str:
         return f"<remote object {self._ref}>"
@@ -583,8 +589,7 @@ class SolutionProxy:
             raise AttributeError(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            req = {"op": "call", "name": name, "args": list(args), "kwargs": kwargs}
-            return self._session.request(req, self._deref)
+            return self._session.request(call_request(name, args, kwargs))
 
         return call
 
@@ -598,20 +603,17 @@ class SolutionProxy:
         reply or raising what a plain call would. A call other than the next one planned is the
         verifier's error (``AheadError``), as is any other call into the answer before the
         last planned one. For calls whose arguments do not depend on earlier replies."""
-        reqs = [{"op": "call", "name": name, "args": [*a], "kwargs": {**k}} for a, k in calls]
+        reqs = [call_request(name, a, k) for a, k in calls]
         pending = self._session.ahead(reqs)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             i = pending.taken
             if i >= len(reqs) or [*args] != reqs[i]["args"] or kwargs != reqs[i]["kwargs"]:
                 raise AheadError(f"call {i} of {name!r} is not the one sent ahead")
-            return pending.take(self._deref)
+            return pending.take()
 
         return call
 
     def get(self, name: str) -> Any:
         """The value of a module attribute (a constant, or a reference to a class or function)."""
-        return self._session.request({"op": "getattr", "name": name}, self._deref)
-
-    def _deref(self, ref: int) -> RemoteObject:
-        return RemoteObject(self._session, ref)
+        return self._session.request({"op": "getattr", "name": name})

@@ -178,7 +178,8 @@ def _lines(fd: int) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """``data`` to ``fd`` (blocking), whatever a single write takes of it."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -190,7 +191,7 @@ def _serve(path: str | None, source: bytes | None = None) -> int:
     module: Any = None
     load_error: dict[str, Any] | None = None
     loaded = False
-    _write_all(REP_FD, READY)
+    write_all(REP_FD, READY)
     for line in _lines(REQ_FD):
         if not loaded:  # the answer loads at its first use: a process started ahead of time
             loaded = True  # runs none of it until the verifier asks
@@ -213,7 +214,7 @@ def _serve(path: str | None, source: bytes | None = None) -> int:
             data = wire.encode(reply, refs.put)
         except (wire.WireError, RecursionError, TypeError, ValueError) as exc:
             data = wire.encode({"err": _error(exc)})
-        _write_all(REP_FD, data)
+        write_all(REP_FD, data)
     return 0
 
 

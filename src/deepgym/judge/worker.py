@@ -205,9 +205,6 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     answer = _read_file(job["answer_path"])
     solution_host.move_fds(fds, 0)
     os.closerange(5, 65536)  # the zygote's own descriptors among them
-    # New mount and ipc namespaces in the worker's user namespace, where this process is uid
-    # 65534: the capabilities inherited from the zygote serve this set-up and are dropped
-    # before the answer's first line.
     size = int(job.get("work_bytes") or 128 * 2**20)
     isolate.tmpfs("/tmp", size, "1777")  # over the worker's, with the answer's file
     isolate.tmpfs("/work", size, "0755")
@@ -215,7 +212,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         isolate.tmpfs("/dev/shm", size, "1777")
     fd = os.open("/work/solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        solution_host._write_all(fd, answer)
+        solution_host.write_all(fd, answer)
     finally:
         os.close(fd)
     isolate.read_only("/work/solution.py", bind_first=True)  # stays as it was sent
@@ -360,7 +357,8 @@ class Zygote:
         self.standby = (pid, os.pidfd_open(pid), w_go, [w_req, r_rep, r_out, r_err, w_in])
 
     def spawn(self, payload: bytes) -> None:
-        """Hand the standby process its run (or fork one now), then fork the next standby."""
+        """Hand the standby process its run (or fork one now); the next standby is forked once
+        a process of the run has ended (``serve``)."""
         if self.standby is None:
             self.prepare()
         assert self.standby is not None

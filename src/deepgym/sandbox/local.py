@@ -97,9 +97,14 @@ def take_evidence(
     """Read the run's cgroup evidence, then remove the groups: (limit fired, peak MiB, which
     mechanism enforced each limit)."""
     limit, peak = group.evidence()
-    mechanisms = {**group.mechanisms(), "work_dir": work_dir, "time": "judge+host"}
+    used = mechanisms(group, work_dir)
     group.remove()
-    return limit, peak, mechanisms
+    return limit, peak, used
+
+
+def mechanisms(group: cgroups.RunCgroup | cgroups.Slot, work_dir: str) -> dict[str, str]:
+    """Which mechanism enforced each limit of a run on ``group``."""
+    return {**group.mechanisms(), "work_dir": work_dir, "time": "judge+host"}
 
 
 def apply_evidence(

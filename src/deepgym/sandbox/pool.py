@@ -38,6 +38,7 @@ from deepgym.sandbox.local import (
     LocalBackend,
     apply_evidence,
     job_spec,
+    mechanisms,
     solution_env,
 )
 
@@ -340,7 +341,7 @@ class PoolBackend(LocalBackend):
             events, code, timed_out, died = await worker.execute(spec, job.timeout + START_GRACE_S)
         finally:
             err = bytes(worker.stderr)
-            limit, peak = slot.end() if slot.dirs else (None, None)
+            limit, peak = slot.end()
             await self._release(worker)
         raw = self._raw(events, -signal.SIGKILL if died else code, b"", err, timed_out)
         if died:
@@ -350,8 +351,7 @@ class PoolBackend(LocalBackend):
         raw.isolation = "pool"
         raw.start_ms = start_ms
         raw.queue_ms = queue_ms
-        mechanisms = {**slot.mechanisms(), "work_dir": "tmpfs", "time": "judge+host"}
-        return apply_evidence(raw, (limit, peak, mechanisms), t0)
+        return apply_evidence(raw, (limit, peak, mechanisms(slot, "tmpfs")), t0)
 
     async def close(self) -> None:
         if self._starting is not None:
