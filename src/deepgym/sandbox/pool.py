@@ -21,6 +21,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import signal
@@ -171,36 +172,89 @@ class _Worker:
             os.close(self.marks)
 
 
+class _Waiter:
+    __slots__ = ("future", "key", "passed")
+
+    def __init__(self, future: asyncio.Future[_Worker], key: str | None) -> None:
+        self.future = future
+        self.key = key
+        self.passed = 0
+        """How many times a worker went to a waiter behind this one."""
+
+
 class _Idle:
-    """Idle workers, handed out first come, first served.
+    """Idle workers, handed out first come, first served, except where a worker ran the same
+    environment lately.
 
     ``asyncio.Queue`` lets a task that just put a worker back take it again before the waiter it
     woke gets to run, so one busy caller can starve the rest; here a released worker goes
-    straight to the longest waiter.
+    straight to a waiter. That is the longest waiter, unless one of the next few is for an
+    environment this worker ran lately and the longest has been passed over fewer than
+    ``patience`` times: a worker keeps what it built for an environment (its verifier's
+    ``process_cache``, such as HumanEval's compiled tests, which are most of a verifier's
+    work), and the answers of a GRPO group, all for one prompt, then find it warm. A free
+    worker is likewise taken for the run whose environment it ran lately, if any.
     """
 
-    def __init__(self) -> None:
+    WINDOW = 16
+    """How far down the waiters a released worker looks for one of its environments."""
+    RECENT = 512
+    """How many environments a worker is remembered to have run (the oldest forgotten)."""
+
+    def __init__(self, patience: int = 4) -> None:
         self._free: collections.deque[_Worker] = collections.deque()
-        self._waiters: collections.deque[asyncio.Future[_Worker]] = collections.deque()
+        self._waiters: collections.deque[_Waiter] = collections.deque()
+        self._recent: dict[_Worker, dict[str, None]] = {}
+        self.patience = patience
+
+    def _hand(self, worker: _Worker, key: str | None) -> _Worker:
+        if key is not None:
+            recent = self._recent.setdefault(worker, {})
+            recent.pop(key, None)
+            recent[key] = None
+            if len(recent) > self.RECENT:
+                del recent[next(iter(recent))]
+        return worker
+
+    def forget(self, worker: _Worker) -> None:
+        """A worker that left the pool."""
+        self._recent.pop(worker, None)
 
     def put_nowait(self, worker: _Worker) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(worker)
-                return
-        self._free.append(worker)
+        waiters = self._waiters
+        while waiters and waiters[0].future.done():  # cancelled while waiting
+            waiters.popleft()
+        if not waiters:
+            self._free.append(worker)
+            return
+        pick = 0
+        recent = self._recent.get(worker, {})
+        if waiters[0].passed < self.patience and waiters[0].key not in recent:
+            for i, waiter in enumerate(itertools.islice(waiters, 1, self.WINDOW), 1):
+                if waiter.key in recent and not waiter.future.done():
+                    pick = i
+                    break
+        chosen = waiters[pick]
+        del waiters[pick]
+        for i in range(pick):
+            waiters[i].passed += 1
+        chosen.future.set_result(self._hand(worker, chosen.key))
 
-    async def get(self) -> _Worker:
+    async def get(self, key: str | None = None) -> _Worker:
+        """A worker for a run of environment ``key`` (None: any)."""
         if self._free and not self._waiters:
-            return self._free.popleft()
-        waiter: asyncio.Future[_Worker] = asyncio.get_running_loop().create_future()
+            for worker in self._free:
+                if key in self._recent.get(worker, ()):
+                    self._free.remove(worker)
+                    return self._hand(worker, key)
+            return self._hand(self._free.popleft(), key)
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), key)
         self._waiters.append(waiter)
         try:
-            return await waiter
+            return await waiter.future
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():  # handed over as we were cancelled
-                self.put_nowait(waiter.result())
+            if waiter.future.done() and not waiter.future.cancelled():  # handed over as we
+                self.put_nowait(waiter.future.result())  # were cancelled: pass it on
             raise
 
 
@@ -283,7 +337,7 @@ class PoolBackend(LocalBackend):
         return worker
 
     async def _start(self) -> None:
-        self._idle = _Idle()
+        self._idle = _Idle(patience=self.size)
         workers = await asyncio.gather(*(self._spawn_worker() for _ in range(self.size)))
         for w in workers:
             self._idle.put_nowait(w)
@@ -301,6 +355,7 @@ class PoolBackend(LocalBackend):
             self._idle.put_nowait(worker)
             return
         self._workers.remove(worker)
+        self._idle.forget(worker)
         # Replace it in the background: a cancelled run must not cost the pool a worker.
         task = asyncio.ensure_future(self._replace(worker))
         self._replacing.add(task)
@@ -325,7 +380,7 @@ class PoolBackend(LocalBackend):
         idle = await self._ensure_started()
         env_dir = self._env_dir(job.env)
         t_wait = time.monotonic()
-        worker = await idle.get()
+        worker = await idle.get(env_dir.name)
         queue_ms = (time.monotonic() - t_wait) * 1000.0
         slot = worker.slot
         try:
