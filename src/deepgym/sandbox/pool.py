@@ -201,11 +201,12 @@ class _Idle:
     RECENT = 512
     """How many environments a worker is remembered to have run (the oldest forgotten)."""
 
-    def __init__(self, patience: int = 4) -> None:
+    def __init__(self, patience: int = 4, affinity: bool = True) -> None:
         self._free: collections.deque[_Worker] = collections.deque()
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._recent: dict[_Worker, dict[str, None]] = {}
-        self.patience = patience
+        self.patience = patience if affinity else 0
+        self.affinity = affinity
 
     def _hand(self, worker: _Worker, key: str | None) -> _Worker:
         if key is not None:
@@ -243,7 +244,7 @@ class _Idle:
     async def get(self, key: str | None = None) -> _Worker:
         """A worker for a run of environment ``key`` (None: any)."""
         if self._free and not self._waiters:
-            for worker in self._free:
+            for worker in self._free if self.affinity else ():
                 if key in self._recent.get(worker, ()):
                     self._free.remove(worker)
                     return self._hand(worker, key)
@@ -261,7 +262,7 @@ class _Idle:
 class PoolBackend(LocalBackend):
     """Warm sandboxed workers that fork per run: a few milliseconds of overhead per answer."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, affinity: bool = True) -> None:
         # Two per core by default: a worker waits on the host and on its solution between bursts
         # of work, and a second one keeps the core busy meanwhile (measured: +15% runs/s).
         size = workers if workers is not None else 2 * (os.cpu_count() or 1)
@@ -271,6 +272,9 @@ class PoolBackend(LocalBackend):
         self.name = "pool"
         self.isolation = "pool"
         self.size = size
+        self.affinity = affinity
+        """Hand a run to a worker that ran its environment lately (``_Idle``); False: strictly
+        first come, first served (``benchmarks/affinity.py`` compares the two)."""
         (self._root / "envs").mkdir(exist_ok=True)
         self._idle: _Idle | None = None
         self._workers: list[_Worker] = []
@@ -337,7 +341,7 @@ class PoolBackend(LocalBackend):
         return worker
 
     async def _start(self) -> None:
-        self._idle = _Idle(patience=self.size)
+        self._idle = _Idle(patience=self.size, affinity=self.affinity)
         workers = await asyncio.gather(*(self._spawn_worker() for _ in range(self.size)))
         for w in workers:
             self._idle.put_nowait(w)
