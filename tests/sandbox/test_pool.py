@@ -195,3 +195,33 @@ def test_the_answer_sees_only_the_solution_environment(sandbox: str) -> None:
         assert all(r.passed for r in runs), [c.message for r in runs for c in r.cases]
 
     asyncio.run(go())
+
+
+WHERE = Environment(
+    name="where",
+    entry_point="where",
+    test_cases=[{"args": [], "expected": ["/work", True, None, None]}],
+    timeout=20.0,
+    case_timeout=10.0,
+)
+
+
+@pytest.mark.parametrize("sandbox", ["pool", "strict"])
+def test_the_answer_runs_in_its_work_dir_with_no_host_setup_left(sandbox: str) -> None:
+    """Its working dir is the one that holds its file, and the host's set-up variables (which a
+    pool's solution never reads: its zygote put everything in place) are not in its environment."""
+
+    async def go() -> None:
+        async with AsyncDeepGym(
+            sandbox=sandbox, workers=1, time_limits=TimeLimitPolicy(factor=None)
+        ) as dg:
+            src = (
+                "import os\ndef where():\n"
+                "    env = os.environ\n"
+                "    return [os.getcwd(), os.path.isfile('solution.py'),\n"
+                "            env.get('DEEPGYM_CGROUP_PROCS'), env.get('DEEPGYM_RPC_FDS')]\n"
+            )
+            runs = [await dg.run(WHERE, src) for _ in range(2)]
+        assert all(r.passed for r in runs), [c.message for r in runs for c in r.cases]
+
+    asyncio.run(go())

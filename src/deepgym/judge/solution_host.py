@@ -252,14 +252,18 @@ SETUP_FAILED = 121
 """Exit code of a solution process whose own set-up failed (before any of the answer ran)."""
 
 
-def main(argv: list[str], source: bytes | None = None) -> int:
+def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -> int:
     """``solution module|script|repo PATH LIMITS_JSON [ARGS...]``; ``source``: the bytes of
-    PATH, where the caller (a pool's solution process, which wrote it) has them."""
+    PATH, where the caller (a pool's solution process, which wrote it) has them; ``prepared``:
+    the caller has put the pipes in place and made PATH's folder the working dir (a pool's
+    solution process: nothing of the host's setup is in its environment)."""
     mode, path, limits_json, *args = argv
     try:
-        _take_host_setup()
+        if not prepared:
+            _take_host_setup()
         apply_limits(wire.loads(limits_json))
-        os.chdir(os.path.dirname(path) or "/")
+        if not prepared:
+            os.chdir(os.path.dirname(path) or "/")
     except BaseException as exc:  # ours: the answer has not run
         os.write(2, f"solution set-up failed: {exc}\n".encode())
         return SETUP_FAILED

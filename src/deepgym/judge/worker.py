@@ -230,7 +230,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         *map(str, req.get("args") or []),
     ]
     try:  # the answer's bytes go along: read here once, not again from the file
-        code = solution_host.main(argv, answer if req["mode"] == "module" else None)
+        code = solution_host.main(argv, answer if req["mode"] == "module" else None, prepared=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
