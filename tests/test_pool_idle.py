@@ -121,3 +121,33 @@ def test_the_longest_waiter_is_passed_over_at_most_patience_times() -> None:
 
     # two "hot" runs jump the queue (the patience), then "cold" has the worker
     assert asyncio.run(go()) == 2
+
+
+def test_without_affinity_the_longest_waiter_always_comes_first() -> None:
+    async def go() -> list[str]:
+        idle = _Idle(patience=4, affinity=False)
+        a: Any = _W("a")
+        b: Any = _W("b")
+        idle.put_nowait(a)
+        idle.put_nowait(b)
+        await idle.get("x")  # a runs "x"
+        await idle.get("y")  # b runs "y"
+        idle.put_nowait(a)
+        idle.put_nowait(b)
+        first = await idle.get("y")
+        assert first is a  # the longest idle, not the one that ran "y"
+        second = await idle.get("x")
+        got: list[str] = []
+
+        async def run(key: str) -> None:
+            await idle.get(key)
+            got.append(key)
+
+        tasks = [asyncio.ensure_future(run(k)) for k in ("z", "y")]
+        await asyncio.sleep(0)
+        idle.put_nowait(first)  # ran "y", but "z" has waited longer
+        idle.put_nowait(second)
+        await asyncio.gather(*tasks)
+        return got
+
+    assert asyncio.run(go()) == ["z", "y"]
