@@ -289,7 +289,8 @@ def close_all(fds: list[int]) -> None:
         os.close(fd)
 
 
-SPAWN_KEYS = ("answer_path", "cgroup_procs", "limits_json", "solution_env", "work_bytes")
+SPAWN_KEYS = ("answer_path", "limits_json", "work_bytes")
+"""What of the job a pool's solution process reads (a strict host reads only mode and args)."""
 MSG_MAX = 65536
 
 

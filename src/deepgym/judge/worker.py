@@ -77,8 +77,6 @@ PRELOAD = (
 VERIFIER_PRELOAD = ("ast",)
 """The verifier's own imports: loaded after the zygote is forked, which never needs them."""
 SOLUTION_ID = 65534
-ZYGOTE_ENV: dict[str, str] = {}
-"""The zygote's environment, which each solution inherits (filled in at ``Zygote.seal``)."""
 
 
 ANSWER_PATH = "/tmp/answer/solution.py"
@@ -218,11 +216,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     isolate.read_only("/work/solution.py", bind_first=True)  # stays as it was sent
     # (``random`` reseeds itself in a forked child: an at-fork hook of its own)
     isolate.drop_capabilities()  # the bounding set and no-new-privileges: from the zygote
-    os.chdir("/work")
-    env = job.get("solution_env") or {}
-    if env != ZYGOTE_ENV:  # the zygote's environment (the worker's) is the usual one
-        os.environ.clear()
-        os.environ.update(env)
+    os.chdir("/work")  # (its environment: the zygote's, which is the worker's)
     argv = [
         req["mode"],
         "/work/solution.py",
@@ -310,7 +304,6 @@ class Zygote:
         for folder in ("/", "/dev"):
             isolate.read_only(folder)
         isolate.sethostname("sandbox")
-        ZYGOTE_ENV.update(os.environ)
         _warm()  # the wire codec (its C scanner and encoder too) and the serving loop's code
         gc.freeze()
         isolate.drop_bounding_set()

@@ -10,9 +10,10 @@ no interpreter and no bwrap start per run.
 
 Each worker has a cgroup per controller of its own (``cgroups.Slot``), reused run after run: the
 host sets a run's limits before sending the job and reads its evidence when the run ends.
-Workers start lazily, are handed out first come first served, are replaced when they die or when
-a run on them is cancelled, and stop at ``close`` or exit. A worker that dies takes its run with
-it as a run without a verdict (the client retries it if the answer was not yet in play).
+Workers start lazily, are handed out first come first served (but for a worker that ran the
+run's environment lately), are replaced when they die or when a run on them is cancelled, and
+stop at ``close`` or exit. A worker that dies takes its run with it as a run without a verdict
+(the client retries it if the answer was not yet in play).
 """
 
 from __future__ import annotations
@@ -192,8 +193,9 @@ class _Idle:
     environment this worker ran lately and the longest has been passed over fewer than
     ``patience`` times: a worker keeps what it built for an environment (its verifier's
     ``process_cache``, such as HumanEval's compiled tests, which are most of a verifier's
-    work), and the answers of a GRPO group, all for one prompt, then find it warm. A free
-    worker is likewise taken for the run whose environment it ran lately, if any.
+    work), and a run that finds it warm does less. A free worker is likewise taken for the run
+    whose environment it ran lately, if any. ``affinity=False``: strictly first come, first
+    served.
     """
 
     WINDOW = 16
@@ -205,11 +207,11 @@ class _Idle:
         self._free: collections.deque[_Worker] = collections.deque()
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._recent: dict[_Worker, dict[str, None]] = {}
-        self.patience = patience if affinity else 0
+        self.patience = patience
         self.affinity = affinity
 
     def _hand(self, worker: _Worker, key: str | None) -> _Worker:
-        if key is not None:
+        if key is not None and self.affinity:
             recent = self._recent.setdefault(worker, {})
             recent.pop(key, None)
             recent[key] = None
@@ -229,7 +231,7 @@ class _Idle:
             self._free.append(worker)
             return
         pick = 0
-        recent = self._recent.get(worker, {})
+        recent = self._recent.get(worker, {})  # (empty without affinity: nothing recorded)
         if waiters[0].passed < self.patience and waiters[0].key not in recent:
             for i, waiter in enumerate(itertools.islice(waiters, 1, self.WINDOW), 1):
                 if waiter.key in recent and not waiter.future.done():
@@ -244,7 +246,7 @@ class _Idle:
     async def get(self, key: str | None = None) -> _Worker:
         """A worker for a run of environment ``key`` (None: any)."""
         if self._free and not self._waiters:
-            for worker in self._free if self.affinity else ():
+            for worker in self._free:
                 if key in self._recent.get(worker, ()):
                     self._free.remove(worker)
                     return self._hand(worker, key)
@@ -299,8 +301,7 @@ class PoolBackend(LocalBackend):
             binds += ["--bind", parent, f"/cg/{ctrl}"]
         procs = [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
         argv = ["worker", str(result_fd), str(marks_fd), *procs]
-        # The worker's environment is every solution's: a solution inherits it from the zygote
-        # and changes it only where a run asks for another.
+        # The worker's environment is every solution's: a solution inherits it from the zygote.
         env = {**solution_env("/work"), "LD_BIND_NOW": "1"}  # for its start: it takes it out
         return self.judge_sandbox(binds, argv, env)
 
@@ -392,7 +393,6 @@ class PoolBackend(LocalBackend):
             spec = {
                 **job_spec(job, f"/judge/envs/{env_dir.name}", ANSWER_PATH),
                 "answer": job.answer,  # the worker writes it to a file of its own
-                "solution_env": solution_env("/work"),
                 "limits_json": json.dumps(self._limits(job, slot)),
                 "work_bytes": job.env.max_file_mb * 2 * 2**20,
             }
