@@ -20,6 +20,7 @@ from deepgym import Environment
 from deepgym.client import AsyncDeepGym
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.verdict import Outcome
+from tests.procs import descendants
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -99,27 +100,6 @@ def scripted() -> Iterator[tuple[AsyncDeepGym, ScriptedBackend]]:
     client, backend = scripted_client()
     yield client, backend
     asyncio.run(client.close())
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (sandbox workers included), read from /proc."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        children.setdefault(int(raw[raw.rfind(")") + 2 :].split()[1]), []).append(int(name))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -26,6 +26,7 @@ from deepgym import DeepGym, Environment
 from deepgym.exceptions import SandboxUnavailableError
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.host import SANDBOX_PYTHON, find_bwrap
+from tests.procs import children, parent
 
 SANDBOXES = ["strict", "pool"]
 """Every backend that must pass the attack suite (a new one joins by name)."""
@@ -63,13 +64,8 @@ def pids() -> set[int]:
 
 def _ancestors(pid: int) -> set[int]:
     out: set[int] = set()
-    while pid > 1:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            break
-        pid = int(raw[raw.rfind(b")") + 2 :].split()[1])
+    while pid > 1 and (up := parent(pid)) is not None:
+        pid = up
         out.add(pid)
     return out
 
@@ -137,14 +133,7 @@ def live_pool_pids(client: DeepGym | None) -> set[int]:
     backend = getattr(getattr(client, "_core", None), "_backend", None)
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}
-    children: dict[int, list[int]] = {}
-    for p in pids():
-        try:
-            with open(f"/proc/{p}/stat", "rb") as f:
-                raw = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        children.setdefault(int(raw[raw.rfind(")") + 2 :].split()[1]), []).append(p)
+    tree = children()
     out: set[int] = set()
     todo = list(roots)
     while todo:
@@ -157,7 +146,7 @@ def live_pool_pids(client: DeepGym | None) -> set[int]:
         if comm == "dg-solution":
             continue
         out.add(p)
-        todo.extend(children.get(p, []))
+        todo.extend(tree.get(p, []))
     return out
 
 

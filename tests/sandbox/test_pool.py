@@ -13,6 +13,7 @@ from deepgym.client import AsyncDeepGym
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.pool import PoolBackend
 from deepgym.scheduling import TimeLimitPolicy
+from tests.procs import descendants
 
 pytestmark = pytest.mark.sandbox
 
@@ -27,27 +28,6 @@ GOOD = "def add(a, b):\n    return a + b\n"
 SLOW = "import time\ndef add(a, b):\n    time.sleep(3)\n    return a + b\n"
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            ppid = int(raw[raw.rfind(")") + 2 :].split()[1])
-            children.setdefault(ppid, []).append(int(name))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
-
-
 def test_workers_start_lazily_report_memory_and_leave_nothing() -> None:
     async def go() -> None:
         backend = PoolBackend(workers=2)
@@ -60,9 +40,9 @@ def test_workers_start_lazily_report_memory_and_leave_nothing() -> None:
         assert await dg.sandbox_stats() == stats
         assert stats["workers"] == 2
         assert all(0 < kb < 200_000 for kb in stats["rss_kb"])
-        assert _descendants(os.getpid())
+        assert descendants(os.getpid())
         await dg.close()
-        assert not _descendants(os.getpid())  # workers, zygotes and sandboxes are all gone
+        assert not descendants(os.getpid())  # workers, zygotes and sandboxes are all gone
 
     asyncio.run(go())
 
