@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -254,3 +257,26 @@ def test_patch_faults_are_verdicts_before_any_process_starts(status: str) -> Non
 def test_a_malformed_status_is_no_verdict(status: Any) -> None:
     c = classify(Outcome(report={"status": status, "score": 1.0}, in_play=True))
     assert (c.error_type, c.has_verdict, c.passed) == ("verifier_error", False, False)
+
+
+SANDBOX_MODULES = [
+    "deepgym.judge.harness",
+    "deepgym.judge.worker",
+    "deepgym.judge.solution_host",
+    "deepgym.judge.launch",
+    "deepgym.judge.session",
+    "deepgym.sandbox",
+]
+
+
+def test_the_contract_loads_none_of_the_sandbox_code() -> None:
+    # The contract is pure: it shares the judge's exit codes (``deepgym.judge.codes``) and
+    # nothing else of the code that runs inside a sandbox.
+    probe = "import json, sys\nimport deepgym.verdict\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(json.loads(out.stdout.splitlines()[-1]))
+    assert "deepgym.verdict" in loaded
+    assert "deepgym.judge.codes" in loaded
+    assert [m for m in SANDBOX_MODULES if m in loaded] == []

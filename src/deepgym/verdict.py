@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from deepgym.exceptions import InvalidScoreError
-from deepgym.judge.harness import VERIFIER_BROKEN
+from deepgym.judge.codes import VERIFIER_BROKEN
 
 __all__ = [
     "ALL_ERROR_TYPES",

@@ -1,9 +1,42 @@
-"""Who used the time: a pure rule shared by the judge and the host."""
+"""Who used the time: the evidence (a process tree read from ``/proc``) and the pure rule over
+it, shared by the judge (a pool worker's verifier) and the host (``strict``'s solution server)."""
 
 from __future__ import annotations
 
+import os
+
 BUSY_SHARE = 0.5
 """A solution that burned at least this share of its time budget on CPU used its own time."""
+
+
+def read_tree(pid: int) -> tuple[float, list[str]]:
+    """CPU milliseconds of ``pid`` and its descendants, and the states of the descendants, read
+    from ``/proc`` (wait4 counts only reaped children: this is what a tree used before a kill)."""
+    ppid: dict[int, int] = {}
+    info: dict[int, tuple[float, str]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read().decode()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()
+        p = int(name)
+        ppid[p] = int(fields[1])
+        info[p] = ((int(fields[11]) + int(fields[12])) * 1000.0 / tick, fields[0])
+    tree = {pid}
+    changed = True
+    while changed:
+        changed = False
+        for p, parent in ppid.items():
+            if parent in tree and p not in tree:
+                tree.add(p)
+                changed = True
+    cpu = sum(info[p][0] for p in tree if p in info)
+    return cpu, [info[p][1] for p in tree if p in info and p != pid]
 
 
 def tree_used_its_time(cpu_ms: float, states: list[str], limit_ms: float) -> bool:

@@ -17,19 +17,11 @@ import sys
 import time
 
 from . import compare, wire
-from .proxy import (
-    AheadError,
-    Launcher,
-    LaunchError,
-    Session,
-    SolutionDied,
-    SolutionError,
-    SolutionProxy,
-    SolutionTimeout,
-    call_request,
-    served_by,
-)
-from .solution_host import SETUP_FAILED, write_all
+from .codes import SETUP_FAILED, VERIFIER_BROKEN
+from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
+from .launch import Launcher, served_by
+from .session import Session, SolutionProxy, call_request
+from .solution_host import write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,8 +30,6 @@ if TYPE_CHECKING:
 
 _CURRENT: Judge | None = None
 _HOOKED = False
-VERIFIER_BROKEN = 2
-"""The exit code of a verifier that reports its own failure: no verdict, in play or not."""
 
 
 def _install_audit_hook() -> None:
@@ -352,7 +342,7 @@ def judge(
 ) -> int:
     """Run one job and send its report; return the verifier's exit code.
 
-    ``launcher`` builds the solution launcher (a ``proxy.Launcher`` subclass); the strict sandbox
+    ``launcher`` builds the solution launcher (a ``launch.Launcher`` subclass); the strict sandbox
     execs a nested sandbox, the pool asks its clean worker to fork one. ``done``: follow the
     report with a ``done`` event carrying the exit code, in the same write (a pool worker's end
     of job). ``marks_fd``: where the ``in_play`` event goes instead (a pool worker's host reads

@@ -15,6 +15,7 @@ import resource
 import sys
 
 from . import wire
+from .codes import SETUP_FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -248,8 +249,6 @@ def move_fds(fds: list[int], first: int) -> None:
 READY = b'{"ready":true}\n'
 """The solution host's first line in module and repo mode: set up, the answer not yet loaded.
 A process that dies before it is the sandbox's failure, never the answer's."""
-SETUP_FAILED = 121
-"""Exit code of a solution process whose own set-up failed (before any of the answer ran)."""
 
 
 def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -> int:

@@ -35,15 +35,8 @@ import socket
 import sys
 
 from . import harness, isolate, solution_host, wire
-from .proxy import (
-    MSG_MAX,
-    Process,
-    ServedLauncher,
-    close_all,
-    keep_tree_cpu,
-    recv_fds,
-    spawn_request,
-)
+from .codes import ANSWER_PATH, MSG_MAX, SETUP_FAILED, SOLUTION_UID
+from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,12 +69,6 @@ PRELOAD = (
 )
 VERIFIER_PRELOAD = ("ast",)
 """The verifier's own imports: loaded after the zygote is forked, which never needs them."""
-SOLUTION_ID = 65534
-
-
-ANSWER_PATH = "/tmp/answer/solution.py"
-"""Where the worker puts each run's answer: its own tmpfs, which every solution process covers
-with a fresh one once it has read the answer. The zygote never reads it."""
 
 
 def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.socket) -> None:
@@ -332,7 +319,7 @@ class Zygote:
         r_in, w_in = os.pipe()
         pid = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
-            code = solution_host.SETUP_FAILED
+            code = SETUP_FAILED
             try:
                 self.ctl.close()
                 os.close(w_go)
@@ -449,7 +436,7 @@ def main(argv: list[str]) -> int:
     # uts namespace per solution. Each solution shares it without any capability, cannot make
     # another (seccomp), and cannot reach this process or the zygote (a pid namespace of its
     # own, /proc covered).
-    isolate.new_user_namespace(os.getuid(), os.getgid(), SOLUTION_ID)
+    isolate.new_user_namespace(os.getuid(), os.getgid(), SOLUTION_UID)
     for name in PRELOAD:
         try:
             __import__(name)

@@ -1,0 +1,312 @@
+"""Starting and supervising solution processes, on the verifier's side.
+
+A ``Launcher`` starts a solution process (``start``), waits for its ready line, moves its output
+(``pump``: a reply line, or the process's end, or the deadline, waiting in ``poll`` on its pipes
+and a pidfd, never by sleeping), kills and reaps it, and gathers the evidence for a timeout's
+blame (``timeout_blame``). ``ServedLauncher`` asks a server for each process over a socket: the
+host in ``strict`` and ``unsafe``, a pool worker's zygote in ``pool``. What is said to a started
+process, and what its replies mean, is ``session``'s business.
+
+Output is bounded: each stream keeps an excerpt, and a process that writes more than the job's
+``output_cap`` in all is killed (``limit = "output_size"``).
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+import select
+import time
+
+from . import wire
+from .blame import read_tree, tree_used_its_time
+from .codes import MSG_MAX
+from .errors import LaunchError
+from .solution_host import READY
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+EXCERPT = 4096
+
+
+class Stream:
+    """Bounded capture of one output pipe: an excerpt, a byte count, and the full text if kept."""
+
+    def __init__(self, keep_all: bool) -> None:
+        self.keep_all = keep_all
+        self.chunks: list[bytes] = []
+        self.head = b""
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        """Count ``data``, keep what the excerpt still has room for, and all of it if kept."""
+        self.size += len(data)
+        if len(self.head) < EXCERPT:
+            self.head += data[: EXCERPT - len(self.head)]
+        if self.keep_all:
+            self.chunks.append(data)
+
+    def text(self) -> str:
+        """Everything kept, as text."""
+        return b"".join(self.chunks).decode("utf-8", "replace")
+
+    def text_head(self) -> str:
+        """The excerpt's last words, for a message."""
+        return self.head.decode("utf-8", "replace").strip()[-300:] or "no word"
+
+
+class Process:
+    """One started solution process and its pipes."""
+
+    def __init__(self, pid: int, pidfd: int, fds: dict[str, int], keep_stdout: bool) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.fds = fds
+        self.out = Stream(keep_all=keep_stdout)
+        self.err = Stream(keep_all=False)
+        self.buffer = bytearray()
+        self.newline = -1
+        """Index of the first newline in ``buffer`` (-1: none yet): no rescans of a flood."""
+        self.status: int | None = None
+        self.rusage_cpu_ms: float | None = None
+        self.limit: str | None = None
+        self.proc_pid: int | None = pid
+        """The pid as our ``/proc`` numbers it (differs across pid namespaces; None: not in it)."""
+        self.tree_cpu_ms: float | None = None
+        self.watch: _Watch | None = None
+
+
+class _Watch:
+    """What ``pump`` waits on for one process, kept across calls (a poller built per call was a
+    fifth of a call's cost): the poller, the open output pipes, whether the process ended."""
+
+    def __init__(self, proc: Process, want_line: bool) -> None:
+        self.want_line = want_line
+        self.poller = select.poll()
+        self.sinks: dict[int, Stream | None] = {
+            proc.fds["out"]: proc.out,
+            proc.fds["err"]: proc.err,
+        }
+        if want_line:
+            self.sinks[proc.fds["rep"]] = None
+        for fd in (*self.sinks, proc.pidfd):
+            self.poller.register(fd, select.POLLIN)
+        self.exited = False
+
+
+def keep_tree_cpu(proc: Process) -> None:
+    """Report the larger of the reaped process's own CPU time and its tree's, read before the
+    kill (``wait4`` counts only reaped children)."""
+    if proc.tree_cpu_ms is not None and proc.tree_cpu_ms > (proc.rusage_cpu_ms or 0.0):
+        proc.rusage_cpu_ms = proc.tree_cpu_ms
+
+
+class Launcher:
+    """Starts solution processes and moves their output; subclasses say how they start.
+
+    ``ServedLauncher`` (below) asks a server for each process: the host in ``strict`` and
+    ``unsafe``, the zygote in a pool worker.
+    """
+
+    def __init__(self, job: dict[str, Any], on_start: Callable[[], None]) -> None:
+        self.output_cap: int = int(job.get("output_cap", 16 * 1024 * 1024))
+        self.on_start = on_start
+
+    def start(self, mode: str, args: tuple[str, ...] = (), keep_stdout: bool = False) -> Process:
+        """Start a solution process. The caller marks the answer in play (``on_start``) once the
+        process is ready to run it: a failure before then is the sandbox's, never the answer's."""
+        try:
+            return self._spawn(mode, args, keep_stdout)
+        except OSError as exc:
+            raise LaunchError(f"the solution process could not start: {exc}") from exc
+
+    def await_ready(self, proc: Process, deadline: float) -> None:
+        """Wait for a serving process's ready line (set up, the answer not yet loaded)."""
+        try:
+            line = self.pump(proc, deadline, want_line=True)
+        except TimeoutError:
+            line = None
+        if line is not None and line + b"\n" == READY:
+            return
+        self.kill(proc)
+        why = proc.err.head.decode("utf-8", "replace").strip().splitlines()
+        raise LaunchError(f"the solution process did not start: {why[-1] if why else 'no word'}")
+
+    def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
+        raise NotImplementedError  # abstract
+
+    def kill(self, proc: Process) -> None:
+        """Kill ``proc`` (if it still runs) and reap it."""
+        raise NotImplementedError  # abstract
+
+    def reap(self, proc: Process) -> None:
+        """Wait for ``proc``'s end, record its status and CPU time, close its descriptors."""
+        raise NotImplementedError  # abstract
+
+    def pump(self, proc: Process, deadline: float, want_line: bool) -> bytes | None:
+        """Move output until a reply line (``want_line``) or the process's end, or the deadline.
+
+        Returns the reply line, or None when the process ended first. Raises ``TimeoutError``
+        at the deadline with the process still running. Waits in ``poll`` (pipes and a pidfd),
+        never by sleeping.
+        """
+        watch = proc.watch
+        if watch is None or watch.want_line != want_line:
+            watch = proc.watch = _Watch(proc, want_line)
+        poller, sinks = watch.poller, watch.sinks
+        while True:
+            if want_line and proc.newline >= 0:
+                line = bytes(proc.buffer[: proc.newline])
+                del proc.buffer[: proc.newline + 1]
+                proc.newline = proc.buffer.find(b"\n")
+                return line
+            exited = watch.exited
+            if exited and not sinks:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and not exited:
+                raise TimeoutError
+            events = poller.poll(0 if exited else max(remaining, 0.0) * 1000.0)
+            if exited and not events:
+                return None
+            for fd, _ in events:
+                if fd == proc.pidfd:
+                    watch.exited = True
+                    poller.unregister(fd)
+                    continue
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                sink = sinks.get(fd)
+                if not data:
+                    poller.unregister(fd)
+                    sinks.pop(fd, None)
+                elif sink is None:
+                    if proc.newline < 0 and b"\n" in data:
+                        proc.newline = len(proc.buffer) + data.index(b"\n")
+                    proc.buffer += data
+                    if len(proc.buffer) > self.output_cap:  # a reply past any sane size
+                        proc.limit = "output_size"
+                        self.kill(proc)
+                        return None
+                else:
+                    sink.add(data)
+                    if proc.out.size + proc.err.size > self.output_cap:
+                        proc.limit = "output_size"
+                        self.kill(proc)
+                        return None
+
+    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
+        """Whether ``proc``, past its ``limit_ms``, used its own time (``blame``'s rule)."""
+        # What the tree used before it is killed: wait4 counts only reaped children, and a
+        # sandbox wrapper's own descendants die unreaped with it.
+        cpu_ms, states = read_tree(proc.proc_pid or proc.pid)
+        proc.tree_cpu_ms = cpu_ms
+        return tree_used_its_time(cpu_ms, states, limit_ms)
+
+
+def recv_fds(sock: Any, bufsize: int, maxfds: int) -> tuple[bytes, list[int]]:
+    """One message and the descriptors sent with it (``SCM_RIGHTS``), from a raw socket."""
+    import array
+
+    fds = array.array("i")
+    msg, ancdata, _, _ = sock.recvmsg(bufsize, _socket.CMSG_LEN(maxfds * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
+
+
+def spawn_request(job: dict[str, Any], mode: str, args: tuple[str, ...]) -> dict[str, Any]:
+    """What a server needs to start one solution process of ``job``."""
+    return {"mode": mode, "args": list(args), "job": {k: job.get(k) for k in SPAWN_KEYS}}
+
+
+def close_all(fds: list[int]) -> None:
+    """Close every descriptor of ``fds`` (ones received for a process that will not run)."""
+    for fd in fds:
+        os.close(fd)
+
+
+SPAWN_KEYS = ("answer_path", "limits_json", "work_bytes")
+"""What of the job a pool's solution process reads (a strict host reads only mode and args)."""
+
+
+class ServedLauncher(Launcher):
+    """Solution processes started, signalled and reaped by a server on request, over a socket:
+    the host (``strict``: each answer in a sandbox of its own beside the verifier's) or a pool
+    worker's zygote. The pipe ends and a pidfd come back with ``SCM_RIGHTS``."""
+
+    def __init__(self, job: dict[str, Any], on_start: Callable[[], None], ctl: Any) -> None:
+        super().__init__(job, on_start)
+        self.job = job
+        self.ctl = ctl
+
+    def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
+        pid, proc_pid, fds = self._ask_spawn(spawn_request(self.job, mode, args))
+        w_req, r_rep, r_out, r_err, w_in, pidfd = fds
+        for fd in (r_rep, r_out, r_err):
+            os.set_blocking(fd, False)
+        fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
+        proc = Process(pid, pidfd, fdmap, keep_stdout)
+        proc.proc_pid = proc_pid  # None: not in our /proc, or numbered otherwise there
+        return proc
+
+    def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
+        """Have the server start one: (pid, pid in our ``/proc`` if known, its six fds)."""
+        self.ctl.send(wire.encode({"op": "spawn", **req}))
+        data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+        reply = wire.loads(data.decode())
+        if "error" in reply or len(fds) != 6:
+            close_all(fds)
+            raise OSError(f"no solution process: {reply.get('error', 'no descriptors')}")
+        return int(reply["pid"]), reply.get("proc_pid"), fds
+
+    def kill(self, proc: Process) -> None:
+        """Have the server kill ``proc`` (if it still runs), then reap it."""
+        if proc.status is None:
+            self._ask(proc, "kill")
+        self.reap(proc)
+
+    def reap(self, proc: Process) -> None:
+        """Have the server reap ``proc`` (if not yet), then close its descriptors."""
+        if proc.status is None:
+            self._ask(proc, "reap")
+        for fd in (*proc.fds.values(), proc.pidfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        proc.fds = {}
+
+    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
+        """As the base does where ``proc`` is in our ``/proc``; else the server's word."""
+        if proc.proc_pid is not None:
+            return super().timeout_blame(proc, limit_ms)
+        reply = self._request({"op": "blame", "pid": proc.pid, "limit_ms": limit_ms})
+        proc.tree_cpu_ms = float(reply.get("cpu_ms") or 0.0)
+        return bool(reply.get("blame"))
+
+    def _request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.ctl.send(wire.encode(msg))
+        reply: dict[str, Any] = wire.loads(self.ctl.recv(MSG_MAX).decode())
+        return reply
+
+    def _ask(self, proc: Process, op: str) -> None:
+        reply = self._request({"op": op, "pid": proc.pid})
+        proc.status = int(reply["status"])
+        proc.rusage_cpu_ms = float(reply.get("cpu_ms") or 0.0)
+        keep_tree_cpu(proc)
+
+
+def served_by(ctl: Any) -> Callable[..., ServedLauncher]:
+    """A launcher factory for ``harness.judge`` whose processes come from the server at ``ctl``."""
+
+    def make(job: dict[str, Any], on_start: Callable[[], None]) -> ServedLauncher:
+        return ServedLauncher(job, on_start, ctl)
+
+    return make
