@@ -24,7 +24,8 @@ import pytest
 
 from deepgym import DeepGym, Environment
 from deepgym.exceptions import SandboxUnavailableError
-from deepgym.sandbox import cgroups
+from deepgym.sandbox import cgroups, make_backend
+from deepgym.sandbox.base import Backend
 from deepgym.sandbox.host import SANDBOX_PYTHON, find_bwrap
 from tests.procs import children, parent
 
@@ -113,10 +114,9 @@ def meminfo() -> dict[str, int]:
     return out
 
 
-def busy_pool_slots(client: DeepGym | None) -> set[str]:
+def busy_pool_slots(backend: Backend | None) -> set[str]:
     """The live pool's per-worker cgroups that still hold a process between runs (a solution
     process that outlived its run)."""
-    backend = getattr(getattr(client, "_core", None), "_backend", None)
     out = set()
     for worker in getattr(backend, "_workers", None) or []:
         for d in worker.slot.dirs.values():
@@ -126,11 +126,10 @@ def busy_pool_slots(client: DeepGym | None) -> set[str]:
     return out
 
 
-def live_pool_pids(client: DeepGym | None) -> set[int]:
+def live_pool_pids(backend: Backend | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
     worker's bwrap, the worker, its zygote and the zygote's standby (a process forked ahead of
     the next run, named ``dg-standby`` until it has one), never a solution process."""
-    backend = getattr(getattr(client, "_core", None), "_backend", None)
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}
     tree = children()
@@ -180,17 +179,18 @@ class HostGuard:
     pids: set[int]
     mem: dict[str, int]
     cgroups: list[str] = field(default_factory=list)
-    client: DeepGym | None = None
+    backend: Backend | None = None
+    """The backend under test: its own live processes and cgroups are not leftovers."""
 
     @classmethod
-    def take(cls, client: DeepGym | None = None) -> HostGuard:
-        return cls(pids=pids(), mem=meminfo(), client=client)
+    def take(cls, backend: Backend | None = None) -> HostGuard:
+        return cls(pids=pids(), mem=meminfo(), backend=backend)
 
     def leftovers(self) -> tuple[set[int], set[str]]:
         # A group still busy at the run's end is removed at the backend's next attempt.
         cgroups.retry_pending(final=False)
-        new = suspects(pids() - self.pids - {os.getpid()} - live_pool_pids(self.client))
-        return new, {d for d in self.cgroups if os.path.exists(d)} | busy_pool_slots(self.client)
+        new = suspects(pids() - self.pids - {os.getpid()} - live_pool_pids(self.backend))
+        return new, {d for d in self.cgroups if os.path.exists(d)} | busy_pool_slots(self.backend)
 
     def memory_back(self) -> bool:
         now = meminfo()
@@ -231,10 +231,20 @@ def module_secret() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def dg(sandbox: str, module_secret: str) -> Iterator[DeepGym]:
+def backend(sandbox: str) -> Backend:
+    """The backend under test (the ``dg`` client closes it)."""
+    try:
+        return make_backend(sandbox)
+    except SandboxUnavailableError as exc:
+        pytest.skip(f"the {sandbox} sandbox cannot run on this host: {exc}")
+
+
+@pytest.fixture(scope="module")
+def dg(backend: Backend, module_secret: str) -> Iterator[DeepGym]:
     """One warmed-up client per backend: a correct answer scores 1.0 before any attack."""
+    sandbox = backend.name
     before = pids()
-    client = DeepGym(sandbox=sandbox)
+    client = DeepGym(backend=backend)
     try:
         try:
             warm = client.run(ADD, ADD_OK)
@@ -252,9 +262,9 @@ def dg(sandbox: str, module_secret: str) -> Iterator[DeepGym]:
 
 
 @pytest.fixture
-def host(dg: DeepGym, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostGuard]:
+def host(dg: DeepGym, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostGuard]:
     """A snapshot of the host taken after the client is warm; checked again at teardown."""
-    guard = HostGuard.take(dg)
+    guard = HostGuard.take(backend)
     create = cgroups.create
 
     def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:

@@ -20,6 +20,8 @@ import pytest
 from deepgym import DeepGym, Environment
 from deepgym.exceptions import SandboxUnavailableError
 from deepgym.judge.patch import make_diff
+from deepgym.sandbox import make_backend
+from deepgym.sandbox.base import Backend
 
 from .conftest import ADD, ADD_OK, HostGuard
 
@@ -31,14 +33,23 @@ FIXED = "def add(a, b):\n    return a + b\n"
 
 
 @pytest.fixture(scope="module", params=["strict", "pool"])
-def dg(request: pytest.FixtureRequest) -> Iterator[DeepGym]:
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The backend under test here (the conftest's ``host`` guard knows its processes)."""
+    try:
+        return make_backend(request.param)
+    except SandboxUnavailableError as exc:
+        pytest.skip(f"the {request.param} sandbox cannot run on this host: {exc}")
+
+
+@pytest.fixture(scope="module")
+def dg(backend: Backend) -> Iterator[DeepGym]:
     """One warm client per backend (the conftest's ``host`` guard uses this one here)."""
-    client = DeepGym(sandbox=request.param)
+    client = DeepGym(backend=backend)
     try:
         try:
             warm = client.run(ADD, ADD_OK)
         except SandboxUnavailableError as exc:
-            pytest.skip(f"the {request.param} sandbox cannot run on this host: {exc}")
+            pytest.skip(f"the {backend.name} sandbox cannot run on this host: {exc}")
         assert warm.has_verdict and warm.score == 1.0, warm
         yield client
     finally:

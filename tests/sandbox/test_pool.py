@@ -31,8 +31,7 @@ SLOW = "import time\ndef add(a, b):\n    time.sleep(3)\n    return a + b\n"
 def test_workers_start_lazily_report_memory_and_leave_nothing() -> None:
     async def go() -> None:
         backend = PoolBackend(workers=2)
-        dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None))
-        dg._backend = backend
+        dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None), backend=backend)
         assert backend.stats()["workers"] == 0  # nothing runs before the first answer
         r = await dg.run(ENV, GOOD)
         assert r.passed and r.isolation == "pool"
@@ -49,11 +48,10 @@ def test_workers_start_lazily_report_memory_and_leave_nothing() -> None:
 
 def test_a_worker_that_dies_mid_run_costs_that_run_its_verdict_only() -> None:
     async def go() -> None:
-        dg = AsyncDeepGym(workers=1, time_limits=TimeLimitPolicy(factor=None))
+        backend = PoolBackend(workers=1)
+        dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None), backend=backend)
         try:
             await dg.run(ENV, GOOD)  # start the worker
-            backend = dg._backend
-            assert isinstance(backend, PoolBackend)
             pending = asyncio.ensure_future(dg.run_batch(ENV, [SLOW]))
             await asyncio.sleep(1.0)  # the answer is in play, sleeping
             os.killpg(backend._workers[0].proc.pid, signal.SIGKILL)
@@ -126,8 +124,7 @@ def test_a_verifier_process_cache_outlives_the_run_only_in_a_worker(
 def test_each_worker_keeps_one_cgroup_per_controller_and_removes_it_at_close() -> None:
     async def go() -> None:
         backend = PoolBackend(workers=2)
-        dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None))
-        dg._backend = backend
+        dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None), backend=backend)
         for _ in range(3):
             assert (await dg.run(ENV, GOOD)).passed
         groups = [d for w in backend._workers for d in w.slot.dirs.values()]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepgym.exceptions import SandboxUnavailableError
+from deepgym.sandbox import policy
 
 JUDGE_DIR = Path(__file__).resolve().parent.parent / "judge"
 SANDBOX_PYTHON = os.path.realpath(sys.executable)
@@ -87,22 +88,21 @@ def compile_judge() -> None:
         compileall.compile_dir(str(JUDGE_DIR), quiet=2, workers=1)
 
 
+def host_params() -> policy.Params:
+    """This host's facts that every sandbox is built from (the bwrap binary, the system's
+    folders, the judge package, the interpreter), for ``policy.argv``."""
+    return policy.Params(
+        bwrap=find_bwrap().path,
+        system=tuple(system_binds()),
+        judge_dir=str(JUDGE_DIR),
+        python=SANDBOX_PYTHON,
+    )
+
+
 def bare_sandbox() -> list[str]:
-    """The plainest bwrap sandbox with the system in it (a probe, and the benchmarks' floor)."""
-    return [
-        find_bwrap().path,
-        "--unshare-all",
-        "--die-with-parent",
-        *system_binds(),
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--uid",
-        "1000",
-        "--gid",
-        "1000",
-    ]
+    """The plainest bwrap sandbox with the system in it (a probe, and the benchmarks' floor):
+    ``policy``'s ``probe`` role, to which the caller appends a command."""
+    return policy.argv(policy.PROBE, host_params())
 
 
 @functools.cache

@@ -1,12 +1,12 @@
 """The ``pool`` backend (the default): warm workers, each in its own sandbox, fork per run.
 
-Each worker is started once in a bwrap of its own (all namespaces, no network, no host
-environment, the system read-only) with the judge imported. Per run it judges in-process (the
-verifier is trusted code) while its zygote (a process that never held test data or an answer)
-hands over a solution process it forked ahead: pid 1 of a fresh pid namespace, in fresh mount and
-ipc namespaces, uid 65534 without capabilities, in the worker's cgroups and the run's rlimits
-(``deepgym.judge.worker``). The isolation matches ``strict`` test for test; what changes is that
-no interpreter and no bwrap start per run.
+Each worker is started once in a bwrap of its own (``policy``'s ``worker`` role: all
+namespaces, no network, no host environment, the system read-only) with the judge imported.
+Per run it judges in-process (the verifier is trusted code) while its zygote (a process that
+never held test data or an answer) hands over a solution process it forked ahead: pid 1 of a
+fresh pid namespace, in fresh mount and ipc namespaces, uid 65534 without capabilities, in the
+worker's cgroups and the run's rlimits (``deepgym.judge.worker``). The isolation matches
+``strict`` test for test; what changes is that no interpreter and no bwrap start per run.
 
 Each worker has a cgroup per controller of its own (``cgroups.Slot``), reused run after run: the
 host sets a run's limits before sending the job and reads its evidence when the run ends.
@@ -32,17 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
-from deepgym.judge.worker import ANSWER_PATH
-from deepgym.sandbox import cgroups
+from deepgym.judge.codes import ANSWER_PATH
+from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
-from deepgym.sandbox.local import (
-    START_GRACE_S,
-    LocalBackend,
-    apply_evidence,
-    job_spec,
-    mechanisms,
-    solution_env,
-)
+from deepgym.sandbox.evidence import apply_evidence, mechanisms, read_run
+from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.spec import START_GRACE_S, job_spec, rlimits, solution_env, work_bytes
+from deepgym.sandbox.workspace import Workspace
 
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
@@ -261,8 +257,11 @@ class _Idle:
             raise
 
 
-class PoolBackend(LocalBackend):
+class PoolBackend:
     """Warm sandboxed workers that fork per run: a few milliseconds of overhead per answer."""
+
+    name = "pool"
+    isolation = "pool"
 
     def __init__(self, workers: int | None = None, affinity: bool = True) -> None:
         # Two per core by default: a worker waits on the host and on its solution between bursts
@@ -270,14 +269,15 @@ class PoolBackend(LocalBackend):
         size = workers if workers is not None else 2 * (os.cpu_count() or 1)
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ConfigError(f"workers must be a positive int, got {workers!r}")
-        super().__init__("strict")
-        self.name = "pool"
-        self.isolation = "pool"
+        compile_judge()
+        check_bwrap()
+        self._host = host_params()
+        """The host's facts every worker's sandbox is built from, read once."""
+        self._workspace = Workspace()
         self.size = size
         self.affinity = affinity
         """Hand a run to a worker that ran its environment lately (``_Idle``); False: strictly
         first come, first served (``benchmarks/affinity.py`` compares the two)."""
-        (self._root / "envs").mkdir(exist_ok=True)
         self._idle: _Idle | None = None
         self._workers: list[_Worker] = []
         self._starting: asyncio.Task[None] | None = None
@@ -290,20 +290,19 @@ class PoolBackend(LocalBackend):
 
     # -- workers --------------------------------------------------------------------------
     def _worker_argv(self, result_fd: int, marks_fd: int, slot: cgroups.Slot) -> list[str]:
-        binds = [
-            "--ro-bind",
-            str(self._root / "envs"),
-            "/judge/envs",
-            "--dir",  # where each solution mounts its own work dir
-            "/work",
-        ]
-        for ctrl, parent in self._cg_parents.items():
-            binds += ["--bind", parent, f"/cg/{ctrl}"]
-        procs = [f"/cg/{c}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
-        argv = ["worker", str(result_fd), str(marks_fd), *procs]
-        # The worker's environment is every solution's: a solution inherits it from the zygote.
-        env = {**solution_env("/work"), "LD_BIND_NOW": "1"}  # for its start: it takes it out
-        return self.judge_sandbox(binds, argv, env)
+        """A ``worker`` sandbox (``policy``) whose solutions join ``slot``'s groups."""
+        mounted = policy.POOL_CGROUP
+        procs = [f"{mounted.format(c)}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
+        params = dataclasses.replace(
+            self._host,
+            command=("worker", str(result_fd), str(marks_fd), *procs),
+            # The worker's environment is every solution's: a solution inherits it from the
+            # zygote. LD_BIND_NOW is for the worker's start: it takes it out.
+            env={**solution_env("/work"), "LD_BIND_NOW": "1"},
+            envs_dir=str(self._workspace.envs),
+            cgroups=self._cg_parents,
+        )
+        return policy.argv(policy.WORKER, params)
 
     async def _spawn_worker(self) -> _Worker:
         slot = cgroups.Slot(f"pool-{os.getpid()}-{uuid.uuid4().hex[:12]}")
@@ -383,7 +382,7 @@ class PoolBackend(LocalBackend):
     async def run(self, job: Job) -> RawRun:
         t0 = time.monotonic()
         idle = await self._ensure_started()
-        env_dir = self._env_dir(job.env)
+        env_dir = self._workspace.env_dir(job.env)
         t_wait = time.monotonic()
         worker = await idle.get(env_dir.name)
         queue_ms = (time.monotonic() - t_wait) * 1000.0
@@ -393,8 +392,8 @@ class PoolBackend(LocalBackend):
             spec = {
                 **job_spec(job, f"/judge/envs/{env_dir.name}", ANSWER_PATH),
                 "answer": job.answer,  # the worker writes it to a file of its own
-                "limits_json": json.dumps(self._limits(job, slot)),
-                "work_bytes": job.env.max_file_mb * 2 * 2**20,
+                "limits_json": json.dumps(rlimits(job, slot)),
+                "work_bytes": work_bytes(job),
             }
             start_ms = (time.monotonic() - t0) * 1000.0
             events, code, timed_out, died = await worker.execute(spec, job.timeout + START_GRACE_S)
@@ -402,12 +401,11 @@ class PoolBackend(LocalBackend):
             err = bytes(worker.stderr)
             limit, peak = slot.end()
             await self._release(worker)
-        raw = self._raw(events, -signal.SIGKILL if died else code, b"", err, timed_out)
+        raw = read_run(events, -signal.SIGKILL if died else code, b"", err, timed_out, "pool")
         if died:
             raw.outcome = dataclasses.replace(
                 raw.outcome, worker_died=True, detail="the pool worker died during the run"
             )
-        raw.isolation = "pool"
         raw.start_ms = start_ms
         raw.queue_ms = queue_ms
         return apply_evidence(raw, (limit, peak, mechanisms(slot, "tmpfs")), t0)
@@ -422,4 +420,5 @@ class PoolBackend(LocalBackend):
         self._workers.clear()
         self._starting = None
         self._idle = None
-        await super().close()
+        cgroups.retry_pending(final=True)
+        self._workspace.close()

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from deepgym.judge import wire
-from deepgym.judge.blame import tree_used_its_time
-from deepgym.judge.proxy import MSG_MAX, _tree
+from deepgym.judge.blame import read_tree, tree_used_its_time
+from deepgym.judge.codes import MSG_MAX
 
 ArgvFor = Callable[[str, list[str]], tuple[list[str], dict[str, str]]]
 """``(mode, args) -> (argv, environment)`` of a solution process."""
@@ -115,13 +115,13 @@ class SolutionServer:
             return
         proc = self.procs[int(req["pid"])]
         if op == "blame":
-            cpu_ms, states = _tree(proc.pid)
+            cpu_ms, states = read_tree(proc.pid)
             blame = tree_used_its_time(cpu_ms, states, float(req["limit_ms"]))
             self.sock.send(wire.encode({"blame": blame, "cpu_ms": cpu_ms}))
             return
         cpu_ms = 0.0
         if op == "kill":
-            cpu_ms = _tree(proc.pid)[0]
+            cpu_ms = read_tree(proc.pid)[0]
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         code = await proc.wait()

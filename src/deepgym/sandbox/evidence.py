@@ -1,0 +1,84 @@
+"""What a run left behind, read into a ``RawRun``: the judge's events, the verifier's exit code
+and output, and the cgroup evidence (which limit fired, peak memory, which mechanism enforced
+each limit). Shared by every backend; classification is ``deepgym.verdict``'s, not this module's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from deepgym.sandbox import cgroups
+from deepgym.sandbox.base import RawRun
+from deepgym.verdict import Outcome
+
+Evidence = tuple[str | None, float | None, dict[str, str]]
+"""(the limit that fired, peak memory in MiB, which mechanism enforced each limit)."""
+
+
+def read_run(
+    events: list[dict[str, Any]],
+    code: int | None,
+    out: bytes,
+    err: bytes,
+    timed_out: bool,
+    isolation: str,
+) -> RawRun:
+    """A run's ``RawRun`` from the judge's ``events``, the verifier's exit ``code`` and output,
+    and whether the host's wall limit fired; ``isolation`` is reported as given."""
+    in_play = next((e for e in events if e.get("event") == "in_play"), None)
+    report = next((e for e in events if e.get("event") == "report"), None)
+    stderr = err.decode("utf-8", "replace")
+    start_failed = report is None and in_play is None and stderr.startswith("bwrap:")
+    died = code is not None and (code < 0 or code >= 128)
+    sol = (report or {}).get("solution") or {}
+    detail = ""
+    if report is None and not timed_out:
+        detail = (stderr.strip().splitlines() or [f"verifier exited {code}"])[-1][:300]
+    outcome = Outcome(
+        report=report,
+        in_play=in_play is not None,
+        verifier_exit_code=code,
+        sandbox_died=died,
+        wall_timeout=timed_out,
+        start_failed=start_failed,
+        detail=detail,
+    )
+    return RawRun(
+        outcome=outcome,
+        report=report,
+        isolation=isolation,
+        exit_code=code,
+        stdout=(sol.get("stdout") or "") if report else out.decode("utf-8", "replace"),
+        stderr=(sol.get("stderr") or "") + ("" if report else stderr),
+        in_play_ms=in_play.get("in_play_ms") if in_play else None,
+        in_play_by=in_play.get("by") if in_play else None,
+        limit_fired=sol.get("limit"),
+        solution_cpu_ms=sol.get("cpu_ms"),
+        signal=-code if code is not None and code < 0 else None,
+    )
+
+
+def take_evidence(group: cgroups.RunCgroup, work_dir: str) -> Evidence:
+    """Read the run's cgroup evidence, then remove the groups: (limit fired, peak MiB, which
+    mechanism enforced each limit)."""
+    limit, peak = group.evidence()
+    used = mechanisms(group, work_dir)
+    group.remove()
+    return limit, peak, used
+
+
+def mechanisms(group: cgroups.RunCgroup | cgroups.Slot, work_dir: str) -> dict[str, str]:
+    """Which mechanism enforced each limit of a run on ``group``."""
+    return {**group.mechanisms(), "work_dir": work_dir, "time": "judge+host"}
+
+
+def apply_evidence(raw: RawRun, evidence: Evidence, t0: float) -> RawRun:
+    """``raw`` with the cgroup evidence and the run's total time (since ``t0``) filled in."""
+    limit, peak, mechanisms = evidence
+    raw.limit_mechanism = mechanisms
+    raw.peak_memory_mb = peak
+    if limit and not raw.limit_fired:
+        raw.limit_fired = limit
+    raw.total_ms = (time.monotonic() - t0) * 1000.0
+    return raw

@@ -1,0 +1,170 @@
+"""One run as fresh processes: the flow ``strict`` and ``unsafe`` share.
+
+Per run: stage the environment, write the answer and the job to a folder of the run's own, make
+the run's cgroups, start the verifier process and (for a function or patch task) the first
+solution process beside it, serve the verifier's requests for solution processes
+(``served.SolutionServer``), read its events on a private pipe, and kill everything at the wall
+limit. How each process is started (in a bwrap sandbox, or bare) is the backend's ``Launch``;
+nothing here branches on the isolation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from deepgym.sandbox import cgroups
+from deepgym.sandbox.base import Job, RawRun
+from deepgym.sandbox.evidence import apply_evidence, read_run, take_evidence
+from deepgym.sandbox.policy import BASE_ENV
+from deepgym.sandbox.served import SolutionServer
+from deepgym.sandbox.spec import START_GRACE_S, job_spec
+from deepgym.sandbox.workspace import Workspace
+
+_AHEAD_MODE = {"function": "module", "patch": "repo"}
+"""The kinds whose first solution process is started ahead, and in which mode."""
+KILL_WAIT_S = 5.0
+OUTPUT_EXCERPT = 8192
+
+
+class Launch(Protocol):
+    """How a fresh-process backend starts a run's processes, and what it reports of them."""
+
+    isolation: str
+    """Reported in every result (``RawRun.isolation``)."""
+    work_dir: str
+    """What holds a solution's work dir (``tmpfs``, or ``none``): reported as evidence."""
+    through_bwrap: bool
+    """Solution processes run under bwrap, which reports a child's signal as 128 + n."""
+
+    def job_paths(self, run_dir: Path, env_dir: Path) -> tuple[str, str]:
+        """The environment's folder and the answer's file, as the verifier sees them."""
+        ...
+
+    def verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
+        """The verifier process's command line (its events go to ``result_fd``)."""
+        ...
+
+    def solution_argv(
+        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """A solution process's command line and whole environment."""
+        ...
+
+
+class FreshRuns:
+    """Runs each job as fresh processes started by ``launch``, in a ``Workspace`` of its own."""
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.workspace = Workspace()
+
+    async def run(self, job: Job) -> RawRun:
+        """Run one job; the result carries the run's evidence and ``launch``'s isolation."""
+        launch = self.launch
+        t0 = time.monotonic()
+        env_dir = self.workspace.env_dir(job.env)
+        run_dir = self.workspace.run_dir()
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = SolutionServer(
+            mine,
+            lambda mode, args: launch.solution_argv(job, run_dir, group, mode, args),
+            through_bwrap=launch.through_bwrap,
+        )
+        try:
+            (run_dir / "answer").mkdir()
+            (run_dir / "answer" / "solution.py").write_text(job.answer)
+            env_in, answer_path = launch.job_paths(run_dir, env_dir)
+            spec = {**job_spec(job, env_in, answer_path), "ctl_fd": theirs.fileno()}
+            (run_dir / "job.json").write_text(json.dumps(spec))
+            r_fd, w_fd = os.pipe()
+            try:
+                argv = launch.verifier_argv(run_dir, env_dir, w_fd)
+                verifier = asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    pass_fds=(w_fd, theirs.fileno()),
+                    start_new_session=True,
+                    cwd=str(run_dir),
+                    env=BASE_ENV,  # bwrap's own init keeps its environ: no host secrets in it
+                )
+                ahead = _AHEAD_MODE.get(job.env.kind)
+                if ahead is None:
+                    proc = await verifier
+                else:  # the answer's interpreter starts beside the verifier's
+                    proc, _ = await asyncio.gather(verifier, server.start_ahead(ahead))
+            finally:
+                os.close(w_fd)
+                theirs.close()
+            start_ms = (time.monotonic() - t0) * 1000.0
+            serving = asyncio.ensure_future(server.serve())
+            try:
+                raw = await self._collect(job, proc, r_fd)
+            finally:
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+                await server.close()
+            raw.start_ms = start_ms
+        finally:
+            evidence = take_evidence(group, launch.work_dir)
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return apply_evidence(raw, evidence, t0)
+
+    async def _collect(self, job: Job, proc: asyncio.subprocess.Process, r_fd: int) -> RawRun:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**22)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
+        )
+        events: list[dict[str, Any]] = []
+
+        async def read_events() -> None:
+            while line := await reader.readline():
+                with contextlib.suppress(ValueError):
+                    msg = json.loads(line)
+                    if isinstance(msg, dict):
+                        events.append(msg)
+
+        async def drain(stream: asyncio.StreamReader | None) -> bytes:
+            if stream is None:
+                return b""
+            head = b""
+            while chunk := await stream.read(65536):
+                if len(head) < OUTPUT_EXCERPT:
+                    head += chunk[: OUTPUT_EXCERPT - len(head)]
+            return head
+
+        wall = job.timeout + START_GRACE_S
+        work = asyncio.gather(read_events(), drain(proc.stdout), drain(proc.stderr), proc.wait())
+        timed_out = False
+        try:
+            _, out, err, _ = await asyncio.wait_for(asyncio.shield(work), wall)
+        except TimeoutError:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            try:  # the pipes close when the sandbox's processes are gone; never wait forever
+                _, out, err, _ = await asyncio.wait_for(work, KILL_WAIT_S)
+            except TimeoutError:
+                out, err = b"", b"the sandbox did not end after it was killed"
+                await proc.wait()
+        finally:
+            transport.close()
+        return read_run(events, proc.returncode, out, err, timed_out, self.launch.isolation)
+
+    async def close(self) -> None:
+        """Remove what the runs left: cgroups still busy at their end, and the workspace."""
+        cgroups.retry_pending(final=True)
+        self.workspace.close()

@@ -1,0 +1,62 @@
+"""What a backend tells the judge about one run: the job's kind and paths, the solution's
+rlimits and environment, and the grace a run's wall limit allows past its own time limit.
+
+Pure functions of a ``Job``, shared by every backend (``strict``, ``unsafe``, ``pool``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from deepgym.sandbox import cgroups
+from deepgym.sandbox.base import Job
+from deepgym.sandbox.policy import BASE_ENV
+
+START_GRACE_S = 2.0
+"""How far past a run's own time limit its sandbox may go before the host kills it (starting
+the sandbox and sending the report take time too)."""
+
+
+def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
+    """What the judge needs of a job, with paths as its sandbox sees them (``env_in``: the
+    environment's folder; ``answer_path``: the answer's file, for the in-play audit)."""
+    env = job.env
+    custom = env.verifier_code is not None or env.verifier_path is not None
+    return {
+        "kind": env.kind,
+        "entry_point": env.entry_point,
+        "compare": env.compare,
+        "timeout": job.timeout,
+        "case_timeout": job.case_timeout,
+        "test_cases_path": f"{env_in}/test_cases.json" if env.test_cases is not None else None,
+        "verifier_path": f"{env_in}/verifier.py" if custom else None,
+        "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
+        "answer_path": answer_path,
+    }
+
+
+def rlimits(job: Job, group: cgroups.RunCgroup | cgroups.Slot) -> dict[str, int]:
+    """The solution process's hard limits (``solution_host.apply_limits``); memory as an
+    address-space limit only where no memory cgroup holds it."""
+    env = job.env
+    limits = {
+        "cpu_s": math.ceil(job.timeout) + 1,
+        "fsize_bytes": env.max_file_mb * 2**20,
+        "nofile": 256,
+        "nproc": env.max_processes,
+        "core": 0,
+    }
+    if "memory" not in group.dirs:
+        limits["as_bytes"] = env.memory_mb * 2**20
+    return limits
+
+
+def work_bytes(job: Job) -> int:
+    """The size cap of each of a solution's writable tmpfs (its work dir, /tmp, /dev/shm)."""
+    return job.env.max_file_mb * 2 * 2**20
+
+
+def solution_env(home: str) -> dict[str, str]:
+    """The whole environment of a solution process: nothing of the host's."""
+    return {**BASE_ENV, "PYTHONHASHSEED": "0", "HOME": home}

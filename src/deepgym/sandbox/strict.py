@@ -1,0 +1,86 @@
+"""The ``strict`` backend: fresh bwrap sandboxes per run, composed from ``policy``.
+
+The verifier process runs in a ``verifier`` sandbox (all namespaces, no network, no host
+environment, the system's programs read-only, its environment and the answer mounted read-only,
+a private /tmp). At first use it has the host start the solution in a ``solution`` sandbox of its
+own (fresh user, pid, mount, net, ipc and uts namespaces, uid 65534, no capabilities, no further
+user namespaces, a size-capped tmpfs work dir holding only the answer, no /proc) inside the run's
+cgroups. When a sandbox ends, its pid namespace takes every process with it, daemons included.
+Slower than the pool, and the simplest to audit: the baseline the pool must match on every
+isolation test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from deepgym.sandbox import cgroups, policy
+from deepgym.sandbox.base import Job, RawRun
+from deepgym.sandbox.fresh import FreshRuns
+from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.spec import rlimits, solution_env, work_bytes
+
+
+class BwrapLaunch:
+    """Each process of a run in a bwrap sandbox of its own role (``policy``)."""
+
+    isolation = "strict"
+    work_dir = "tmpfs"
+    through_bwrap = True
+
+    def __init__(self, host: policy.Params) -> None:
+        self.host = host
+        """The host's facts (bwrap, system folders, judge, Python), read once."""
+
+    def job_paths(self, run_dir: Path, env_dir: Path) -> tuple[str, str]:
+        """Where the ``verifier`` sandbox mounts the run's files (``policy``'s ``run_files``)."""
+        return "/judge/env", "/judge/answer/solution.py"
+
+    def verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
+        """A ``verifier`` sandbox running the harness on the run's job."""
+        params = dataclasses.replace(
+            self.host,
+            command=("verifier", "/judge/job.json", str(result_fd)),
+            run_dir=str(run_dir),
+            env_dir=str(env_dir),
+        )
+        return policy.argv(policy.VERIFIER, params)
+
+    def solution_argv(
+        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """A ``solution`` sandbox serving the answer, told where the run's cgroups are."""
+        limits = json.dumps(rlimits(job, group))
+        env = solution_env("/work")
+        procs = group.procs_files
+        env["DEEPGYM_CGROUP_PROCS"] = ":".join(policy.RUN_CGROUP.format(c) for c in procs)
+        params = dataclasses.replace(
+            self.host,
+            command=("solution", mode, "/work/solution.py", limits, *args),
+            run_dir=str(run_dir),
+            cgroups=procs,
+            size=work_bytes(job),
+        )
+        return policy.argv(policy.SOLUTION, params), env
+
+
+class StrictBackend:
+    """Runs each job in fresh bwrap sandboxes: a verifier's, and one per solution process."""
+
+    name = "strict"
+    isolation = "strict"
+
+    def __init__(self) -> None:
+        compile_judge()
+        check_bwrap()
+        self._runs = FreshRuns(BwrapLaunch(host_params()))
+
+    async def run(self, job: Job) -> RawRun:
+        """Run one job in fresh sandboxes."""
+        return await self._runs.run(job)
+
+    async def close(self) -> None:
+        """Remove the backend's files and any run cgroup left."""
+        await self._runs.close()

@@ -1,0 +1,423 @@
+"""The bwrap policy table, row by row (pure: no sandbox starts).
+
+Each row must reach exactly the roles this file names for it, and each role's command line must
+be the one the backends built before the table existed (captured below as data, with made-up
+host facts). bwrap applies mounts in order, so order is checked as well as membership.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from deepgym.judge.codes import SOLUTION_UID
+from deepgym.sandbox import policy
+from deepgym.sandbox.policy import JUDGE_UID, RULES, Params, Rule, argv, rules_for
+
+SOLUTION, VERIFIER, WORKER, PROBE = "solution", "verifier", "worker", "probe"
+EVERY = {SOLUTION, VERIFIER, WORKER, PROBE}
+JUDGES = {VERIFIER, WORKER}
+
+EXPECTED_ROLES: dict[str, set[str]] = {
+    "namespaces": EVERY,
+    "own_user_namespace": {SOLUTION},
+    "no_user_namespaces": {SOLUTION},
+    "no_capabilities": {SOLUTION},
+    "die_with_parent": EVERY,
+    "new_session": {SOLUTION, VERIFIER, WORKER},
+    "clean_environment": JUDGES,
+    "private_tmp": JUDGES,
+    "system_read_only": EVERY,
+    "judge_read_only": {SOLUTION, VERIFIER, WORKER},
+    "run_files": {VERIFIER},
+    "staged_environments": {WORKER},
+    "work_mount_point": {WORKER},
+    "pool_cgroups": {WORKER},
+    "devices": EVERY,
+    "no_proc": {SOLUTION},
+    "own_proc": {VERIFIER, WORKER, PROBE},
+    "capped_work_dir": {SOLUTION},
+    "answer_read_only": {SOLUTION},
+    "run_cgroups": {SOLUTION},
+    "capped_tmp": {SOLUTION},
+    "capped_shm": {SOLUTION},
+    "read_only_rest": {SOLUTION},
+    "solution_uid": {SOLUTION},
+    "judge_uid": {VERIFIER, WORKER, PROBE},
+    "solution_hostname": {SOLUTION},
+    "judge_hostname": JUDGES,
+    "solution_workdir": {SOLUTION},
+    "judge_workdir": JUDGES,
+    "boot": {SOLUTION, VERIFIER, WORKER},
+}
+"""Which roles each rule reaches: this file's own statement, checked against the table."""
+
+HOST = Params(
+    bwrap="/usr/bin/bwrap",
+    system=("--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib"),
+    judge_dir="/site/deepgym/judge",
+    python="/usr/bin/python3.11",
+)
+LIMITS = '{"cpu_s": 4, "fsize_bytes": 16777216, "nofile": 256, "nproc": 16, "core": 0}'
+RUN_DIR = "/tmp/deepgym-abc/run-xyz"
+ENVS = "/tmp/deepgym-abc/envs"
+RUN_PROCS = {
+    "memory": "/sys/fs/cgroup/memory/deepgym/r1/cgroup.procs",
+    "pids": "/sys/fs/cgroup/pids/deepgym/r1/cgroup.procs",
+}
+POOL_PARENTS = {
+    "memory": "/sys/fs/cgroup/memory/deepgym",
+    "pids": "/sys/fs/cgroup/pids/deepgym",
+}
+SIZE = 32 * 2**20
+
+
+def params(case: str) -> Params:
+    """The parameters each backend passed for ``case`` (a role, or a solution's mode)."""
+    if case.startswith(SOLUTION):
+        mode, args = ("script", ("a", "1")) if case.endswith("script") else ("module", ())
+        command = ("solution", mode, "/work/solution.py", LIMITS, *args)
+        return replace(HOST, command=command, run_dir=RUN_DIR, cgroups=RUN_PROCS, size=SIZE)
+    if case == VERIFIER:
+        command = ("verifier", "/judge/job.json", "7")
+        return replace(HOST, command=command, run_dir=RUN_DIR, env_dir=f"{ENVS}/0123")
+    if case == WORKER:
+        procs = ("/cg/memory/pool-1-ab/cgroup.procs", "/cg/pids/pool-1-ab/cgroup.procs")
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "HOME": "/work"}
+        return replace(
+            HOST,
+            command=("worker", "5", "6", *procs),
+            env={**env, "LD_BIND_NOW": "1"},
+            envs_dir=ENVS,
+            cgroups=POOL_PARENTS,
+        )
+    return Params(bwrap=HOST.bwrap, system=HOST.system)
+
+
+def role_of(case: str) -> str:
+    return SOLUTION if case.startswith(SOLUTION) else case
+
+
+_SOLUTION_BEFORE = [
+    "/usr/bin/bwrap",
+    "--unshare-all",
+    "--unshare-user",
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--ro-bind",
+    "/site/deepgym/judge",
+    "/opt/deepgym/deepgym_judge",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/proc",
+    "--size",
+    "33554432",
+    "--tmpfs",
+    "/work",
+    "--ro-bind",
+    "/tmp/deepgym-abc/run-xyz/answer/solution.py",
+    "/work/solution.py",
+    "--bind",
+    "/sys/fs/cgroup/memory/deepgym/r1/cgroup.procs",
+    "/cg/memory.procs",
+    "--bind",
+    "/sys/fs/cgroup/pids/deepgym/r1/cgroup.procs",
+    "/cg/pids.procs",
+    "--size",
+    "33554432",
+    "--tmpfs",
+    "/tmp",
+    "--size",
+    "33554432",
+    "--tmpfs",
+    "/dev/shm",
+    "--remount-ro",
+    "/dev",
+    "--remount-ro",
+    "/proc",
+    "--remount-ro",
+    "/",
+    "--uid",
+    "65534",
+    "--gid",
+    "65534",
+    "--hostname",
+    "sandbox",
+    "--chdir",
+    "/work",
+    "/usr/bin/python3.11",
+    "-I",
+    "-S",
+    "/opt/deepgym/deepgym_judge/_boot.py",
+    "solution",
+]
+BEFORE: dict[str, list[str]] = {
+    "solution-module": [*_SOLUTION_BEFORE, "module", "/work/solution.py", LIMITS],
+    "solution-script": [*_SOLUTION_BEFORE, "script", "/work/solution.py", LIMITS, "a", "1"],
+    "verifier": [
+        "/usr/bin/bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--ro-bind",
+        "/site/deepgym/judge",
+        "/opt/deepgym/deepgym_judge",
+        "--ro-bind",
+        "/tmp/deepgym-abc/envs/0123",
+        "/judge/env",
+        "--ro-bind",
+        "/tmp/deepgym-abc/run-xyz/answer",
+        "/judge/answer",
+        "--ro-bind",
+        "/tmp/deepgym-abc/run-xyz/job.json",
+        "/judge/job.json",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--hostname",
+        "judge",
+        "--chdir",
+        "/tmp",
+        "/usr/bin/python3.11",
+        "-I",
+        "-S",
+        "/opt/deepgym/deepgym_judge/_boot.py",
+        "verifier",
+        "/judge/job.json",
+        "7",
+    ],
+    "worker": [
+        "/usr/bin/bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "PYTHONHASHSEED",
+        "0",
+        "--setenv",
+        "HOME",
+        "/work",
+        "--setenv",
+        "LD_BIND_NOW",
+        "1",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--ro-bind",
+        "/site/deepgym/judge",
+        "/opt/deepgym/deepgym_judge",
+        "--ro-bind",
+        "/tmp/deepgym-abc/envs",
+        "/judge/envs",
+        "--dir",
+        "/work",
+        "--bind",
+        "/sys/fs/cgroup/memory/deepgym",
+        "/cg/memory",
+        "--bind",
+        "/sys/fs/cgroup/pids/deepgym",
+        "/cg/pids",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--hostname",
+        "judge",
+        "--chdir",
+        "/tmp",
+        "/usr/bin/python3.11",
+        "-I",
+        "-S",
+        "/opt/deepgym/deepgym_judge/_boot.py",
+        "worker",
+        "5",
+        "6",
+        "/cg/memory/pool-1-ab/cgroup.procs",
+        "/cg/pids/pool-1-ab/cgroup.procs",
+    ],
+    "probe": [
+        "/usr/bin/bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+    ],
+}
+"""Each role's command line as the backends built it inline before the policy table (captured
+from that code with the host facts of ``HOST`` and the paths of ``params``)."""
+
+ARITY = {
+    "--unshare-all": 0,
+    "--unshare-user": 0,
+    "--disable-userns": 0,
+    "--die-with-parent": 0,
+    "--new-session": 0,
+    "--clearenv": 0,
+    "--cap-drop": 1,
+    "--tmpfs": 1,
+    "--dev": 1,
+    "--proc": 1,
+    "--dir": 1,
+    "--remount-ro": 1,
+    "--uid": 1,
+    "--gid": 1,
+    "--hostname": 1,
+    "--chdir": 1,
+    "--setenv": 2,
+    "--ro-bind": 2,
+    "--bind": 2,
+    "--symlink": 2,
+}
+"""How many arguments each bwrap option these sandboxes use takes (``--size`` aside)."""
+
+
+def operations(args: Sequence[str]) -> list[tuple[str, ...]]:
+    """bwrap's operations, in order: each option with its arguments, ``--size N --tmpfs X`` as
+    one operation (the size applies to that tmpfs only), then the command as one."""
+    ops: list[tuple[str, ...]] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--size":
+            assert args[i + 2] == "--tmpfs", f"--size not followed by --tmpfs: {args[i:]}"
+            ops.append(("--tmpfs", args[i + 3], "size=" + args[i + 1]))
+            i += 4
+        elif args[i] in ARITY:
+            n = ARITY[args[i]]
+            ops.append(tuple(args[i : i + 1 + n]))
+            i += 1 + n
+        else:
+            assert not args[i].startswith("--"), f"an option this test does not know: {args[i]}"
+            ops.append(("command", *args[i:]))
+            break
+    return ops
+
+
+def contains(ops: list[tuple[str, ...]], part: list[tuple[str, ...]]) -> bool:
+    """Whether ``part`` occurs in ``ops`` as one unbroken run."""
+    return any(ops[i : i + len(part)] == part for i in range(len(ops) - len(part) + 1))
+
+
+CASES = ["solution-module", "solution-script", VERIFIER, WORKER, PROBE]
+BY_NAME = {rule.name: rule for rule in RULES}
+
+
+def test_the_table_has_exactly_the_rules_this_file_checks() -> None:
+    assert [r.name for r in RULES] == list(EXPECTED_ROLES)  # in the order bwrap applies them
+    assert set(policy.ROLES) == EVERY
+    for rule in RULES:
+        assert rule.does and rule.why, rule.name
+        assert rule.roles and rule.roles <= EVERY, rule.name
+
+
+FULL = replace(
+    HOST,
+    command=("role", "args"),
+    env={"HOME": "/work"},
+    run_dir=RUN_DIR,
+    env_dir=f"{ENVS}/0123",
+    envs_dir=ENVS,
+    cgroups=RUN_PROCS,
+    size=SIZE,
+)
+"""Every parameter set: a rule adds something for any role, so one that is absent is absent
+because of the role, not for want of a path."""
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_ROLES))
+@pytest.mark.parametrize("role", sorted(EVERY))
+def test_a_rule_reaches_its_roles_and_no_other(name: str, role: str) -> None:
+    rule: Rule = BY_NAME[name]
+    wanted = role in EXPECTED_ROLES[name]
+    assert (rule in rules_for(role)) == wanted
+    part = operations(rule.args(FULL))
+    assert part, f"{name} adds nothing"
+    assert contains(operations(argv(role, FULL)[1:]), part) == wanted
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_role_is_the_command_line_the_backends_built_before(case: str) -> None:
+    assert argv(role_of(case), params(case)) == BEFORE[case]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_cap_and_read_only_remount_is_in_its_place(case: str) -> None:
+    ops = operations(argv(role_of(case), params(case))[1:])  # (a --size alone would raise)
+    mounts = [i for i, op in enumerate(ops) if op[0] in ("--tmpfs", "--ro-bind", "--bind")]
+    remounts = [i for i, op in enumerate(ops) if op[0] == "--remount-ro"]
+    assert all(r > max(mounts) for r in remounts)  # nothing mounted over a read-only folder
+    if role_of(case) == SOLUTION:
+        capped = {op[1] for op in ops if op[0] == "--tmpfs" and len(op) == 3}
+        assert capped == {"/work", "/tmp", "/dev/shm"}  # every writable tmpfs is capped
+        assert [ops[r][1] for r in remounts] == ["/dev", "/proc", "/"]
+
+
+def test_the_solution_never_shares_the_judges_uid() -> None:
+    assert SOLUTION_UID != JUDGE_UID
+    for role in sorted(EVERY):
+        ops = operations(argv(role, params(role))[1:])
+        assert ("--uid", str(SOLUTION_UID if role == SOLUTION else JUDGE_UID)) in ops
+
+
+def test_an_unknown_role_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="'guest'"):
+        argv("guest", HOST)
