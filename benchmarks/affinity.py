@@ -68,10 +68,8 @@ async def _shape(batches: list[list[Any]], warm: list[Any]) -> dict[str, dict[st
     }
     try:
         for name, affinity in ARMS.items():
-            dg = AsyncDeepGym(sandbox="pool", time_limits=TimeLimitPolicy(factor=None))
-            backend = dg._get_backend()
-            assert isinstance(backend, PoolBackend)
-            backend.affinity = affinity
+            backend = PoolBackend(affinity=affinity)
+            dg = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None), backend=backend)
             clients[name] = dg
             await dg.run_batch(warm, [e.reference_solution for e in warm])  # workers started
         for i, batch in enumerate(batches):

@@ -106,3 +106,49 @@ def test_sync_and_async_signatures_match(name: str) -> None:
 def test_context_managers_pair_up() -> None:
     assert hasattr(DeepGym, "__enter__") and hasattr(DeepGym, "__exit__")
     assert hasattr(AsyncDeepGym, "__aenter__") and hasattr(AsyncDeepGym, "__aexit__")
+
+
+def _protocol_methods(proto: type) -> dict[str, Any]:
+    return {
+        name: member
+        for name, member in vars(proto).items()
+        if callable(member) and not name.startswith("_")
+    }
+
+
+@pytest.mark.parametrize("engine", ["LocalEngine", "RemoteEngine"])
+def test_every_engine_holds_to_the_engine_protocol(engine: str) -> None:
+    import deepgym.engines as engines
+    from deepgym.engines import Engine
+
+    cls = getattr(engines, engine)
+    assert isinstance(cls.mode, str)
+    for name, proto in _protocol_methods(Engine).items():
+        impl = getattr(cls, name)
+        assert _params(impl) == _params(proto), f"{engine}.{name}"
+        assert inspect.iscoroutinefunction(impl) == inspect.iscoroutinefunction(proto), name
+        if name == "stream_groups":
+            assert inspect.isasyncgenfunction(impl), name
+
+
+def test_the_facade_delegates_every_engine_method_with_its_signature() -> None:
+    from deepgym.engines import Engine
+
+    for name, proto in _protocol_methods(Engine).items():
+        assert _params(getattr(AsyncDeepGym, name)) == _params(proto), name
+
+
+def test_sync_and_async_reward_functions_have_the_same_methods_and_signatures() -> None:
+    from deepgym import AsyncRewardFunction, RewardFunction
+
+    def methods(cls: type) -> dict[str, Any]:
+        return {**_public_methods(cls), "__call__": cls.__call__}
+
+    sync, core = methods(RewardFunction), methods(AsyncRewardFunction)
+    assert set(sync) == set(core)
+    assert {"__call__", "results", "shaped_rewards", "per_test_rewards", "close"} <= set(sync)
+    for name in sorted(core):
+        assert _params(sync[name]) == _params(core[name]), name
+        if name != "__init__":
+            assert inspect.iscoroutinefunction(core[name]), name
+            assert not inspect.iscoroutinefunction(sync[name]), name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -23,9 +24,8 @@ ENV = Environment(
 
 
 def _client(**kw: object) -> tuple[AsyncDeepGym, FakeBackend]:
-    dg = AsyncDeepGym(**kw)  # type: ignore[arg-type]
     fake = FakeBackend()
-    dg._backend = fake
+    dg = AsyncDeepGym(backend=fake, **kw)  # type: ignore[arg-type]
     return dg, fake
 
 
@@ -106,11 +106,80 @@ def test_service_time_distribution() -> None:
 
 
 def test_blocking_client_streams_too() -> None:
-    dg = DeepGym(time_limits=TimeLimitPolicy(factor=None))
-    dg._core._backend = FakeBackend()
+    dg = DeepGym(time_limits=TimeLimitPolicy(factor=None), backend=FakeBackend())
     try:
         groups = list(dg.stream_groups(ENV, ["ok"] * 4, group_size=2))
         assert sorted(g for g, _ in groups) == [0, 1]
         assert all(len(rs) == 2 for _, rs in groups)
     finally:
         dg.close()
+
+
+def test_a_backend_is_injected_and_named_on_the_client() -> None:
+    fake = FakeBackend()
+    dg = AsyncDeepGym(backend=fake, time_limits=TimeLimitPolicy(factor=None))
+    assert dg.sandbox == "fake" and dg.mode == "local"
+    r = asyncio.run(dg.run(ENV, "pass"))
+    assert r.passed and fake.jobs[0].answer == "pass"
+    asyncio.run(dg.close())
+    assert fake.closed
+    with pytest.raises(ConfigError, match="backend= runs answers on this host"):
+        AsyncDeepGym(mode="remote", url="http://127.0.0.1:1", backend=FakeBackend())
+
+
+def test_an_engine_replaces_the_settings_it_would_be_made_from() -> None:
+    from deepgym.engines import LocalEngine
+
+    engine = LocalEngine(FakeBackend(), time_limits=TimeLimitPolicy(factor=None))
+    dg = DeepGym(engine=engine)
+    try:
+        assert dg.mode == "local" and dg.sandbox == "fake"
+        assert dg.run_one(ENV, "fail").score == 0.0
+    finally:
+        dg.close()
+    with pytest.raises(ConfigError, match="engine= replaces workers, backend"):
+        AsyncDeepGym(engine=engine, workers=2, backend=FakeBackend())
+    with pytest.raises(ConfigError, match="engine must be an Engine"):
+        AsyncDeepGym(engine=object())  # type: ignore[arg-type]
+
+
+def test_run_one_is_a_batch_of_one_and_never_raises() -> None:
+    dg, _ = _client(time_limits=TimeLimitPolicy(factor=None))
+    down = asyncio.run(dg.run_one(ENV, "down"))
+    assert not down.has_verdict and down.error_type == "sandbox_error" and down.attempts == 2
+    batch = asyncio.run(dg.run_batch(ENV, ["down"], max_parallel=1))
+    keep = {"score", "passed", "has_verdict", "error_type", "attempts", "env_name"}
+    assert down.model_dump(include=keep) == batch.results[0].model_dump(include=keep)
+    with pytest.raises(SandboxError):  # run keeps the contract's raise
+        asyncio.run(dg.run(ENV, "down"))
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda dg: dg.run_batch(ENV, ["a"], max_parallel=True), "max_parallel"),
+        (lambda dg: dg.run_batch(ENV, ["a"], max_parallel=0), "max_parallel"),
+        (lambda dg: dg.run_batch(ENV, ["a"], time_limit=float("inf")), "time_limit"),
+        (lambda dg: dg.run_batch(ENV, ["a"], time_limit=float("nan")), "time_limit"),
+        (lambda dg: dg.run_batch(ENV, ["a"], time_limit=True), "time_limit"),
+        (lambda dg: dg.run_batch(ENV, ["a"], group_size=False), "group_size"),
+        (lambda dg: dg.run_batch(ENV, "one str"), "not one str"),
+        (lambda dg: dg.run_batch(ENV, ["a", 3]), r"outputs\[1\]"),
+        (lambda dg: dg.run(ENV, 3), "model_output"),
+        (lambda dg: dg.run_one(ENV, b"x"), r"outputs\[0\]"),
+        (lambda dg: dg.eval([ENV], {"toy": 1}), r"outputs\['toy'\]"),
+        (lambda dg: dg.eval([ENV], ["x"]), "map environment names"),
+        (lambda dg: dg.time_limit(ENV, -1.0), "time_limit"),
+    ],
+)
+def test_bad_input_is_refused_once_by_the_facade(call: Any, words: str) -> None:
+    dg, fake = _client()
+    with pytest.raises(ConfigError, match=words):
+        asyncio.run(call(dg))
+    assert not fake.jobs  # nothing ran
+
+
+@pytest.mark.parametrize("workers", [0, -1, True, 2.0, "2"])
+def test_workers_must_be_a_positive_int(workers: object) -> None:
+    with pytest.raises(ConfigError, match="workers"):
+        AsyncDeepGym(workers=workers)  # type: ignore[arg-type]

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import deepgym.client
 from deepgym import cli
+from deepgym.cli import common
 from deepgym.client import DeepGym
 from deepgym.exceptions import ConfigError
 from deepgym.models import RunResult, Totals
@@ -129,9 +129,8 @@ ANSWERS = ["pass", "fail", "down", "pass", "fail", "pass"]
 
 
 def _dg() -> tuple[DeepGym, FakeBackend]:
-    dg = DeepGym(time_limits=TimeLimitPolicy(factor=None))
     fake = FakeBackend()
-    dg._core._backend = fake
+    dg = DeepGym(time_limits=TimeLimitPolicy(factor=None), backend=fake)
     return dg, fake
 
 
@@ -181,7 +180,7 @@ def test_resume_checks_the_run(store: RunStore) -> None:
 @pytest.fixture
 def fake_backend(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
     fake = FakeBackend()
-    monkeypatch.setattr(deepgym.client, "_make_backend", lambda *a, **k: fake)
+    monkeypatch.setattr(common, "make_client", lambda sandbox: DeepGym(backend=fake))
     return fake
 
 

@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deepgym.exceptions import ConfigError
 from deepgym.models import RunResult
+from deepgym.validation import positive_int, seconds
 
 RETRYABLE = frozenset({"sandbox_error", "runtime_error", "timeout"})
 MAX_ATTEMPTS = 2
@@ -30,10 +32,9 @@ class TimeLimitPolicy:
     floor: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.factor is not None and self.factor <= 0:
-            raise ConfigError(f"time limit factor must be > 0, got {self.factor!r}")
-        if self.floor <= 0:
-            raise ConfigError(f"time limit floor must be > 0, got {self.floor!r}")
+        if self.factor is not None:
+            _positive_number(self.factor, "time limit factor")
+        seconds(self.floor, "time limit floor")
 
     def limit(self, reference_seconds: float | None, cap: float) -> float:
         """The time limit for an environment whose reference ran in ``reference_seconds``."""
@@ -42,12 +43,18 @@ class TimeLimitPolicy:
         return min(max(self.factor * reference_seconds, self.floor), cap)
 
 
+def _positive_number(value: float, name: str) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be > 0, got {value!r}")
+    return float(value)
+
+
 def group_slices(n: int, group_size: int | None) -> list[range]:
     """Index ranges of consecutive groups (the last may be short); one group if no size."""
     if group_size is None:
         return [range(n)] if n else []
-    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
-        raise ConfigError(f"group_size must be a positive int, got {group_size!r}")
+    positive_int(group_size, "group_size")
     return [range(i, min(i + group_size, n)) for i in range(0, n, group_size)]
 
 

@@ -31,7 +31,8 @@ from deepgym.exceptions import ConfigError
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
 
 if TYPE_CHECKING:
-    from deepgym.client import DeepGym, ProgressFn
+    from deepgym.client import DeepGym
+    from deepgym.types import ProgressFn
 
 __all__ = [
     "RunInfo",
@@ -106,6 +107,7 @@ class RunInfo:
 
     @property
     def complete(self) -> bool:
+        """Every run recorded and the run marked complete."""
         return self.status == "complete" and self.recorded == self.total
 
 
@@ -202,6 +204,7 @@ class RunStore:
     def finish(
         self, run_id: str, status: RunStatus = "complete", execution_time_ms: float | None = None
     ) -> None:
+        """Mark a run ended (``complete``, or how it stopped), with its wall time."""
         with self._lock:
             self._db.execute(
                 "UPDATE runs SET status = ?, finished = ?, execution_time_ms = ? WHERE id = ?",
@@ -243,6 +246,7 @@ class RunStore:
         return [self._info(r) for r in rows]
 
     def run(self, run_id: str) -> RunInfo:
+        """The stored run ``run_id``; ``ConfigError`` if there is none."""
         rows = self._query(f"SELECT {self._COLUMNS} FROM runs WHERE id = ?", (run_id,))
         if not rows:
             raise ConfigError(f"no run {run_id!r} in the store {self.path}")
@@ -278,6 +282,7 @@ class RunStore:
         return dict(sorted(out.items()))
 
     def close(self) -> None:
+        """Close the database."""
         with self._lock:
             self._db.close()
 

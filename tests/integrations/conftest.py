@@ -89,10 +89,8 @@ class ScriptedBackend:
 
 
 def scripted_client() -> tuple[AsyncDeepGym, ScriptedBackend]:
-    client = AsyncDeepGym()
     backend = ScriptedBackend()
-    client._backend = backend
-    return client, backend
+    return AsyncDeepGym(backend=backend), backend
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 import deepgym.integrations.reward as shared
 from deepgym import AsyncRewardFunction, RewardFunction
 from deepgym.integrations import axolotl
-from deepgym.rewards import as_coroutine_function
+from deepgym.reward_function import as_coroutine_function
 from tests.integrations.conftest import TWO_SUM_OK
 
 

@@ -124,8 +124,7 @@ def test_a_sample_still_without_a_verdict_gets_the_configured_score_and_is_count
 
 
 def test_make_reward_func_follows_the_file_protocol() -> None:
-    dg = DeepGym()
-    dg._core._backend = scripted_client()[1]
+    dg = DeepGym(backend=scripted_client()[1])
     fn = openrlhf.make_reward_func("two_sum", client=dg, infra_failure_score=-0.5)
     try:
         out = fn([_query("pass"), _query("nov")], [PROMPT, PROMPT], ["", ""])

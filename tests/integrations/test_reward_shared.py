@@ -3,7 +3,6 @@ the OpenRLHF route mounted in ``deepgym serve``'s app."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import subprocess
@@ -14,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from deepgym.exceptions import ConfigError
 from deepgym.integrations.reward import MaskedRate, reward_settings
-from tests.integrations.conftest import scripted_client
+from tests.integrations.conftest import ScriptedBackend
 
 ADAPTERS = ["trl", "axolotl", "dapo", "verl", "openrlhf", "lm_eval", "reward"]
 FRAMEWORKS = [
@@ -89,10 +88,9 @@ def test_adapters_never_import_each_other() -> None:
 def test_the_service_mounts_the_openrlhf_route() -> None:
     from deepgym.server.app import create_app
 
-    client, backend = scripted_client()
-    app = create_app(client, openrlhf=True)
+    backend = ScriptedBackend()
+    app = create_app(backend, openrlhf=True, close_backend=True)
     body = {"query": ["Q: pass"], "prompts": ["Q:"], "labels": ["two_sum"]}
     with TestClient(app) as http:
         out = http.post("/openrlhf/get_reward", json=body).json()
     assert out["rewards"] == [1.0] and backend.answers == ["pass"]
-    asyncio.run(client.close())

@@ -35,7 +35,7 @@ from verl.workers.rollout.replica import TokenOutput
 from deepgym import DeepGym, NoVerdictError
 from deepgym.client import AsyncDeepGym
 from deepgym.integrations import verl as dg_verl
-from tests.integrations.conftest import TWO_SUM_OK, ScriptedBackend, scripted_client
+from tests.integrations.conftest import TWO_SUM_OK, ScriptedBackend
 
 CHAT = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
@@ -59,9 +59,8 @@ def tokenizer() -> PreTrainedTokenizerFast:
 
 @pytest.fixture
 def scripted_sync(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedBackend]:
-    dg = DeepGym()
     backend = ScriptedBackend()
-    dg._core._backend = backend
+    dg = DeepGym(backend=backend)
     monkeypatch.setattr(dg_verl, "_sync_client", dg)
     yield backend
     dg.close()
@@ -75,8 +74,7 @@ def scripted_async(monkeypatch: pytest.MonkeyPatch) -> ScriptedBackend:
     def client() -> AsyncDeepGym:
         loop = id(asyncio.get_running_loop())
         if loop not in clients:
-            clients[loop], _ = scripted_client()
-            clients[loop]._backend = backend
+            clients[loop] = AsyncDeepGym(backend=backend)
         return clients[loop]
 
     monkeypatch.setattr(dg_verl, "_async_client", client)

@@ -19,6 +19,7 @@ from deepgym.models import Environment
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.app import create_app
 from deepgym.server.runner import ThreadedServer
+from deepgym.server.service import Service
 from deepgym.store import RunStore
 from tests.fakes import FakeBackend
 
@@ -34,11 +35,25 @@ TOY: dict[str, Any] = {
 TOY_ENV = Environment(**TOY)
 
 
+NO_DERIVED = TimeLimitPolicy(factor=None)
+"""Time limits are the environments' caps: no reference runs to count in the fake's calls."""
+
+
 def fake_client() -> tuple[AsyncDeepGym, FakeBackend]:
-    client = AsyncDeepGym(time_limits=TimeLimitPolicy(factor=None))
     fake = FakeBackend()
-    client._backend = fake
-    return client, fake
+    return AsyncDeepGym(time_limits=NO_DERIVED, backend=fake), fake
+
+
+def fake_service(**kw: Any) -> tuple[Service, FakeBackend]:
+    """A service over the fake backend (keyword arguments: ``Service``'s)."""
+    fake = FakeBackend()
+    return Service(fake, time_limits=NO_DERIVED, **kw), fake
+
+
+def fake_app(**kw: Any) -> tuple[Any, FakeBackend]:
+    """The app over the fake backend (keyword arguments: ``create_app``'s)."""
+    fake = FakeBackend()
+    return create_app(fake, time_limits=NO_DERIVED, **kw), fake
 
 
 @pytest.fixture
@@ -67,9 +82,6 @@ def call(app: Any, method: str, path: str, token: str | None = TOKEN, **kw: Any)
 @pytest.fixture
 def served(store: RunStore) -> Iterator[tuple[ThreadedServer, FakeBackend]]:
     """A real uvicorn server on 127.0.0.1 (ephemeral port) over the fake backend."""
-    client, fake = fake_client()
-    app = create_app(
-        client, store=store, token=TOKEN, console_token=CONSOLE_TOKEN, close_client=True
-    )
+    app, fake = fake_app(store=store, token=TOKEN, console_token=CONSOLE_TOKEN, close_backend=True)
     with ThreadedServer(app, grace_s=0.5) as server:
         yield server, fake

@@ -13,10 +13,9 @@ import pytest
 from deepgym.envs.registry import list_environments
 from deepgym.models import RunResult
 from deepgym.protocol import StreamEvent
-from deepgym.server.app import create_app
 from deepgym.server.service import Limits
 from deepgym.store import RunStore
-from tests.server.conftest import TOKEN, TOY, asgi, call, fake_client
+from tests.server.conftest import TOKEN, TOY, asgi, call, fake_app
 
 
 def _events(body: bytes) -> list[StreamEvent]:
@@ -24,8 +23,7 @@ def _events(body: bytes) -> list[StreamEvent]:
 
 
 def _app(**kw: Any) -> tuple[Any, Any]:
-    client, fake = fake_client()
-    return create_app(client, token=TOKEN, **kw), fake
+    return fake_app(token=TOKEN, **kw)
 
 
 # --- routes -------------------------------------------------------------------------------------
@@ -124,8 +122,7 @@ def test_a_token_is_required(path: str, token: str | None) -> None:
 
 
 def test_no_token_needed_when_the_service_has_none() -> None:
-    client, _ = fake_client()
-    app = create_app(client)
+    app, _ = fake_app()
     assert call(app, "GET", "/v1/environments", token=None).status_code == 200
 
 
@@ -347,8 +344,7 @@ def test_metrics_count_runs_no_verdicts_and_service_time() -> None:
 
 
 def test_queue_depth_counts_runs_waiting_for_a_slot() -> None:
-    client, _ = fake_client()
-    app = create_app(client, token=TOKEN, concurrency=1)
+    app, _ = fake_app(token=TOKEN, concurrency=1)
     service = app.state.service
 
     async def go() -> tuple[int, int]:

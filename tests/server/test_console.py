@@ -11,11 +11,10 @@ import httpx
 import pytest
 
 from deepgym.models import CaseResult, RunResult, ServiceTime, Totals
-from deepgym.server.app import create_app
 from deepgym.server.console import COOKIE
 from deepgym.server.svg import bin_edges, histogram_svg, quantile
 from deepgym.store import RunStore
-from tests.server.conftest import CONSOLE_TOKEN, fake_client
+from tests.server.conftest import CONSOLE_TOKEN, fake_app
 
 
 def mixed_results() -> list[RunResult]:
@@ -97,8 +96,7 @@ def get(app: Any, *paths: str, cookies: dict[str, str] | None = None) -> list[ht
 
 @pytest.fixture
 def console_app(store: RunStore) -> Any:
-    client, _ = fake_client()
-    return create_app(client, store=store, console_token=CONSOLE_TOKEN, api=False)
+    return fake_app(store=store, console_token=CONSOLE_TOKEN, api=False)[0]
 
 
 def test_the_token_once_then_a_cookie(console_app: Any) -> None:

@@ -25,7 +25,7 @@ from deepgym.models import RunResult
 from deepgym.server.runner import ThreadedServer
 from deepgym.store import RunStore
 from tests.fakes import FakeBackend
-from tests.server.conftest import TOKEN, TOY_ENV, fake_client
+from tests.server.conftest import TOKEN, TOY_ENV, fake_app, fake_client
 
 SAME = {"service": True, "execution_time_ms": True}
 
@@ -110,10 +110,8 @@ def test_a_wrong_token_is_an_infrastructure_failure(
 
 
 def test_a_server_that_is_gone_is_no_verdict_in_a_batch() -> None:
-    client, _ = fake_client()
-    from deepgym.server.app import create_app
-
-    server = ThreadedServer(create_app(client, close_client=True)).start()
+    app, _ = fake_app(close_backend=True)
+    server = ThreadedServer(app).start()
     url = server.url
     server.stop()
     with DeepGym(mode="remote", url=url) as dg:

@@ -14,18 +14,16 @@ import pytest
 from deepgym.client import DeepGym
 from deepgym.models import BatchResult, RunResult
 from deepgym.protocol import StreamEvent
-from deepgym.server.app import create_app
 from deepgym.server.runner import ThreadedServer
-from deepgym.server.service import SHUTDOWN_CAUSE, Service
+from deepgym.server.service import SHUTDOWN_CAUSE
 from deepgym.store import RunStore
-from tests.server.conftest import TOKEN, fake_client
+from tests.server.conftest import TOKEN, fake_app, fake_service
 
 
 def _drain_during(
     answers: list[str], grace_s: float, store: RunStore | None = None
 ) -> list[StreamEvent]:
-    client, _ = fake_client()
-    service = Service(client, store=store)
+    service, _ = fake_service(store=store)
 
     async def go() -> list[StreamEvent]:
         plan = service.check_batch("two_sum", answers, 2, 8, None)
@@ -66,8 +64,7 @@ def test_runs_within_the_grace_finish() -> None:
 
 
 def test_new_requests_are_refused_while_draining() -> None:
-    client, fake = fake_client()
-    app = create_app(client, token=TOKEN)
+    app, fake = fake_app(token=TOKEN)
 
     async def go() -> tuple[int, int, int]:
         app.state.service.begin_drain(10.0)
@@ -87,8 +84,7 @@ def test_new_requests_are_refused_while_draining() -> None:
 
 def test_a_real_server_stopping_mid_batch_loses_nothing() -> None:
     """uvicorn on 127.0.0.1, stopped as a signal would stop it, while a remote batch streams."""
-    client, _ = fake_client()
-    app = create_app(client, token=TOKEN, close_client=True)
+    app, _ = fake_app(token=TOKEN, close_backend=True)
     server = ThreadedServer(app, grace_s=0.4).start()
     got: list[BatchResult] = []
     answers = ["pass", "sleep:0.1", "sleep:30", "pass", "fail", "sleep:30"]
@@ -117,8 +113,7 @@ def test_a_quiet_stream_sends_heartbeats(monkeypatch: pytest.MonkeyPatch) -> Non
     import deepgym.server.service as service_mod
 
     monkeypatch.setattr(service_mod, "HEARTBEAT_S", 0.05)
-    client, _ = fake_client()
-    service = Service(client)
+    service, _ = fake_service()
 
     async def go() -> list[str]:
         plan = service.check_batch("two_sum", ["sleep:0.4", "pass"], None, 8, None)
@@ -132,8 +127,7 @@ def test_a_quiet_stream_sends_heartbeats(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_runs_that_fail_inside_the_service_come_back_without_a_verdict() -> None:
-    client, _ = fake_client()
-    service = Service(client)
+    service, _ = fake_service()
 
     async def broken(*args: Any, **kwargs: Any) -> AsyncIterator[tuple[int, list[RunResult]]]:
         yield 1, [RunResult(score=1.0, passed=True, env_name="two_sum")]

@@ -26,8 +26,9 @@ import gymnasium
 from gymnasium import spaces
 
 from deepgym import DeepGym, Environment, RunResult, load_environment
+from deepgym.completions import answer_of
 from deepgym.exceptions import ConfigError
-from deepgym.rewards import answer_of
+from deepgym.types import EnvLike
 
 __all__ = ["CODE_CHARSET", "ENV_ID", "DeepGymEnv"]
 
@@ -36,7 +37,6 @@ CODE_CHARSET = frozenset(string.printable)
 """Printable ASCII with space, tab, newline, carriage return, vertical tab and form feed."""
 MAX_ANSWER_CHARS = 65_536
 
-EnvLike = Environment | str | Path
 Step = tuple[str, float, bool, bool, dict[str, Any]]
 
 
@@ -103,6 +103,7 @@ class DeepGymEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        """Start an episode on the next environment: the observation is its task text."""
         super().reset(seed=seed)
         self.current = self._pick(options)
         self.last_result = None
@@ -122,6 +123,7 @@ class DeepGymEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
         return [(self.current.task, float(r.score), True, False, _info(r)) for r in batch.results]
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``, the last result in a line; else None."""
         if self.render_mode != "ansi":
             return None
         last = self.last_result
@@ -131,6 +133,7 @@ class DeepGymEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
         return f"{self.current.name}: {verdict}"
 
     def close(self) -> None:
+        """Close the client if this environment made it."""
         if self._owns_client:
             self.client.close()
         super().close()

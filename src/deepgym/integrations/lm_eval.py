@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from deepgym import DeepGym, Environment, load_environment, load_suite
-from deepgym.rewards import answer_of
+from deepgym.completions import answer_of
+from deepgym.integrations.reward import warn_unscored
 
 __all__ = [
     "TASKS_DIR",
@@ -98,8 +99,9 @@ def process_results(doc: dict[str, Any], results: Sequence[str]) -> dict[str, fl
     try:
         env = load_environment(doc["env"])
         code = answer_of(results[0], str(doc.get("prefix") or ""))
-        result = _get_client().run_batch(env, [code], max_parallel=1).results[0]
-    except Exception:  # ours, not the model's: no verdict (never a 0)
+        result = _get_client().run_one(env, code)
+    except Exception as exc:  # ours, not the model's: no verdict (never a 0)
+        warn_unscored("lm-eval", doc.get("env") if isinstance(doc, dict) else None, exc)
         return {"deepgym_score": nan, "deepgym_pass": nan, "deepgym_verdict": 0.0}
     if not result.has_verdict:
         return {"deepgym_score": nan, "deepgym_pass": nan, "deepgym_verdict": 0.0}

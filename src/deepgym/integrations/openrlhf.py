@@ -37,9 +37,10 @@ from deepgym import (
     is_infrastructure_failure,
     load_environment,
 )
+from deepgym.completions import extract_code
 from deepgym.exceptions import ConfigError
 from deepgym.integrations.reward import MaskedRate
-from deepgym.rewards import extract_code
+from deepgym.types import EnvLike
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 ROUTE = "/get_reward"
-EnvLike = Environment | str | Path
 
 _SPECIAL = re.compile(
     r"(?:<\|[^<>|\s]{1,40}\|>|<｜[^<>｜]{1,40}｜>|</?s>|<(?:bos|eos|pad|unk)>"

@@ -4,6 +4,10 @@
 failures that get masked escapes their penalty, so more than ``limit`` masked samples in a block of
 ``block`` logs a warning: a provider outage, or a policy that found such a failure.
 
+``warn_unscored`` is how an adapter's catch-all handler reports a sample it could not score: the
+environment and the cause, logged once per distinct pair (a broken environment fails every
+sample the same way; one line says so, thousands would bury it).
+
 ``default_reward_function`` is the process-wide ``RewardFunction`` behind the adapters' module-level
 functions (loaded by dotted path, so they take no constructor arguments). It reads its settings
 from the environment: ``DEEPGYM_ENV`` (the environment when no dataset column names one),
@@ -18,13 +22,15 @@ import threading
 from collections.abc import Iterable
 
 from deepgym.exceptions import ConfigError
-from deepgym.rewards import AsyncRewardFunction, RewardFunction
+from deepgym.reward_function import AsyncRewardFunction, RewardFunction
+from deepgym.validation import non_negative_int, positive_int
 
 __all__ = [
     "MaskedRate",
     "default_async_reward_function",
     "default_reward_function",
     "reward_settings",
+    "warn_unscored",
 ]
 
 log = logging.getLogger("deepgym.integrations")
@@ -41,10 +47,8 @@ class MaskedRate:
         limit: int = 5,
         logger: logging.Logger | None = None,
     ) -> None:
-        if block < 1 or limit < 0:
-            raise ConfigError(
-                f"block must be >= 1 and limit >= 0, got block={block}, limit={limit}"
-            )
+        positive_int(block, "block")
+        non_negative_int(limit, "limit")
         self.name = name
         self.block = block
         self.limit = limit
@@ -89,6 +93,31 @@ class MaskedRate:
     def rate(self) -> float:
         """Share of all samples counted so far that got no verdict."""
         return self.masked / self.total if self.total else 0.0
+
+
+_UNSCORED_KEEP = 1024
+_unscored: dict[tuple[str, str, str], None] = {}
+_unscored_lock = threading.Lock()
+
+
+def warn_unscored(adapter: str, env: object, exc: BaseException) -> bool:
+    """Log why a sample of ``env`` got no verdict (``exc``), once per adapter, environment and
+    cause; True when this call logged. The sample itself is still left out, never scored 0."""
+    cause = f"{type(exc).__name__}: {exc}"
+    key = (adapter, str(env), cause)
+    with _unscored_lock:
+        if key in _unscored:
+            return False
+        _unscored[key] = None
+        if len(_unscored) > _UNSCORED_KEEP:
+            del _unscored[next(iter(_unscored))]
+    log.warning(
+        "%s: a sample of environment %s got no verdict: %s (logged once per cause)",
+        adapter,
+        env if env is not None else "(unknown)",
+        cause,
+    )
+    return True
 
 
 def reward_settings() -> dict[str, object]:

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from deepgym import AsyncDeepGym, DeepGym, Environment, NoVerdictError, RunResult
-from deepgym.integrations.reward import MaskedRate
-from deepgym.rewards import answer_of
+from deepgym.completions import answer_of
+from deepgym.integrations.reward import MaskedRate, warn_unscored
+from deepgym.types import EnvLike
 
 __all__ = [
     "AGENT_LOOP_CONFIG",
@@ -52,7 +53,6 @@ AGENT_LOOP_NAME = "deepgym_single_turn"
 AGENT_LOOP_CONFIG = Path(__file__).resolve().with_name("verl_agent_loops.yaml")
 """For ``actor_rollout_ref.rollout.agent.agent_loop_config_path``: registers the agent loop."""
 
-EnvLike = Environment | str | Path
 DATA_SOURCE_PREFIX = "deepgym/"
 
 _lock = threading.Lock()
@@ -132,7 +132,7 @@ def compute_score(
 ) -> dict[str, float] | float:
     """verl's custom reward function; raises ``NoVerdictError`` without a verdict."""
     target = environment_of(data_source, extra_info, env)
-    result = _client().run_batch(target, [answer_of(solution_str)], max_parallel=1).results[0]
+    result = _client().run_one(target, answer_of(solution_str))
     _judged(result)
     return score_dict(result) if return_dict else result.score
 
@@ -149,8 +149,7 @@ async def compute_score_async(
 ) -> dict[str, float] | float:
     """``compute_score`` as an ``async def`` (verl awaits it in its reward loop)."""
     target = environment_of(data_source, extra_info, env)
-    batch = await _async_client().run_batch(target, [answer_of(solution_str)], max_parallel=1)
-    result = _judged(batch.results[0])
+    result = _judged(await _async_client().run_one(target, answer_of(solution_str)))
     return score_dict(result) if return_dict else result.score
 
 
@@ -168,11 +167,13 @@ def make_verl_reward_fn(
         extra_info: Any = None,
         **kwargs: Any,
     ) -> float | None:
+        target: EnvLike | None = None
         try:
             target = environment_of(data_source, extra_info, kwargs.get("env", env))
             dg = own if own is not None else _client()
-            result = dg.run_batch(target, [answer_of(solution_str)], max_parallel=1).results[0]
-        except Exception:  # one bad sample is None, never a raise out of the loop
+            result = dg.run_one(target, answer_of(solution_str))
+        except Exception as exc:  # one bad sample is None, never a raise out of the loop
+            warn_unscored("verl reward_fn", target, exc)
             return None
         return result.score if result.has_verdict else None
 
@@ -209,8 +210,7 @@ def _define_single_turn() -> type:
                     kwargs.get("data_source"), kwargs.get("extra_info"), self.deepgym_env
                 )
                 text = self.tokenizer.decode(output.response_ids, skip_special_tokens=True)
-                batch = await _async_client().run_batch(target, [answer_of(text)], max_parallel=1)
-                result = batch.results[0]
+                result = await _async_client().run_one(target, answer_of(text))
             except NoVerdictError as exc:
                 result = RunResult.no_verdict("runtime_error", str(exc))
             self.masked_rate.add(not result.has_verdict)

@@ -22,13 +22,13 @@ possible draw.
 from __future__ import annotations
 
 import heapq
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deepgym.exceptions import ConfigError
 from deepgym.grpo import Score, group_advantages
+from deepgym.validation import at_least, probability, seconds
 
 __all__ = [
     "Outage",
@@ -54,45 +54,25 @@ __all__ = [
 # -- validation ----------------------------------------------------------------------------------
 
 
-def _rate(p: float, name: str = "p") -> float:
-    if not isinstance(p, int | float) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
-        raise ConfigError(f"{name} must be a probability in [0, 1], got {p!r}")
-    return float(p)
-
-
-def _count(n: int, name: str = "n", minimum: int = 0) -> int:
-    if not isinstance(n, int) or isinstance(n, bool) or n < minimum:
-        raise ConfigError(f"{name} must be an int >= {minimum}, got {n!r}")
-    return n
-
-
-def _seconds(x: float, name: str, *, positive: bool = False) -> float:
-    bad = not isinstance(x, int | float) or isinstance(x, bool) or not math.isfinite(x)
-    if bad or x < 0 or (positive and x == 0):
-        kind = "> 0" if positive else ">= 0"
-        raise ConfigError(f"{name} must be a finite number of seconds {kind}, got {x!r}")
-    return float(x)
-
-
 # -- the barrier -----------------------------------------------------------------------------------
 
 
 def p_stall(p: float, n: int) -> float:
     """P(at least one of ``n`` completions times out) at a per-completion timeout rate ``p``."""
-    return 1.0 - (1.0 - _rate(p)) ** _count(n)
+    return 1.0 - (1.0 - probability(p, "p")) ** at_least(n, "n", 0)
 
 
 def corrupted_group_share(p: float, group_size: int) -> float:
     """Share of groups of ``group_size`` with at least one timeout: a corrupted advantage when a
     timeout is scored 0 (the barrier is over the batch; normalisation is over the group)."""
-    return p_stall(p, _count(group_size, "group_size", 1))
+    return p_stall(p, at_least(group_size, "group_size", 1))
 
 
 def rate_for_stall(n: int, stall: float) -> float:
     """The per-completion timeout rate at which a batch of ``n`` stalls with probability
     ``stall``: the inverse of ``p_stall`` in ``p``."""
-    _count(n, "n", 1)
-    return 1.0 - float((1.0 - _rate(stall, "stall")) ** (1.0 / n))
+    at_least(n, "n", 1)
+    return 1.0 - float((1.0 - probability(stall, "stall")) ** (1.0 / n))
 
 
 def knee_rate(n: int) -> float:
@@ -104,9 +84,9 @@ def knee_rate(n: int) -> float:
 def expected_step_two_point(busy: float, fast: float, timeout: float, p: float, n: int) -> float:
     """The seed's model: every completion takes ``fast`` seconds, or ``timeout`` with rate ``p``.
     ``busy + fast + (timeout - fast) * P(stall)``."""
-    busy = _seconds(busy, "busy")
-    fast = _seconds(fast, "fast")
-    timeout = _seconds(timeout, "timeout")
+    busy = seconds(busy, "busy", allow_zero=True)
+    fast = seconds(fast, "fast", allow_zero=True)
+    timeout = seconds(timeout, "timeout", allow_zero=True)
     if fast > timeout:
         raise ConfigError(f"fast ({fast}) must not exceed timeout ({timeout})")
     return busy + fast + (timeout - fast) * p_stall(p, n)
@@ -114,8 +94,8 @@ def expected_step_two_point(busy: float, fast: float, timeout: float, p: float, 
 
 def gpu_idle(busy: float, step: float) -> float:
     """Share of a step's wall time that is not busy: ``1 - busy / step``, clipped to [0, 1]."""
-    step = _seconds(step, "step", positive=True)
-    busy = _seconds(busy, "busy")
+    step = seconds(step, "step")
+    busy = seconds(busy, "busy", allow_zero=True)
     return min(1.0, max(0.0, 1.0 - busy / step))
 
 
@@ -124,12 +104,16 @@ def recap(
 ) -> tuple[list[float], float]:
     """Split measured service times under a timeout ``cap``: the completions that finish (each
     below ``cap``) and the timeout rate (timed out already, or not done by ``cap``)."""
-    cap = _seconds(cap, "cap", positive=True)
+    cap = seconds(cap, "cap")
     if len(samples) != len(timed_out):
         raise ConfigError(f"got {len(samples)} samples and {len(timed_out)} timed_out flags")
     if not samples:
         raise ConfigError("samples must not be empty")
-    ok = [_seconds(s, "samples[i]") for s, t in zip(samples, timed_out, strict=True) if not t]
+    ok = [
+        seconds(s, "samples[i]", allow_zero=True)
+        for s, t in zip(samples, timed_out, strict=True)
+        if not t
+    ]
     done = [s for s in ok if s < cap]
     return done, 1.0 - len(done) / len(samples)
 
@@ -138,12 +122,12 @@ def expected_max(ok: Sequence[float], p: float, n: int, cap: float) -> float:
     """``E[max]`` of ``n`` draws, each a timeout (``cap`` seconds) with probability ``p`` and
     otherwise uniform over ``ok`` (values above ``cap`` count as ``cap``). Exact:
     ``integral_0^cap 1 - ((1 - p) F(t))^n dt`` with ``F`` the empirical CDF of ``ok``."""
-    p, n, cap = _rate(p), _count(n), _seconds(cap, "cap")
+    p, n, cap = probability(p, "p"), at_least(n, "n", 0), seconds(cap, "cap", allow_zero=True)
     if n == 0:
         return 0.0
     if not ok:
         p = 1.0
-    xs = sorted(min(_seconds(x, "ok[i]"), cap) for x in ok)
+    xs = sorted(min(seconds(x, "ok[i]", allow_zero=True), cap) for x in ok)
     m = len(xs)
     total, prev = 0.0, 0.0
     for k, x in enumerate(xs):  # on [prev, x) exactly k of the m draws are <= t
@@ -154,7 +138,7 @@ def expected_max(ok: Sequence[float], p: float, n: int, cap: float) -> float:
 
 def expected_step(ok: Sequence[float], p: float, n: int, busy: float, cap: float) -> float:
     """Expected step time behind a barrier with every completion scored at once."""
-    return _seconds(busy, "busy") + expected_max(ok, p, n, cap)
+    return seconds(busy, "busy", allow_zero=True) + expected_max(ok, p, n, cap)
 
 
 # -- outages in a group --------------------------------------------------------------------------
@@ -191,16 +175,16 @@ def outage(scores: Sequence[float], index: int) -> Outage:
 def pipelined_tail(group_done: Sequence[float], train_per_group: float) -> float:
     """When the last backward ends, if each group trains as soon as it is scored (one device,
     groups in the order they complete). Times are from the start of the reward phase."""
-    train = _seconds(train_per_group, "train_per_group")
+    train = seconds(train_per_group, "train_per_group", allow_zero=True)
     t = 0.0
-    for done in sorted(_seconds(d, "group_done[i]") for d in group_done):
+    for done in sorted(seconds(d, "group_done[i]", allow_zero=True) for d in group_done):
         t = max(t, done) + train
     return t
 
 
 def barrier_tail(group_done: Sequence[float], train_per_group: float) -> float:
     """When the last backward ends behind a barrier: every group waits for the slowest."""
-    train = _seconds(train_per_group, "train_per_group")
+    train = seconds(train_per_group, "train_per_group", allow_zero=True)
     return (max(group_done) if group_done else 0.0) + train * len(group_done)
 
 
@@ -226,15 +210,20 @@ def stalled_step_pipelined(
     """The seed's derivation: ``groups - late_groups`` groups are scored after ``fast`` seconds,
     the rest wait for ``timeout``; per-group backward hides the early groups' training under
     that wait, and the stalled step shrinks by what was hidden."""
-    _count(groups, "groups", 1)
-    _count(late_groups, "late_groups", 1)
+    at_least(groups, "groups", 1)
+    at_least(late_groups, "late_groups", 1)
     if late_groups > groups:
         raise ConfigError(f"late_groups ({late_groups}) must not exceed groups ({groups})")
-    fast, timeout = _seconds(fast, "fast"), _seconds(timeout, "timeout")
+    fast, timeout = (
+        seconds(fast, "fast", allow_zero=True),
+        seconds(timeout, "timeout", allow_zero=True),
+    )
     done = [fast] * (groups - late_groups) + [timeout] * late_groups
-    per = _seconds(training, "training") / groups
+    per = seconds(training, "training", allow_zero=True) / groups
     hidden = barrier_tail(done, per) - pipelined_tail(done, per)
-    return StallEstimate(hidden, stalled_step, _seconds(stalled_step, "stalled_step") - hidden)
+    return StallEstimate(
+        hidden, stalled_step, seconds(stalled_step, "stalled_step", allow_zero=True) - hidden
+    )
 
 
 @dataclass(frozen=True)
@@ -278,17 +267,17 @@ def pipelined_step(
     Each draw samples ``n`` service times (a timeout of ``cap`` seconds with probability ``p``,
     else uniform over ``ok``), schedules them on ``slots`` sandboxes, and times both schedules.
     Deterministic for a given ``seed``."""
-    p, cap = _rate(p), _seconds(cap, "cap")
-    _count(n, "n", 1)
-    _count(group_size, "group_size", 1)
-    _count(draws, "draws", 1)
+    p, cap = probability(p, "p"), seconds(cap, "cap", allow_zero=True)
+    at_least(n, "n", 1)
+    at_least(group_size, "group_size", 1)
+    at_least(draws, "draws", 1)
     if slots is not None:
-        _count(slots, "slots", 1)
+        at_least(slots, "slots", 1)
     if n % group_size:
         raise ConfigError(f"n ({n}) must be a multiple of group_size ({group_size})")
-    gen = _seconds(generation, "generation")
-    per = _seconds(training, "training") / (n // group_size)
-    pool = [min(_seconds(x, "ok[i]"), cap) for x in ok]
+    gen = seconds(generation, "generation", allow_zero=True)
+    per = seconds(training, "training", allow_zero=True) / (n // group_size)
+    pool = [min(seconds(x, "ok[i]", allow_zero=True), cap) for x in ok]
     rng = random.Random(seed)
     barrier = pipelined = 0.0
     for _ in range(draws):

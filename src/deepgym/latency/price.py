@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from deepgym.exceptions import ConfigError
 from deepgym.latency import model
 from deepgym.models import RunResult
+from deepgym.validation import optional_positive_int, positive_int
 
 if TYPE_CHECKING:
     from deepgym.client import DeepGym
@@ -147,10 +148,9 @@ def build_report(
     seed: int = 0,
 ) -> PriceReport:
     """Predict a step from measured service times (pure)."""
-    if batch < 1 or group < 1 or batch % group:
+    if positive_int(batch, "batch") % positive_int(group, "group"):
         raise ConfigError(f"batch ({batch}) must be a positive multiple of group ({group})")
-    if slots is not None and slots < 1:
-        raise ConfigError(f"slots must be a positive int, got {slots!r}")
+    optional_positive_int(slots, "slots")
     train = busy / 2.0 if training is None else training
     if not 0 <= train <= busy:
         raise ConfigError(f"training ({train}) must be between 0 and busy ({busy})")

@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from deepgym.exceptions import ConfigError
+from deepgym.validation import positive_int
 
 __all__ = ["TinyCausalLM", "TinyLMConfig", "generate", "group_loss"]
 
@@ -38,9 +39,7 @@ class TinyLMConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive int, got {value!r}")
+            positive_int(getattr(self, name), name)
         if self.d_model % self.n_heads:
             raise ConfigError(f"d_model ({self.d_model}) must divide by n_heads ({self.n_heads})")
 

@@ -24,7 +24,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from deepgym import __version__
-from deepgym.client import AsyncDeepGym
 from deepgym.envs.registry import list_environments, list_suites, load_environment, load_suite
 from deepgym.exceptions import (
     ConfigError,
@@ -41,16 +40,19 @@ from deepgym.protocol import (
     TimeLimitRequest,
     error_body,
 )
+from deepgym.sandbox.base import Backend
+from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.metrics import CONTENT_TYPE
 from deepgym.server.service import (
+    MESSAGE_CHARS,
     Limits,
     Service,
-    _one_line,
     check_time_limit,
     eval_plan,
     parse_env,
 )
 from deepgym.store import RunStore
+from deepgym.text import one_line
 
 __all__ = ["create_app"]
 
@@ -79,7 +81,7 @@ def _json_error(status: int, code: ErrorCode, message: str, **headers: str) -> J
 
 def error_response(exc: DeepGymError) -> JSONResponse:
     """One exception, one status and error code (the client maps them back)."""
-    message = _one_line(str(exc))
+    message = one_line(str(exc), MESSAGE_CHARS)
     if isinstance(exc, UnknownEnvironmentError):
         return _json_error(404, "unknown_environment", message)
     if isinstance(exc, VerifierCodeRefusedError):
@@ -203,7 +205,7 @@ async def _parse(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
-        raise ConfigError(f"malformed request body: {_one_line(str(exc))}") from exc
+        raise ConfigError(f"malformed request body: {one_line(str(exc), MESSAGE_CHARS)}") from exc
 
 
 def _too_many(n: int, limits: Limits) -> JSONResponse | None:
@@ -308,8 +310,9 @@ def _mount_openrlhf(app: FastAPI, service: Service) -> None:
 
 
 def create_app(
-    client: AsyncDeepGym | None = None,
+    backend: Backend | None = None,
     *,
+    time_limits: TimeLimitPolicy | None = None,
     store: RunStore | None = None,
     token: str | None = None,
     console_token: str | None = None,
@@ -318,22 +321,23 @@ def create_app(
     concurrency: int | None = None,
     api: bool = True,
     openrlhf: bool = False,
-    close_client: bool | None = None,
+    close_backend: bool | None = None,
 ) -> FastAPI:
     """The service's app.
 
-    ``client``: the local-mode client that runs answers (one with default settings when None;
-    the app then closes it at shutdown). ``store``: where evals and batches are recorded (the
-    caller closes it). ``token``: the bearer token the API requires (None: none; only for a
-    service bound to loopback). ``console_token``: serve ``/console`` behind this per-launch
-    token. ``concurrency``: runs at once across all requests. ``api=False`` serves the console,
-    health and metrics only. ``close_client``: close the client at shutdown (default: only the
-    one the app made).
+    ``backend``: the sandbox backend that runs answers (``deepgym.sandbox.make_backend``; None:
+    a pool made at the first run, which the app closes at shutdown). ``time_limits``: how an
+    environment's time limit is derived from its reference. ``store``: where evals and batches
+    are recorded (the caller closes it). ``token``: the bearer token the API requires (None:
+    none; only for a service bound to loopback). ``console_token``: serve ``/console`` behind
+    this per-launch token. ``concurrency``: runs at once across all requests. ``api=False``
+    serves the console, health and metrics only. ``close_backend``: close the backend at
+    shutdown (default: only the one the app made).
     """
-    owned = client is None if close_client is None else close_client
-    core = client if client is not None else AsyncDeepGym()
+    owned = backend is None if close_backend is None else close_backend
     service = Service(
-        core,
+        backend,
+        time_limits=time_limits,
         store=store,
         allow_verifier_code=allow_verifier_code,
         limits=limits,

@@ -40,15 +40,20 @@ from deepgym.exceptions import (
 )
 from deepgym.models import Environment, RunResult
 from deepgym.protocol import EnvSpec, Raised, RunReply, StreamEvent, encode_event
+from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job, RawRun
-from deepgym.scheduling import group_slices
+from deepgym.scheduling import TimeLimitPolicy, group_slices
 from deepgym.server.metrics import Metrics
 from deepgym.store import RunKind, RunStatus, RunStore
+from deepgym.text import one_line
+from deepgym.validation import optional_seconds, positive_int
 
 log = logging.getLogger("deepgym.server")
 
 HEARTBEAT_S = 5.0
 SHUTDOWN_CAUSE = "the service shut down before this run finished"
+MESSAGE_CHARS = 600
+"""An error message a client gets is one line of at most this many characters."""
 
 
 @dataclass(frozen=True)
@@ -62,18 +67,27 @@ class Limits:
 
 
 class MeteredBackend:
-    """Wraps the client's backend: a service-wide cap on runs at once, and the queue gauges.
+    """Wraps the service's backend: a service-wide cap on runs at once, and the queue gauges.
 
     Time spent waiting for a slot is added to the run's queue time, so service times include it.
+    ``inner`` None: the default backend (``make_backend()``, a pool), made at the first run.
     """
 
-    def __init__(self, inner: Backend, metrics: Metrics, concurrency: int | None) -> None:
-        self.inner = inner
-        self.name = inner.name
+    def __init__(self, inner: Backend | None, metrics: Metrics, concurrency: int | None) -> None:
+        self._inner = inner
+        self.name = inner.name if inner is not None else "pool"
         self.metrics = metrics
         self._sem = asyncio.Semaphore(concurrency) if concurrency else None
 
+    @property
+    def inner(self) -> Backend:
+        """The wrapped backend (made at first use when none was given)."""
+        if self._inner is None:
+            self._inner = make_backend(self.name)
+        return self._inner
+
     async def run(self, job: Job) -> RawRun:
+        """Run ``job`` once a slot is free, counting the wait as queue time."""
         t0 = time.monotonic()
         self.metrics.queue_depth += 1
         try:
@@ -94,8 +108,15 @@ class MeteredBackend:
         raw.total_ms += wait_ms
         return raw
 
+    def stats(self) -> dict[str, Any]:
+        """The wrapped backend's figures (``PoolBackend.stats``), where it has them."""
+        stats = getattr(self._inner, "stats", None)
+        return dict(stats()) if callable(stats) else {}
+
     async def close(self) -> None:
-        await self.inner.close()
+        """Close the wrapped backend, if it was made."""
+        if self._inner is not None:
+            await self._inner.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,12 +124,6 @@ class MeteredBackend:
 # ---------------------------------------------------------------------------------------------
 
 _PATH_FIELDS = ("verifier_path", "repo_path", "source_dir")
-
-
-def _one_line(text: str, limit: int = 600) -> str:
-    lines = [s.strip() for s in str(text).splitlines() if s.strip()]
-    out = "; ".join(s for s in lines if not s.startswith("For further information"))
-    return out[:limit]
 
 
 def _looks_like_path(name: str) -> bool:
@@ -150,7 +165,7 @@ def parse_env(spec: EnvSpec, *, allow_verifier_code: bool, where: str = "env") -
     try:
         return Environment.model_validate(spec)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {_one_line(str(exc))}") from exc
+        raise ConfigError(f"{where}: {one_line(str(exc), MESSAGE_CHARS)}") from exc
 
 
 def parse_envs(
@@ -176,15 +191,13 @@ def parse_envs(
 
 
 def check_time_limit(time_limit: float | None) -> float | None:
-    if time_limit is not None and not time_limit > 0:
-        raise ConfigError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    return time_limit
+    """A client's ``time_limit``: None, or finite seconds > 0."""
+    return optional_seconds(time_limit, "time_limit")
 
 
 def check_parallel(max_parallel: int, limits: Limits) -> int:
-    if max_parallel < 1:
-        raise ConfigError(f"max_parallel must be a positive int, got {max_parallel!r}")
-    return min(max_parallel, limits.max_parallel)
+    """A client's ``max_parallel``, capped by the service's limit."""
+    return min(positive_int(max_parallel, "max_parallel"), limits.max_parallel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,25 +228,31 @@ class BatchPlan:
 
 
 class Service:
-    """The state behind the routes: the client, the store, the metrics and the drain."""
+    """The state behind the routes: the client, the store, the metrics and the drain.
+
+    ``backend`` runs the answers (None: a pool, made at the first run), wrapped in a
+    ``MeteredBackend`` (the ``concurrency`` cap and the queue gauges); ``time_limits`` is how the
+    service derives an environment's time limit from its reference.
+    """
 
     def __init__(
         self,
-        client: AsyncDeepGym,
+        backend: Backend | None = None,
         *,
+        time_limits: TimeLimitPolicy | None = None,
         store: RunStore | None = None,
         allow_verifier_code: bool = False,
         limits: Limits | None = None,
         concurrency: int | None = None,
     ) -> None:
-        if client.mode != "local":
-            raise ConfigError("the service runs answers itself: give it a local-mode client")
-        self.client = client
+        self.metrics = Metrics()
+        self.client = AsyncDeepGym(
+            backend=MeteredBackend(backend, self.metrics, concurrency), time_limits=time_limits
+        )
+        """The local client that runs every request's answers, on the metered backend."""
         self.store = store
         self.allow_verifier_code = allow_verifier_code
         self.limits = limits if limits is not None else Limits()
-        self.metrics = Metrics()
-        client._backend = MeteredBackend(client._get_backend(), self.metrics, concurrency)
         self.draining = False
         self._flights: set[_Flight] = set()
         self._idle = asyncio.Event()
@@ -255,6 +274,7 @@ class Service:
 
     @property
     def in_flight_requests(self) -> int:
+        """Requests being served now."""
         return len(self._flights)
 
     def begin_drain(self, grace_s: float) -> None:
@@ -265,10 +285,12 @@ class Service:
         asyncio.get_running_loop().call_later(max(grace_s, 0.0), self.abandon_all)
 
     def abandon_all(self) -> None:
+        """End every request now: what has not finished comes back without a verdict."""
         for flight in list(self._flights):
             flight.abandon.set()
 
     async def wait_idle(self) -> None:
+        """Wait until no request is in flight."""
         await self._idle.wait()
 
     # -- single calls ---------------------------------------------------------------------
@@ -291,6 +313,7 @@ class Service:
             self._exit(flight)
 
     async def time_limit(self, env: Environment, time_limit: float | None) -> float:
+        """The time limit the service uses for ``env``."""
         value: float = await self._abandonable(self.client.time_limit(env, time_limit))
         return value
 
@@ -404,6 +427,7 @@ class Service:
             queue.put_nowait(None)
 
     async def close(self) -> None:
+        """Close the client, and with it the backend."""
         await self.client.close()
 
 

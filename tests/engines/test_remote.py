@@ -19,6 +19,7 @@ import pytest
 
 from deepgym import DeepGym, Environment, is_infrastructure_failure, load_environment
 from deepgym.client import AsyncDeepGym
+from deepgym.engines.remote import RemoteEngine, env_spec
 from deepgym.exceptions import (
     ConfigError,
     DeepGymTimeoutError,
@@ -30,7 +31,6 @@ from deepgym.exceptions import (
     VerifierError,
 )
 from deepgym.models import RunResult
-from deepgym.remote import RemoteEngine, env_spec
 
 URL = "http://127.0.0.1:9"
 Handler = Callable[[httpx.Request], Any]
@@ -49,9 +49,7 @@ def line(**event: Any) -> bytes:
 
 
 def client(handler: Handler, token: str | None = "tok") -> AsyncDeepGym:
-    dg = AsyncDeepGym(mode="remote", url=URL, token=token)
-    dg._remote = RemoteEngine(URL, token, transport=httpx.MockTransport(handler))
-    return dg
+    return AsyncDeepGym(engine=RemoteEngine(URL, token, transport=httpx.MockTransport(handler)))
 
 
 def run(dg: AsyncDeepGym, coro_fn: Callable[[AsyncDeepGym], Any]) -> Any:
@@ -507,8 +505,8 @@ def test_blocking_client_runs_and_streams_over_the_portal() -> None:
             line(event="end"),
         )
 
-    with DeepGym(mode="remote", url=URL, token="tok") as dg:
-        dg._core._remote = RemoteEngine(URL, "tok", transport=httpx.MockTransport(handler))
+    engine = RemoteEngine(URL, "tok", transport=httpx.MockTransport(handler))
+    with DeepGym(engine=engine) as dg:
         assert dg.run("two_sum", "a").passed
         assert [g for g, _ in dg.stream_groups("two_sum", ["a", "b"], group_size=1)] == [1, 0]
         assert dg.run_batch("two_sum", ["a", "b"]).passed == 1

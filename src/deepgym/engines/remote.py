@@ -1,7 +1,8 @@
 """The remote engine: the client's methods over HTTP to ``deepgym serve`` (httpx).
 
-``AsyncDeepGym(mode="remote", url=..., token=...)`` dispatches here; results are the same
-``RunResult``, ``BatchResult`` and ``EvalResult`` that local mode returns, computed by the service.
+``AsyncDeepGym(mode="remote", url=..., token=...)`` delegates here, after checking its
+arguments; results are the same ``RunResult``, ``BatchResult`` and ``EvalResult`` that local mode
+returns, computed by the service.
 
 Failure rules (the contract's, unchanged by the network):
 
@@ -42,11 +43,12 @@ from deepgym.protocol import (
     raised_error,
 )
 from deepgym.scheduling import broadcast_envs, group_slices
+from deepgym.types import EnvLike, Envs, Group, ProgressFn
 
 if TYPE_CHECKING:
     import httpx
 
-    from deepgym.client import EnvLike, Envs, Group, ProgressFn
+__all__ = ["RemoteEngine", "env_spec", "lost"]
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
@@ -95,6 +97,8 @@ def lost(env_name: str | None, cause: str) -> RunResult:
 class RemoteEngine:
     """``AsyncDeepGym``'s methods over HTTP (``transport``: for tests, ``httpx.MockTransport``)."""
 
+    mode = "remote"
+
     def __init__(
         self,
         url: str,
@@ -139,6 +143,7 @@ class RemoteEngine:
 
     # -- single calls -----------------------------------------------------------------------
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
+        """The service's time limit for ``env``."""
         content = await self._post(
             "/v1/time_limit", TimeLimitRequest(env=env_spec(env), time_limit=time_limit)
         )
@@ -150,8 +155,7 @@ class RemoteEngine:
     async def run(
         self, env: EnvLike, model_output: str, *, time_limit: float | None = None
     ) -> RunResult:
-        if not isinstance(model_output, str):
-            raise ConfigError(f"model_output must be a str, got {type(model_output).__name__}")
+        """Score one answer on the service; raise what the service raised."""
         body = RunRequest(env=env_spec(env), answer=model_output, time_limit=time_limit)
         content = await self._post("/v1/run", body)
         try:
@@ -235,12 +239,6 @@ class RemoteEngine:
         group_size: int | None,
         time_limit: float | None,
     ) -> tuple[BatchRequest, list[str]]:
-        if isinstance(outputs, str) or not isinstance(outputs, Sequence):
-            raise ConfigError("outputs must be a sequence of answers, not one str")
-        for i, answer in enumerate(outputs):
-            if not isinstance(answer, str):
-                raise ConfigError(f"outputs[{i}] must be a str, got {type(answer).__name__}")
-        group_slices(len(outputs), group_size)  # validates group_size before anything is sent
         if isinstance(env, list | tuple):
             specs = [env_spec(e) for e in broadcast_envs(env, len(outputs))]  # type: ignore[arg-type]
             names = [_spec_name(s) for s in specs]
@@ -267,6 +265,7 @@ class RemoteEngine:
         time_limit: float | None = None,
         progress: ProgressFn | None = None,
     ) -> AsyncGenerator[Group, None]:
+        """Yield each group as the service sends it; then the lost ones, without a verdict."""
         body, names = self._batch_body(env, outputs, max_parallel, group_size, time_limit)
         async for item in self._groups("/v1/run_batch", body, names, group_size, progress, {}):
             yield item
@@ -281,6 +280,7 @@ class RemoteEngine:
         time_limit: float | None = None,
         progress: ProgressFn | None = None,
     ) -> BatchResult:
+        """Score many answers on the service, in the order of ``outputs``."""
         body, names = self._batch_body(env, outputs, max_parallel, group_size, time_limit)
         t0 = time.monotonic()
         results: list[RunResult | None] = [None] * len(names)
@@ -301,8 +301,7 @@ class RemoteEngine:
         time_limit: float | None = None,
         progress: ProgressFn | None = None,
     ) -> EvalResult:
-        if not isinstance(outputs, Mapping):
-            raise ConfigError("outputs must map environment names to answers")
+        """Score one answer per environment on the service."""
         names: list[str] | None = None
         if isinstance(envs_or_suite, str):
             body = EvalRequest(
@@ -329,7 +328,12 @@ class RemoteEngine:
             execution_time_ms=(time.monotonic() - t0) * 1000.0,
         )
 
+    async def sandbox_stats(self) -> dict[str, Any]:
+        """Nothing: the sandboxes are the service's."""
+        return {}
+
     async def close(self) -> None:
+        """Close the HTTP connection pool."""
         if self._http is not None:
             http, self._http = self._http, None
             await http.aclose()

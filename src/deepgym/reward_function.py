@@ -4,9 +4,7 @@ Each call scores a batch of completions and returns one value per completion, in
 run's score where it has a verdict, ``None`` where it has none (the contract: leave it out, never
 train on it as a 0). Invariants:
 
-- The answer is the last fenced code block of the completion's last assistant turn (a string,
-  one message, or a conversation whose content is a string or a list of parts); the whole text
-  if there is no block; what follows an unclosed fence if the text was cut off inside one.
+- The answer is the code of the completion's last assistant turn (``deepgym.completions``).
 - One bad sample never raises out of a trainer's step: an exception while reading it, resolving
   its environment or scoring it makes that sample ``None`` (logged), never a 0.
 - A call keeps its own deadline (``timeout``): a sample not judged by then is ``None``. Its run is
@@ -22,121 +20,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from deepgym.client import AsyncDeepGym, BlockingFace
+from deepgym.blocking import BlockingFace
+from deepgym.client import AsyncDeepGym
+from deepgym.completions import answer_of, prompt_text
 from deepgym.envs.registry import resolve
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
+from deepgym.types import EnvLike
+from deepgym.validation import optional_seconds, positive_int
 
-__all__ = [
-    "ENV_KEYS",
-    "AsyncRewardFunction",
-    "RewardFunction",
-    "answer_of",
-    "as_coroutine_function",
-    "completion_text",
-    "extract_code",
-]
+__all__ = ["ENV_KEYS", "AsyncRewardFunction", "RewardFunction", "as_coroutine_function"]
 
-EnvLike = Environment | str | Path
 ENV_KEYS = ("env", "env_name")
 """Keyword arguments (dataset columns) that name each sample's environment, in priority order."""
 
 log = logging.getLogger("deepgym.rewards")
-
-_FENCE = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
-
-
-def _closes(line: str, fence: str) -> bool:
-    s = line.strip()
-    return len(s) >= len(fence) and set(s) == {fence[0]}
-
-
-def extract_code(text: str) -> str:
-    """The last complete fenced code block of ``text``; else the body of an unclosed final fence
-    (a cut-off answer); else ``text`` itself."""
-    blocks: list[str] = []
-    fence: str | None = None
-    body: list[str] = []
-    for line in text.splitlines(keepends=True):
-        bare = line.rstrip("\r\n")
-        if fence is None:
-            m = _FENCE.match(bare)
-            if m and not (m["fence"][0] == "`" and "`" in m["info"]):
-                fence, body = m["fence"], []
-        elif _closes(bare, fence):
-            blocks.append("".join(body))
-            fence = None
-        else:
-            body.append(line)
-    if blocks:
-        return blocks[-1]
-    if fence is not None and any(s.strip() for s in body):
-        return "".join(body)
-    return text
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and part.get("type", "text") == "text":
-                parts.append(str(part.get("text") or ""))
-        return "".join(parts)
-    raise ConfigError(f"message content must be a str or a list of parts, got {type(content)}")
-
-
-def completion_text(completion: Any) -> str:
-    """The text of a completion's last assistant turn.
-
-    A completion is a string, one message dict, or a conversation (a list of message dicts,
-    each ``content`` a string or a list of parts such as ``{"type": "text", "text": ...}``). In a
-    conversation whose messages carry roles, the last ``assistant`` message is the answer (none:
-    the empty answer); without roles, the last message is.
-    """
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Mapping):
-        return _content_text(completion.get("content"))
-    if isinstance(completion, Sequence):
-        messages = list(completion)
-        if not all(isinstance(m, Mapping) for m in messages):
-            raise ConfigError("a conversation must be a list of message dicts")
-        if any("role" in m for m in messages):
-            messages = [m for m in messages if m.get("role") == "assistant"]
-        return _content_text(messages[-1].get("content")) if messages else ""
-    raise ConfigError(
-        f"a completion must be a str, a message or a conversation, got {type(completion).__name__}"
-    )
-
-
-def answer_of(completion: Any, prefix: str = "") -> str:
-    """The code to run for ``completion``: its last fenced block, or ``prefix`` + its whole text
-    when it has no block (a base model continuing a prompt such as HumanEval's)."""
-    text = completion_text(completion)
-    code = extract_code(text)
-    return prefix + text if code is text else code
-
-
-def _prompt_text(prompt: Any) -> str:
-    if prompt is None:
-        return ""
-    if isinstance(prompt, str):
-        return prompt
-    return completion_text(
-        [m for m in prompt if isinstance(m, Mapping)] if isinstance(prompt, Sequence) else prompt
-    )
 
 
 def _column(kwargs: Mapping[str, Any], keys: Sequence[str], n: int) -> list[Any]:
@@ -183,12 +86,8 @@ class AsyncRewardFunction:
         prepend_prompt: bool = False,
         name: str = "deepgym",
     ) -> None:
-        if not isinstance(max_parallel, int) or isinstance(max_parallel, bool) or max_parallel < 1:
-            raise ConfigError(f"max_parallel must be a positive int, got {max_parallel!r}")
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise ConfigError(
-                f"timeout must be a positive number of seconds or None, got {timeout!r}"
-            )
+        positive_int(max_parallel, "max_parallel")
+        timeout = optional_seconds(timeout, "timeout")
         if isinstance(env_keys, str):
             env_keys = (env_keys,)
         self.env = resolve(env) if env is not None else None
@@ -196,7 +95,7 @@ class AsyncRewardFunction:
         self.sandbox = sandbox
         self.workers = workers
         self.max_parallel = max_parallel
-        self.timeout = None if timeout is None else float(timeout)
+        self.timeout = timeout
         self.env_keys = tuple(env_keys)
         self.prepend_prompt = prepend_prompt
         self.__name__ = name
@@ -238,15 +137,14 @@ class AsyncRewardFunction:
         return self._env_cache[key]
 
     def _answer(self, completion: Any, prompt: Any) -> str:
-        prefix = _prompt_text(prompt) if self.prepend_prompt else ""
+        prefix = prompt_text(prompt) if self.prepend_prompt else ""
         return answer_of(completion, prefix)
 
     async def _one(self, env: Environment, answer: str) -> RunResult:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.max_parallel)
         async with self._sem:
-            batch = await self._get_client().run_batch(env, [answer], max_parallel=1)
-        return batch.results[0]
+            return await self._get_client().run_one(env, answer)
 
     def _keep(self, task: asyncio.Task[RunResult]) -> None:
         self._stragglers.add(task)
@@ -398,10 +296,12 @@ class RewardFunction(BlockingFace):
 
     @property
     def env(self) -> Environment | None:
+        """The environment of every sample no column names."""
         return self._core.env
 
     @property
     def timeout(self) -> float | None:
+        """The deadline of one call in seconds (None: none)."""
         return self._core.timeout
 
     def __call__(

@@ -1,0 +1,280 @@
+"""The local engine: sandboxes on this host, through one ``Backend``.
+
+Batches are scheduled group-major (a fair semaphore admits answers in index order), each
+environment's time limit comes from its reference answer's measured runtime (measured once per
+environment and client, ``deepgym.scheduling``), and a failure that was ours before the answer
+came into play is retried once inside the run's deadline. ``run`` raises the contract's
+no-verdict exceptions; the batch methods turn every failure of one run into a result without a
+verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import Any
+
+from deepgym.envs.registry import load_suite, resolve
+from deepgym.exceptions import ConfigError, DeepGymError
+from deepgym.models import BatchResult, Environment, EvalResult, RunResult
+from deepgym.results import build_result, raise_for
+from deepgym.sandbox import make_backend
+from deepgym.sandbox.base import Backend, Job
+from deepgym.scheduling import TimeLimitPolicy, broadcast_envs, group_slices, should_retry
+from deepgym.types import EnvLike, Envs, Group, ProgressFn
+from deepgym.verdict import Classification
+
+__all__ = ["LocalEngine"]
+
+
+def _resolve_all(envs: Envs, n: int) -> list[Environment]:
+    """One resolved environment per answer (each distinct object resolved once)."""
+    cache: dict[int, Environment] = {}
+    out = []
+    for e in broadcast_envs(envs, n):
+        key = id(e)
+        if key not in cache:
+            cache[key] = resolve(e)  # type: ignore[arg-type]
+        out.append(cache[key])
+    return out
+
+
+class LocalEngine:
+    """Runs a client's calls in sandboxes on this host.
+
+    ``backend``: the sandbox backend to use (None: ``make_backend(sandbox, workers=workers)``,
+    made at the first run). ``time_limits``: how a time limit is derived from the reference.
+    """
+
+    mode = "local"
+
+    def __init__(
+        self,
+        backend: Backend | None = None,
+        *,
+        sandbox: str = "pool",
+        workers: int | None = None,
+        time_limits: TimeLimitPolicy | None = None,
+    ) -> None:
+        self._backend = backend
+        self.sandbox = sandbox if backend is None else str(getattr(backend, "name", sandbox))
+        self.workers = workers
+        self.time_limits = time_limits if time_limits is not None else TimeLimitPolicy()
+        self._limits: dict[tuple[str, int], asyncio.Future[float]] = {}
+
+    @property
+    def backend(self) -> Backend:
+        """The sandbox backend (made at first use when none was given)."""
+        if self._backend is None:
+            self._backend = make_backend(self.sandbox, workers=self.workers)
+        return self._backend
+
+    # -- time limits ----------------------------------------------------------------------
+    async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
+        """The call's limit, the environment's ``time_limit``, or ``clamp(k * reference
+        runtime, floor, env.timeout)`` measured once per environment and cached."""
+        e = resolve(env)
+        if time_limit is not None:  # an explicit choice stands as given
+            return float(time_limit)
+        if e.time_limit is not None:
+            return e.time_limit
+        if self.time_limits.factor is None or not e.reference_solution:
+            return e.timeout
+        key = (e.name, hash(e.model_dump_json(exclude={"source_dir"})))
+        fut = self._limits.get(key)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._limits[key] = fut
+            try:
+                fut.set_result(await self._measure_limit(e))
+            except BaseException as exc:
+                del self._limits[key]
+                fut.set_exception(exc)
+                raise
+        return await asyncio.shield(fut)
+
+    async def _measure_limit(self, env: Environment) -> float:
+        assert env.reference_solution is not None
+        job = Job(
+            env=env,
+            answer=env.reference_solution,
+            timeout=env.timeout,
+            case_timeout=env.case_timeout,
+        )
+        best: float | None = None
+        for _ in range(2):  # the faster of two runs: one-off start-up costs are not the task's
+            raw = await self.backend.run(job)
+            result, _ = build_result(raw, env.name, env.timeout)
+            if not result.passed:  # no trustworthy measurement: keep the cap
+                return env.timeout
+            elapsed = (raw.report or {}).get("elapsed_ms")
+            ms = float(elapsed) if isinstance(elapsed, int | float) else raw.total_ms
+            best = ms if best is None else min(best, ms)
+            if self.time_limits.limit(best / 1000.0, env.timeout) <= self.time_limits.floor:
+                break  # already at the floor: a second measurement cannot lower it
+        assert best is not None
+        return self.time_limits.limit(best / 1000.0, env.timeout)
+
+    # -- one run --------------------------------------------------------------------------
+    async def _attempt(
+        self, env: Environment, answer: str, limit: float, queue_ms: float, attempt: int
+    ) -> tuple[RunResult, Classification]:
+        job = Job(env=env, answer=answer, timeout=limit, case_timeout=min(env.case_timeout, limit))
+        raw = await self.backend.run(job)
+        return build_result(raw, env.name, limit, queue_ms=queue_ms, attempts=attempt)
+
+    async def _run_with_retry(
+        self, env: Environment, answer: str, limit: float, queued: float
+    ) -> tuple[RunResult, Classification]:
+        deadline = time.monotonic() + 2 * limit
+        attempt = 1
+        while True:
+            queue_ms = (time.monotonic() - queued) * 1000.0 if attempt == 1 else 0.0
+            result, c = await self._attempt(env, answer, limit, queue_ms, attempt)
+            if not should_retry(result, attempt, deadline - time.monotonic()):
+                return result, c
+            attempt += 1
+
+    async def run(
+        self, env: EnvLike, model_output: str, *, time_limit: float | None = None
+    ) -> RunResult:
+        """Score one answer; raise ``SandboxError``, ``TimeoutError`` or ``VerifierError`` on
+        the no-verdict failures the contract lists."""
+        e = resolve(env)
+        limit = await self.time_limit(e, time_limit)
+        result, c = await self._run_with_retry(e, model_output, limit, time.monotonic())
+        raise_for(result, c)
+        return result
+
+    async def _safe(
+        self, env: Environment, answer: str, queued: float, time_limit: float | None
+    ) -> RunResult:
+        """One run of a batch: every failure becomes a result without a verdict."""
+        try:
+            limit = await self.time_limit(env, time_limit)
+            result, _ = await self._run_with_retry(env, answer, limit, queued)
+            return result
+        except DeepGymError as exc:
+            error_type = "runtime_error" if isinstance(exc, ConfigError) else "sandbox_error"
+            return RunResult.no_verdict(
+                error_type, f"{type(exc).__name__}: {exc}", env_name=env.name
+            )
+        except OSError as exc:  # a host failure (fork, pipes, disk): ours, not the policy's
+            return RunResult.no_verdict(
+                "runtime_error", f"{type(exc).__name__}: {exc}", env_name=env.name
+            )
+
+    # -- many runs ------------------------------------------------------------------------
+    def _launch(
+        self,
+        envs: Sequence[Environment],
+        outputs: Sequence[str],
+        max_parallel: int,
+        time_limit: float | None,
+        progress: ProgressFn | None,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[asyncio.Task[RunResult]]:
+        """One task per answer, in index order: the fair semaphore makes the order group-major."""
+        sem = asyncio.Semaphore(max_parallel)
+        queued = time.monotonic()
+        done = 0
+
+        async def one(i: int) -> RunResult:
+            nonlocal done
+            async with sem:
+                result = await self._safe(envs[i], outputs[i], queued, time_limit)
+            done += 1
+            if progress is not None:
+                progress(done, len(outputs))
+            if on_done is not None:
+                on_done(i)
+            return result
+
+        return [asyncio.ensure_future(one(i)) for i in range(len(outputs))]
+
+    async def run_batch(
+        self,
+        env: Envs,
+        outputs: Sequence[str],
+        *,
+        max_parallel: int = 8,
+        group_size: int | None = None,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> BatchResult:
+        """Score many answers, in the order of ``outputs``."""
+        envs = _resolve_all(env, len(outputs))
+        t0 = time.monotonic()
+        tasks = self._launch(envs, outputs, max_parallel, time_limit, progress)
+        results = list(await asyncio.gather(*tasks))
+        return BatchResult(results=results, execution_time_ms=(time.monotonic() - t0) * 1000.0)
+
+    async def stream_groups(
+        self,
+        env: Envs,
+        outputs: Sequence[str],
+        *,
+        group_size: int,
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> AsyncGenerator[Group, None]:
+        """Yield ``(group_index, results)`` the moment each group is complete."""
+        envs = _resolve_all(env, len(outputs))
+        groups = group_slices(len(outputs), group_size)
+        group_of = {i: g for g, r in enumerate(groups) for i in r}
+        left = [len(r) for r in groups]
+        ready: asyncio.Queue[int] = asyncio.Queue()
+
+        def on_done(i: int) -> None:
+            g = group_of[i]
+            left[g] -= 1
+            if left[g] == 0:
+                ready.put_nowait(g)
+
+        tasks = self._launch(envs, outputs, max_parallel, time_limit, progress, on_done)
+        try:
+            for _ in groups:
+                g = await ready.get()
+                yield g, [tasks[i].result() for i in groups[g]]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def eval(
+        self,
+        envs_or_suite: Sequence[EnvLike] | str,
+        outputs: Mapping[str, str],
+        *,
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> EvalResult:
+        """Score one answer per environment (the empty answer where ``outputs`` has none)."""
+        envs = (
+            load_suite(envs_or_suite)
+            if isinstance(envs_or_suite, str)
+            else [resolve(e) for e in envs_or_suite]
+        )
+        t0 = time.monotonic()
+        answers = [outputs.get(e.name, "") for e in envs]
+        tasks = self._launch(envs, answers, max_parallel, time_limit, progress)
+        return EvalResult(
+            results=list(await asyncio.gather(*tasks)),
+            env_names=[e.name for e in envs],
+            execution_time_ms=(time.monotonic() - t0) * 1000.0,
+        )
+
+    async def sandbox_stats(self) -> dict[str, Any]:
+        """For the pool, its workers and the memory (RSS, KiB) each holds when idle; empty
+        before the first run."""
+        stats = getattr(self._backend, "stats", None)
+        return dict(stats()) if callable(stats) else {}
+
+    async def close(self) -> None:
+        """Release the backend (its temporary files, cgroups and workers)."""
+        if self._backend is not None:
+            backend, self._backend = self._backend, None
+            await backend.close()

@@ -1,0 +1,54 @@
+"""Which code a completion gives: the last fenced block of its last assistant turn."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deepgym.completions import answer_of, completion_text, extract_code
+from deepgym.exceptions import ConfigError
+
+
+def test_the_last_fenced_block_is_the_answer() -> None:
+    text = "First try:\n```python\na = 1\n```\nBetter:\n```py\nb = 2\n```\nDone."
+    assert extract_code(text) == "b = 2\n"
+    assert extract_code("~~~\nx = 1\n~~~") == "x = 1\n"
+    assert extract_code("````python\nprint('```')\n````") == "print('```')\n"
+
+
+def test_without_a_block_the_whole_text_is_the_answer() -> None:
+    assert extract_code("def f():\n    return 1\n") == "def f():\n    return 1\n"
+    assert extract_code("inline ```x``` only") == "inline ```x``` only"
+
+
+def test_an_unclosed_fence_gives_what_follows_it() -> None:
+    assert extract_code("Sure:\n```python\ndef f():\n    return 1") == "def f():\n    return 1"
+    assert extract_code("Sure:\n```python\n") == "Sure:\n```python\n"  # nothing after it
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="`~\r"), max_size=200))
+def test_a_fenced_body_comes_back_unchanged(body: str) -> None:
+    body = body if body.endswith("\n") or not body else body + "\n"
+    assert extract_code(f"Answer:\n```python\n{body}```\nThanks") == body
+
+
+def test_completion_text_reads_every_shape() -> None:
+    assert completion_text("plain") == "plain"
+    assert completion_text({"role": "assistant", "content": "one"}) == "one"
+    conv = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "first"},
+        {"role": "tool", "content": "out"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "image"}, "b"]},
+    ]
+    assert completion_text(conv) == "ab"
+    assert completion_text([{"role": "user", "content": "q"}]) == ""  # no assistant turn
+    assert completion_text([{"content": "x"}, {"content": "y"}]) == "y"  # no roles: the last
+    with pytest.raises(ConfigError):
+        completion_text(42)
+
+
+def test_answer_of_prepends_the_prefix_only_without_a_block() -> None:
+    assert answer_of("    return 1\n", "def f():\n") == "def f():\n    return 1\n"
+    assert answer_of("```python\nx = 1\n```", "def f():\n") == "x = 1\n"
