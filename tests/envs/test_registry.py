@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from deepgym import DeepGym
 from deepgym.envs import registry
 from deepgym.envs.registry import (
     list_environments,
+    list_suites,
     load_environment,
     load_folder,
     load_suite,
@@ -103,6 +106,67 @@ def test_unknown_name_suggests_the_closest() -> None:
 def test_unknown_suite_suggests_the_closest() -> None:
     with pytest.raises(UnknownEnvironmentError, match="'humaneval'"):
         load_suite("humanevl")
+
+
+def _fresh(code: str) -> str:
+    """What ``code`` prints in a new interpreter (nothing imported before it)."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return out.stdout.strip()
+
+
+def test_list_suites_in_a_fresh_process_names_every_suite() -> None:
+    # The registry is data: nothing needs importing before the suites are known.
+    assert _fresh("import deepgym; print(deepgym.list_suites())") == "['builtin', 'humaneval']"
+    probe = (
+        "import deepgym\n"
+        "try:\n    deepgym.load_suite('nope')\nexcept deepgym.DeepGymError:\n    pass\n"
+        "print(deepgym.list_suites())"
+    )
+    assert _fresh(probe) == "['builtin', 'humaneval']"  # the same after a failed load
+
+
+def test_importing_deepgym_loads_no_suite_module() -> None:
+    code = (
+        "import sys, deepgym\ndeepgym.list_suites()\nprint('deepgym.envs.humaneval' in sys.modules)"
+    )
+    assert _fresh(code) == "False"
+
+
+def test_a_suite_whose_data_is_missing_is_not_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = registry.Suite(load="deepgym.envs.humaneval:load_all", requires="no_such_module_x")
+    monkeypatch.setitem(registry.SUITES, "ghost", missing)
+    assert "ghost" not in list_suites()
+
+
+def test_suites_registered_as_data_and_by_entry_point(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env = Environment(name="toy", entry_point="f", test_cases=[{"args": [], "expected": 1}])
+    registry.register_suite("mine", lambda: [env], problem=lambda ident: env)
+    try:
+        assert "mine" in list_suites()
+        assert load_suite("mine") == [env]
+        assert load_environment("mine/7") is env
+    finally:
+        del registry.SUITES["mine"]
+    with pytest.raises(ConfigError, match="suite name"):
+        registry.register_suite("a/b", lambda: [])
+
+    class EntryPoint:
+        name = "plugged"
+        value = "json:loads"
+
+    monkeypatch.setattr(registry, "_installed_suites", registry._installed_suites.__wrapped__)
+    monkeypatch.setattr(
+        "importlib.metadata.entry_points", lambda group: [EntryPoint()] if group else []
+    )
+    assert "plugged" in list_suites()
+    broken = registry.Suite(load="no_such_module_y:load")
+    monkeypatch.setitem(registry.SUITES, "broken", broken)
+    with pytest.raises(ConfigError, match="cannot load 'no_such_module_y:load'"):
+        load_suite("broken")
 
 
 def test_builtin_suite() -> None:

