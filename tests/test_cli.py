@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-import deepgym.client
 from deepgym import cli
+from deepgym.cli import common, demo, environments
+from deepgym.client import DeepGym
 from deepgym.envs.registry import list_environments, load_environment
 from deepgym.models import BatchResult, EvalResult, RunResult
 from deepgym.sandbox.base import Job, RawRun
@@ -90,7 +91,11 @@ class FakeBackend:
 def seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Route every client to a ``FakeBackend``; the list fills with the answers it scored."""
     answers: list[str] = []
-    monkeypatch.setattr(deepgym.client, "_make_backend", lambda *a, **k: FakeBackend(answers))
+
+    def make_client(sandbox: str | None) -> DeepGym:
+        return DeepGym(backend=FakeBackend(answers))
+
+    monkeypatch.setattr(common, "make_client", make_client)
     return answers
 
 
@@ -345,7 +350,7 @@ def test_show() -> None:
 def test_stub_answers_define_the_entry_point_and_do_nothing() -> None:
     for name in list_environments():
         env = load_environment(name)
-        stub = cli._stub_answer(env)
+        stub = demo._wrong_answer(env)
         if env.kind != "function":
             assert stub == ""
             continue
@@ -355,11 +360,11 @@ def test_stub_answers_define_the_entry_point_and_do_nothing() -> None:
         assert env.entry_point in top, name
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                assert ast.unparse(node.body[0]) == "return None" and len(node.body) == 1
+                assert ast.unparse(node.body[0]) == "pass" and len(node.body) == 1
 
 
 def test_demo_suites_cover_every_reference() -> None:
-    suites = cli._demo_suites()
+    suites = demo._demo_suites()
     assert [title for title, _, _ in suites][:2] == [
         "Built-in: reference solutions",
         "Built-in: wrong answers",
@@ -369,13 +374,13 @@ def test_demo_suites_cover_every_reference() -> None:
     assert [e.name for e in right_envs] == [e.name for e in wrong_envs] == with_reference
     for env in right_envs:
         assert right[env.name] == env.reference_solution
-        assert wrong[env.name] == cli._stub_answer(env)
+        assert wrong[env.name] == demo._wrong_answer(env)
 
 
 def test_demo_prints_every_suite(seen: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     env = load_environment("two_sum")
     monkeypatch.setattr(
-        cli,
+        demo,
         "_demo_suites",
         lambda: [("Set A", [env], {"two_sum": "PASS"}), ("Set B", [env], {"two_sum": "CRASH"})],
     )
@@ -554,7 +559,7 @@ def test_keyboard_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(spec: str) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_load_env", interrupted)
+    monkeypatch.setattr(environments, "load_env", interrupted)
     r = invoke("show", "two_sum")
     assert r.exit_code == 130
     assert "interrupted" in r.stderr
@@ -564,7 +569,7 @@ def test_a_bug_is_not_dressed_as_bad_input(monkeypatch: pytest.MonkeyPatch) -> N
     def broken(spec: str) -> Any:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(cli, "_load_env", broken)
+    monkeypatch.setattr(environments, "load_env", broken)
     r = invoke("show", "two_sum")
     assert isinstance(r.exception, RuntimeError)
     assert r.exit_code == 1
@@ -599,7 +604,7 @@ def test_run_scores_a_real_answer(tmp_path: Path) -> None:
     right = tmp_path / "right.py"
     right.write_text(env.reference_solution or "")
     wrong = tmp_path / "wrong.py"
-    wrong.write_text(cli._stub_answer(env))
+    wrong.write_text(demo._wrong_answer(env))
     r = CliRunner().invoke(
         cli.cli, ["run", "coin_change", str(right), "--sandbox", "strict", "--json"]
     )
@@ -617,7 +622,9 @@ def test_demo_scores_references_and_wrong_answers(monkeypatch: pytest.MonkeyPatc
     # check of every built-in lives with the environments' tests.)
     some = ["coin_change", "lru_cache", "running_median"]
     suites = {"builtin": some, "humaneval": ["humaneval/0"]}
-    monkeypatch.setattr(cli, "load_suite", lambda name: [load_environment(n) for n in suites[name]])
+    monkeypatch.setattr(
+        demo, "load_suite", lambda name: [load_environment(n) for n in suites[name]]
+    )
     r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, ["demo", "--sandbox", "strict"])
     assert r.exit_code == 0, r.output
     out = r.stdout.splitlines()

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from deepgym import cli
+from deepgym.cli import environments
 from deepgym.envs.check import Check, CheckReport
 from deepgym.envs.registry import BUILTIN_DIR, list_environments
 from deepgym.models import Environment
@@ -53,8 +54,8 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             progress(len(envs), len(envs))
         return out
 
-    monkeypatch.setattr(cli, "check_environment", fake)
-    monkeypatch.setattr(cli, "check_environments", fake_many)
+    monkeypatch.setattr(environments, "check_environment", fake)
+    monkeypatch.setattr(environments, "check_environments", fake_many)
     return seen
 
 
@@ -106,7 +107,7 @@ def test_qa_fails_when_one_environment_fails(
 ) -> None:
     good = Environment(name="fine", entry_point="f", test_cases=[{"expected": 1}])
     bad = good.model_copy(update={"name": "bad_one"})
-    monkeypatch.setattr(cli, "load_suite", lambda name: [good, bad])
+    monkeypatch.setattr(environments, "load_suite", lambda name: [good, bad])
     r = invoke("qa")
     assert r.exit_code == 1
     assert "1/2 environments pass every check" in r.output

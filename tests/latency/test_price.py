@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-import deepgym.client
-from deepgym import cli, load_environment
+from deepgym import DeepGym, cli, load_environment
+from deepgym.cli import common
 from deepgym.exceptions import ConfigError
 from deepgym.latency import model
 from deepgym.latency.price import build_report, cycle, service_samples
@@ -142,7 +142,7 @@ class TimedBackend:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(deepgym.client, "_make_backend", lambda *a, **k: TimedBackend())
+    monkeypatch.setattr(common, "make_client", lambda sandbox: DeepGym(backend=TimedBackend()))
 
 
 def invoke(*args: str | Path) -> Result:

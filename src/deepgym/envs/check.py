@@ -98,10 +98,12 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
+        """True when there were checks and every one passed."""
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     @property
     def failures(self) -> list[Check]:
+        """The checks that failed."""
         return [c for c in self.checks if not c.ok]
 
     def summary(self) -> str:

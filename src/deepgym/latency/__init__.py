@@ -9,6 +9,8 @@
   randomised complete blocks (``deepgym sweep``; needs torch).
 - ``predictions``: pre-registered predictions, marked held or refuted by the data.
 
+The ``deepgym price`` and ``deepgym sweep`` commands live in ``deepgym.cli``.
+
 Nothing here imports torch, numpy or matplotlib at import time.
 """
 

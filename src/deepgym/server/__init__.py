@@ -5,8 +5,8 @@
 - ``service.Service``: what the routes drive (pure asyncio): input checks, streaming by group,
   recording in the run store, draining at shutdown.
 - ``metrics``, ``console``, ``svg``: the exposition text, the console's pages, their histograms.
-- ``runner``: uvicorn with a graceful drain; ``commands``: the ``serve``, ``console`` and ``runs``
-  commands.
+- ``runner``: uvicorn with a graceful drain; ``launch``: the app and its server from plain
+  settings (the ``deepgym serve`` and ``deepgym console`` commands live in ``deepgym.cli``).
 
 Threat model: the service runs untrusted answers exactly as local mode does (in sandboxes). A
 client is trusted with nothing more: it names environments the service has, or sends declarative

@@ -29,6 +29,7 @@ from deepgym.exceptions import ConfigError
 from deepgym.models import RunResult, Totals
 from deepgym.server.svg import histogram_svg
 from deepgym.store import RunInfo, RunStore
+from deepgym.text import percent
 
 __all__ = ["COOKIE", "add_console"]
 
@@ -70,10 +71,6 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(html, status_code=status, headers=headers)
 
 
-def _pct(x: float) -> str:
-    return f"{x:.2%}"
-
-
 def _when(t: float | None) -> str:
     return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
@@ -110,9 +107,9 @@ def _runs_page(store: RunStore | None) -> str:
             f'<tr data-run="{escape(r.id)}"><td><a href="/console/runs/{escape(r.id)}">'
             f"{escape(r.id)}</a></td><td>{escape(r.kind)}</td><td>{escape(r.source)}</td>"
             f"<td>{_when(r.created)}</td><td>{escape(_status(r))}</td>"
-            f'<td class="num">{t.total}</td><td class="num">{_pct(t.pass_rate)}</td>'
+            f'<td class="num">{t.total}</td><td class="num">{percent(t.pass_rate)}</td>'
             f'<td class="num">{t.avg_score:.3f}</td><td class="num">{t.no_verdict_count}</td>'
-            f'<td class="num">{_pct(t.judged_pass_rate)}</td>'
+            f'<td class="num">{percent(t.judged_pass_rate)}</td>'
             f'<td class="num">{t.judged_mean_score:.3f}</td></tr>'
         )
     return (
@@ -126,7 +123,7 @@ def _totals_html(t: Totals) -> str:
     return (
         '<div class="totals">'
         '<div class="panel"><h3>Headline</h3><p>A run without a verdict counts as a failed 0.</p>'
-        f'<dl><dt>Pass rate</dt><dd id="headline-pass-rate" class="big">{_pct(t.pass_rate)}</dd>'
+        f'<dl><dt>Pass rate</dt><dd id="headline-pass-rate" class="big">{percent(t.pass_rate)}</dd>'
         f'<dt>Passed</dt><dd><span id="headline-passed">{t.passed}</span> / '
         f'<span id="headline-total">{t.total}</span></dd>'
         f'<dt>Avg score</dt><dd id="headline-avg-score">{t.avg_score:.3f}</dd></dl></div>'
@@ -135,7 +132,7 @@ def _totals_html(t: Totals) -> str:
         "</dd></dl></div>"
         '<div class="panel"><h3>Judged only</h3><p>Runs with a verdict.</p>'
         f'<dl><dt>Judged pass rate</dt><dd id="judged-pass-rate" class="big">'
-        f"{_pct(t.judged_pass_rate)}</dd>"
+        f"{percent(t.judged_pass_rate)}</dd>"
         f'<dt>Judged</dt><dd id="judged-count">{t.judged_count}</dd>'
         f'<dt>Judged mean score</dt><dd id="judged-mean-score">{t.judged_mean_score:.3f}</dd>'
         "</dl></div></div>"

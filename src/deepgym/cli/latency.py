@@ -1,7 +1,10 @@
-"""The ``price`` and ``sweep`` commands (``deepgym.cli`` adds them to its group).
+"""``deepgym price`` and ``deepgym sweep``: what reward latency costs a GRPO step.
 
-torch, numpy and matplotlib load inside the commands, so ``import deepgym.cli`` stays light.
-Bad input raises ``ConfigError``: the CLI's group prints one ``error: ...`` line, exit 2.
+``price`` measures a real reward's service times on real answers and predicts the step
+(``deepgym.latency.price``); ``sweep`` runs a real GRPO step on a small random-weight model with
+the reward on a dial (``deepgym.latency.sweep``, needs torch). torch, numpy and matplotlib load
+inside the commands, so ``import deepgym.cli`` stays light. Bad options raise ``ConfigError``
+before anything runs: one ``error: ...`` line, exit 2.
 """
 
 from __future__ import annotations
@@ -10,20 +13,23 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deepgym.cli import common
+from deepgym.cli.common import load_env, out, progress, read_batch_answers
 from deepgym.client import SANDBOXES
 from deepgym.exceptions import ConfigError
 from deepgym.latency.sweep import SweepConfig
+from deepgym.text import percent
 
 if TYPE_CHECKING:
-    from deepgym.latency.predictions import Verdict
+    from deepgym.latency.predictions import Finding
     from deepgym.latency.price import PriceReport
     from deepgym.latency.sweep import SweepResult
 
@@ -31,10 +37,6 @@ _D = SweepConfig()
 """The sweep's defaults, for the help text."""
 
 __all__ = ["price_cmd", "sweep_cmd"]
-
-
-def _out() -> Console:
-    return Console(highlight=False)
 
 
 def _positive(value: float, option: str) -> float:
@@ -52,12 +54,12 @@ def _positive_int(value: int, option: str) -> int:
 # -- price -------------------------------------------------------------------------------------
 
 
-def _pct(x: float) -> str:
-    return f"{x:.1%}" if x >= 0.001 or x == 0 else f"{x:.3%}"
+_share = partial(percent, places=1, small=True)
+"""A share at one decimal; a rare nonzero one (under 0.1%) at three, so it does not read 0.0%."""
 
 
 def _price_text(r: PriceReport) -> None:
-    out = _out()
+    console = out()
     q = r.quantiles_s
     hits = sum(r.timed_out)
     click.echo(
@@ -68,13 +70,13 @@ def _price_text(r: PriceReport) -> None:
         f"service time (s), {r.runs} runs: p50 {q['p50']:.3f}  p90 {q['p90']:.3f}  "
         f"p99 {q['p99']:.3f}  max {q['max']:.3f}  mean {q['mean']:.3f}"
     )
-    click.echo(f"timeout rate: {_pct(r.timeout_rate)} ({hits}/{r.runs} timed out)")
+    click.echo(f"timeout rate: {_share(r.timeout_rate)} ({hits}/{r.runs} timed out)")
     click.echo(
-        f"P(step stalls): {_pct(r.p_stall)}  (knee: at {_pct(r.knee_rate)} half the steps "
+        f"P(step stalls): {_share(r.p_stall)}  (knee: at {_share(r.knee_rate)} half the steps "
         f"of {r.batch} stall)"
     )
     click.echo(
-        f"corrupted groups: {_pct(r.corrupted_group_share)} of groups hold a timeout; scored 0, "
+        f"corrupted groups: {_share(r.corrupted_group_share)} of groups hold a timeout; scored 0, "
         "one the infrastructure caused is a wrong advantage (deepgym gives those no verdict)"
     )
     table = Table(title="predicted step", title_justify="left")
@@ -84,12 +86,12 @@ def _price_text(r: PriceReport) -> None:
         table.add_row(
             Text(s.name),
             f"{s.timeout_s:g}",
-            _pct(s.timeout_rate),
-            _pct(s.p_stall),
+            _share(s.timeout_rate),
+            _share(s.p_stall),
             f"{s.step_s:.2f}",
-            _pct(s.idle),
+            _share(s.idle),
         )
-    out.print(table)
+    console.print(table)
     fixes = Table(title="fixes, in order of predicted gain", title_justify="left")
     for column in ("#", "fix", "what", "step (s)", "gain (s)", "gain"):
         fixes.add_column(column, overflow="fold")
@@ -100,9 +102,9 @@ def _price_text(r: PriceReport) -> None:
             Text(f.detail),
             f"{f.step_s:.2f}",
             f"{f.gain_s:.2f}",
-            _pct(f.gain_share),
+            _share(f.gain_share),
         )
-    out.print(fixes)
+    console.print(fixes)
 
 
 def _check_price(
@@ -181,13 +183,12 @@ def price_cmd(
     as_json: bool,
 ) -> None:
     """Measure ENV's reward service times on real answers; predict what they cost a step."""
-    from deepgym import cli
     from deepgym.latency.price import build_report, measure, service_samples
 
     _check_price(batch, group, busy, training, timeout, slots, max_parallel, plot)
-    environment = cli._load_env(env)
-    _labels, answers = cli._read_batch_answers(answers_file)
-    with cli._client(sandbox) as dg, cli._progress(f"price {environment.name}") as advance:
+    environment = load_env(env)
+    _labels, answers = read_batch_answers(answers_file)
+    with common.make_client(sandbox) as dg, progress(f"price {environment.name}") as advance:
         result, derived = measure(
             dg,
             environment,
@@ -227,7 +228,7 @@ def price_cmd(
 
 
 def _sweep_text(result: SweepResult) -> None:
-    out = _out()
+    console = out()
     cfg = result.config
     click.echo(
         f"sweep: {cfg.blocks} blocks x {len(cfg.arms)} arms on {result.device}; "
@@ -261,7 +262,7 @@ def _sweep_text(result: SweepResult) -> None:
             f"{a.idle:.1%}",
             f"{a.stall_share:.0%}",
         )
-    out.print(table)
+    console.print(table)
     m = result.metrics
     for key, label in (
         ("step_ratio.pipe:1/stall:1", "pipelined / barrier step, one timeout (dial)"),
@@ -279,7 +280,7 @@ def _sweep_text(result: SweepResult) -> None:
             click.echo(f"{name}: {path}")
 
 
-def _verdict_table(verdicts: Sequence[Verdict]) -> None:
+def _verdict_table(verdicts: Sequence[Finding]) -> None:
     from deepgym.latency.predictions import verdict_rows
 
     table = Table(title="pre-registered predictions", title_justify="left")
@@ -288,7 +289,7 @@ def _verdict_table(verdicts: Sequence[Verdict]) -> None:
     for row in verdict_rows(verdicts):
         style = {"HELD": "green", "REFUTED": "red"}.get(row[-1], "yellow")
         table.add_row(*(Text(c) for c in row[:-1]), Text(row[-1], style=f"bold {style}"))
-    _out().print(table)
+    out().print(table)
     held = sum(v.status == "held" for v in verdicts)
     click.echo(f"{held} of {len(verdicts)} predictions held")
 
@@ -388,9 +389,7 @@ def sweep_cmd(
     predictions = load_predictions(predictions_file)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a directory")
-    from deepgym import cli
-
-    with cli._progress("sweep") as advance:
+    with progress("sweep") as advance:
         result = run_sweep(cfg, predictions, progress=lambda d, t, _label: advance(d, t))
     if as_json:
         click.echo(json.dumps(json_safe(result.to_dict()), indent=2, allow_nan=False))

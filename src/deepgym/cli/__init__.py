@@ -1,0 +1,66 @@
+"""The ``deepgym`` command line: score answers, evaluate suites, browse environments, run the demo.
+
+Exit codes: 0 done (``run``: the answer passed), 1 ``run`` judged the answer and it did not pass
+(``check``, ``qa``: a check failed), 2 bad input (a missing or malformed file, an unknown
+environment, an invalid environment folder: one ``error: ...`` line on stderr, never a
+traceback), 3 ``run`` got no verdict (the sandbox, the time limit or the verifier failed, not the
+answer), 130 interrupted.
+
+Every command that scores goes through ``DeepGym``; the verdict and the totals come from the
+library (``RunResult.has_verdict``, ``Totals.summary_line``), never recomputed here. A run without
+a verdict is shown as ``ERROR (<error_type>)`` with its cause, and no score.
+
+One module per family of commands, on one shared module:
+
+- ``common``: the group that translates the library's errors once, exit codes, shared options,
+  ``make_client``, the progress bar, output helpers, the readers of answer files;
+- ``runs``: ``run``, ``run-batch``, ``eval`` (scoring answers) and ``runs`` (the run store);
+- ``environments``: ``list``, ``show``, ``check``, ``qa``;
+- ``demo``: ``demo``;
+- ``latency``: ``price``, ``sweep``;
+- ``service``: ``serve``, ``console``.
+
+The domain packages never import this one. Importing it loads no heavy optional dependency
+(FastAPI, uvicorn, torch, matplotlib): the commands that need one import it when they run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from deepgym import __version__
+from deepgym.cli import demo, environments, latency, runs, service
+from deepgym.cli.common import DeepGymGroup
+
+__all__ = ["cli", "main"]
+
+
+@click.group(cls=DeepGymGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="deepgym")
+def cli() -> None:
+    """Score a model's code answers in a sandbox, with a verdict or plainly without one."""
+
+
+for _command in (
+    runs.run,
+    runs.run_batch,
+    runs.eval_cmd,
+    runs.runs_cmd,
+    environments.list_cmd,
+    environments.show,
+    environments.check,
+    environments.qa,
+    demo.demo,
+    latency.price_cmd,
+    latency.sweep_cmd,
+    service.serve_cmd,
+    service.console_cmd,
+):
+    cli.add_command(_command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The ``deepgym`` console entry point (also ``python -m deepgym``)."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="deepgym")

@@ -1,0 +1,384 @@
+"""The commands that score answers, and the run store they record in: ``run``, ``run-batch``,
+``eval`` and ``runs``.
+
+The verdict and the totals come from the library (``RunResult.has_verdict``,
+``Totals.summary_line``), never recomputed here. A run without a verdict is shown as
+``ERROR (<error_type>)`` with its cause, and no score. ``run-batch`` and ``eval`` commit each
+result to the run store as it comes; ``eval --resume`` scores only what a stored run lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from deepgym.cli import common
+from deepgym.cli.common import (
+    EXIT_FAILED,
+    EXIT_NO_VERDICT,
+    CliError,
+    json_option,
+    line,
+    load_env,
+    load_targets,
+    no_store_option,
+    out,
+    parallel_option,
+    progress,
+    read_batch_answers,
+    read_eval_answers,
+    read_text,
+    sandbox_option,
+    store_option,
+)
+from deepgym.client import DeepGym
+from deepgym.exceptions import ConfigError
+from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
+from deepgym.store import RunStore, default_store_path, record_batch, record_eval, resume_inputs
+from deepgym.text import percent
+
+__all__ = ["eval_cmd", "evaluate", "run", "run_batch", "runs_cmd"]
+
+_MAX_CASE_ROWS = 50
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: result cells, tables and totals
+# ---------------------------------------------------------------------------------------------
+
+
+def _cell(r: RunResult) -> Text:
+    """``PASS``, ``FAIL <score>``, or ``ERROR (<error_type>)`` for a run without a verdict."""
+    if not r.has_verdict:
+        return Text(f"ERROR ({r.error_type or 'no verdict'})", style="bold yellow")
+    if r.passed:
+        return Text("PASS", style="bold green")
+    return Text(f"FAIL {r.score:.2f}", style="bold red")
+
+
+def _cause(r: RunResult) -> str:
+    """Why a run did not pass, in a line: its error, or its first failed test."""
+    if r.passed:
+        return ""
+    if r.error_type or r.error:
+        return f"{r.error_type}: {r.error}" if r.error_type else r.error
+    failed = next((c for c in r.cases if not c.passed), None)
+    if failed is None:
+        return ""
+    return f"{failed.name}: {failed.message}" if failed.message else f"{failed.name} failed"
+
+
+def _results_table(
+    title: str, label: str, labels: Sequence[str], results: Sequence[RunResult]
+) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(label, overflow="fold")
+    table.add_column("result", no_wrap=True)
+    table.add_column("cause", overflow="fold")
+    for name, r in zip(labels, results, strict=True):
+        cause = _cause(r)
+        table.add_row(Text(name), _cell(r), Text(line(cause) if cause else ""))
+    return table
+
+
+def _totals_lines(t: Totals) -> list[str]:
+    return [
+        t.summary_line(),
+        f"Judged: {t.judged_count}/{t.total} runs, {t.passed} passed, judged mean score "
+        f"{t.judged_mean_score:.3f}; avg score {t.avg_score:.3f}; no verdict: {t.no_verdict_count}",
+    ]
+
+
+def _report(title: str, label: str, labels: Sequence[str], batch: BatchResult | EvalResult) -> None:
+    """The per-run table, then the contract's totals line, the judged counts and the time."""
+    out().print(_results_table(title, label, labels, batch.results))
+    for text in _totals_lines(batch.totals):
+        click.echo(text)
+    click.echo(f"Time: {batch.execution_time_ms / 1000:.1f} s for {batch.total} runs")
+
+
+def _run_report(r: RunResult) -> None:
+    fields = [
+        ("environment", r.env_name or "-"),
+        ("score", "-" if not r.has_verdict else f"{r.score:.3f}"),
+        ("passed", "yes" if r.passed else "no"),
+        ("verdict", "yes" if r.has_verdict else "none (the run was not judged)"),
+        ("error type", r.error_type or "-"),
+        ("cause", line(r.error) if r.error else "-"),
+        ("isolation", r.isolation or "-"),
+        ("time", f"{r.execution_time_ms:.0f} ms"),
+    ]
+    for key, value in fields:
+        click.echo(f"{key:<12} {value}")
+    if not r.cases:
+        return
+    table = Table(
+        title=f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)",
+        title_justify="left",
+    )
+    for column in ("test", "ok", "score", "message"):
+        table.add_column(column, overflow="fold")
+    for c in r.cases[:_MAX_CASE_ROWS]:
+        score = "-" if c.score is None else f"{c.score:.2f}"
+        table.add_row(
+            Text(c.name),
+            Text("yes" if c.passed else "no"),
+            score,
+            Text(line(c.message) if c.message else ""),
+        )
+    out().print(table)
+    if len(r.cases) > _MAX_CASE_ROWS:
+        click.echo(f"... {len(r.cases) - _MAX_CASE_ROWS} more tests")
+
+
+def evaluate(
+    dg: DeepGym,
+    title: str,
+    envs: list[Environment],
+    outputs: dict[str, str],
+    max_parallel: int,
+    as_json: bool,
+    record: tuple[RunStore, str] | None = None,
+) -> None:
+    """Score one answer per environment with a progress bar, then print the report.
+
+    With ``record`` (a store and a run id), each result is committed as it comes, and only the
+    environments the run has no result for are scored (``--resume``).
+    """
+    with progress(title) as advance:
+        if record is None:
+            result = dg.eval(envs, outputs, max_parallel=max_parallel, progress=advance)
+        else:
+            answers = [outputs.get(e.name, "") for e in envs]
+            result = record_eval(
+                dg, record[0], record[1], envs, answers, max_parallel=max_parallel, progress=advance
+            )
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        _report(title, "environment", result.env_names, result)
+
+
+def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> RunStore | None:
+    """The run store to record in; the default one is skipped (with a note) if it cannot open."""
+    if no_store:
+        if resume is not None:
+            raise CliError("--resume reads the run store: drop --no-store")
+        return None
+    if store_path is not None or resume is not None:
+        return RunStore(store_path)
+    try:
+        return RunStore(default_store_path())
+    except ConfigError as exc:
+        click.echo(f"note: not recording this run ({exc})", err=True)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("env")
+@click.argument("answer_file", type=click.Path(path_type=Path))
+@sandbox_option
+@json_option
+def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool) -> None:
+    """Score the answer in ANSWER_FILE on ENV (a built-in name or an environment folder)."""
+    environment = load_env(env)
+    answer = read_text(answer_file, "answer file")
+    with common.make_client(sandbox) as dg:
+        result = dg.run(environment, answer)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        _run_report(result)
+    if not result.has_verdict:
+        raise click.exceptions.Exit(EXIT_NO_VERDICT)
+    if not result.passed:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@click.command("run-batch")
+@click.argument("env")
+@click.argument("answers", type=click.Path(path_type=Path))
+@sandbox_option
+@parallel_option
+@json_option
+@store_option
+@no_store_option
+def run_batch(
+    env: str,
+    answers: Path,
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    store_path: Path | None,
+    no_store: bool,
+) -> None:
+    """Score many answers on ENV: ANSWERS is a JSONL file or a directory of .py files.
+
+    Each result is recorded in the run store as it comes (``deepgym runs`` lists the runs).
+    """
+    environment = load_env(env)
+    labels, outputs = read_batch_answers(answers)
+    store = _run_store(store_path, no_store, None)
+    if store is None:
+        with common.make_client(sandbox) as dg, progress(environment.name) as advance:
+            batch = dg.run_batch(environment, outputs, max_parallel=max_parallel, progress=advance)
+    else:
+        with store:
+            names = [environment.name] * len(outputs)
+            params = {"max_parallel": max_parallel, "sandbox": sandbox}
+            run_id = store.create_run("batch", env, names, outputs, params)
+            with common.make_client(sandbox) as dg, progress(environment.name) as advance:
+                batch = record_batch(
+                    dg,
+                    store,
+                    run_id,
+                    environment,
+                    outputs,
+                    max_parallel=max_parallel,
+                    progress=advance,
+                )
+    if as_json:
+        click.echo(batch.model_dump_json(indent=2))
+    else:
+        _report(environment.name, "answer", labels, batch)
+
+
+@click.command("eval")
+@click.argument("suite_or_envs", required=False)
+@click.option(
+    "--answers",
+    "answers_file",
+    type=click.Path(path_type=Path),
+    help='JSON {"env": answer}, or JSONL of {"env": ..., "answer": ...}.',
+)
+@sandbox_option
+@parallel_option
+@json_option
+@click.option(
+    "--resume",
+    metavar="RUN_ID",
+    default=None,
+    help="Continue a stored eval that stopped early: score only what it has no result for.",
+)
+@store_option
+@no_store_option
+def eval_cmd(
+    suite_or_envs: str | None,
+    answers_file: Path | None,
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    resume: str | None,
+    store_path: Path | None,
+    no_store: bool,
+) -> None:
+    """Score one answer per environment of a suite (builtin, humaneval) or a list (a,b,c).
+
+    Each result is recorded in the run store as it comes (``deepgym runs`` lists the runs);
+    ``--resume RUN_ID`` finishes an eval that was stopped, with the same totals.
+    """
+    store = _run_store(store_path, no_store, resume)
+    if resume is not None:
+        if suite_or_envs is not None or answers_file is not None:
+            raise CliError("--resume takes the suite and the answers from the store")
+        assert store is not None
+        with store:
+            envs, answers = resume_inputs(store, resume, load_targets)
+            click.echo(f"run {resume}: resuming", err=True)
+            outputs = {e.name: a for e, a in zip(envs, answers, strict=True)}
+            with common.make_client(sandbox) as dg:
+                title = store.run(resume).source
+                evaluate(dg, title, envs, outputs, max_parallel, as_json, (store, resume))
+        return
+    if suite_or_envs is None or answers_file is None:
+        raise CliError("give SUITE_OR_ENVS and --answers (or --resume RUN_ID)")
+    envs = load_targets(suite_or_envs)
+    outputs = read_eval_answers(answers_file)
+    names = {e.name for e in envs}
+    missing = sum(1 for e in envs if e.name not in outputs)
+    unused = sorted(set(outputs) - names)
+    if missing:
+        click.echo(
+            f"note: {missing} environment(s) have no answer and score the empty one", err=True
+        )
+    if unused:
+        click.echo(
+            f"note: ignoring answers for unknown environment(s): {', '.join(unused)}", err=True
+        )
+    if store is None:
+        with common.make_client(sandbox) as dg:
+            evaluate(dg, suite_or_envs, envs, outputs, max_parallel, as_json)
+        return
+    with store:
+        order = [e.name for e in envs]
+        answers = [outputs.get(n, "") for n in order]
+        params = {"max_parallel": max_parallel, "sandbox": sandbox}
+        run_id = store.create_run("eval", suite_or_envs, order, answers, params)
+        click.echo(f"run {run_id} (if it stops: deepgym eval --resume {run_id})", err=True)
+        with common.make_client(sandbox) as dg:
+            evaluate(dg, suite_or_envs, envs, outputs, max_parallel, as_json, (store, run_id))
+
+
+@click.command("runs")
+@store_option
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+def runs_cmd(store_path: Path | None, limit: int, as_json: bool) -> None:
+    """List the stored evals and batches, newest first, with their totals."""
+    path = store_path if store_path is not None else default_store_path()
+    if not path.exists():
+        if as_json:
+            click.echo("[]")
+        else:
+            click.echo(f"no runs yet (no store at {path})")
+        return
+    with RunStore(path) as store:
+        runs = store.runs(limit=limit)
+    if as_json:
+        rows = [
+            {
+                "id": r.id,
+                "kind": r.kind,
+                "source": r.source,
+                "created": r.created,
+                "status": r.status,
+                "total": r.total,
+                "recorded": r.recorded,
+                "totals": r.totals.model_dump(),
+            }
+            for r in runs
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"runs in {path}", title_justify="left")
+    for column in ("run", "kind", "source", "started", "status", "runs"):
+        table.add_column(column, overflow="fold")
+    for column in ("pass rate", "no verdict", "judged pass rate", "judged mean"):
+        table.add_column(column, justify="right")
+    for r in runs:
+        t = r.totals
+        status = "complete" if r.complete else f"{r.status} {r.recorded}/{r.total}"
+        table.add_row(
+            r.id,
+            r.kind,
+            Text(r.source),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
+            status,
+            str(r.total),
+            percent(t.pass_rate),
+            str(t.no_verdict_count),
+            percent(t.judged_pass_rate),
+            f"{t.judged_mean_score:.3f}",
+        )
+    out().print(table)

@@ -1,0 +1,141 @@
+"""``deepgym serve`` (the HTTP API and its console) and ``deepgym console`` (the console alone).
+
+The server itself is built in ``deepgym.server.launch``; FastAPI and uvicorn load only when a
+command runs, so ``import deepgym.cli`` stays light. Serving off loopback without a token is
+refused before anything starts (the threat model in ``deepgym.server``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import click
+
+from deepgym.cli.common import no_store_option, store_option
+from deepgym.client import SANDBOXES
+from deepgym.exceptions import ConfigError
+from deepgym.server import launch
+from deepgym.store import RunStore, default_store_path
+
+__all__ = ["console_cmd", "serve_cmd"]
+
+_host_option = click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind. Anything but loopback needs --token.",
+)
+
+
+def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
+    return None if no_store else RunStore(path if path is not None else default_store_path())
+
+
+@click.command("serve")
+@_host_option
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--token",
+    envvar="DEEPGYM_TOKEN",
+    default=None,
+    help="Bearer token clients must send (env DEEPGYM_TOKEN). Required off loopback.",
+)
+@click.option(
+    "--allow-verifier-code",
+    is_flag=True,
+    help="Run verifier code that clients send (it runs with the verifier's access).",
+)
+@store_option
+@no_store_option
+@click.option("--sandbox", type=click.Choice(SANDBOXES), default="pool", show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Pool workers.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Runs at once across all requests (default: the worker count).",
+)
+@click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=32.0, show_default=True)
+@click.option("--max-answers", type=click.IntRange(min=1), default=10_000, show_default=True)
+@click.option(
+    "--grace",
+    "grace_s",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds in-flight runs get to finish at shutdown; the rest come back without a verdict.",
+)
+@click.option("--openrlhf", is_flag=True, help="Also serve OpenRLHF's reward endpoint.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="warning",
+    show_default=True,
+)
+def serve_cmd(
+    host: str,
+    port: int,
+    token: str | None,
+    allow_verifier_code: bool,
+    store_path: Path | None,
+    no_store: bool,
+    sandbox: str,
+    workers: int | None,
+    concurrency: int | None,
+    max_body_mb: float,
+    max_answers: int,
+    grace_s: float,
+    openrlhf: bool,
+    log_level: str,
+) -> None:
+    """Serve the API (and the console) over HTTP."""
+    if not launch.is_loopback(host) and not token:
+        raise ConfigError(
+            f"--host {host} is reachable from other machines: give --token (or DEEPGYM_TOKEN)"
+        )
+    launch.require_server_extra()
+    from deepgym.server.service import Limits
+
+    store = _open_store(store_path, no_store)
+    console_token = secrets.token_urlsafe(24)
+    try:
+        app = launch.service_app(
+            sandbox=sandbox,
+            workers=workers,
+            concurrency=concurrency,
+            store=store,
+            token=token,
+            console_token=console_token,
+            allow_verifier_code=allow_verifier_code,
+            limits=Limits(max_body_bytes=int(max_body_mb * 2**20), max_answers=max_answers),
+            openrlhf=openrlhf,
+        )
+        server, sock = launch.listen(app, host, port, grace_s=grace_s, log_level=log_level)
+        url = launch.url(host, sock.getsockname()[1])
+        click.echo(f"deepgym serve: {url} (store: {store.path if store else 'none'})")
+        click.echo(f"console: {url}/console?token={console_token}", nl=True)
+        server.run(sockets=[sock])
+    finally:
+        if store is not None:
+            store.close()
+
+
+@click.command("console")
+@_host_option
+@click.option("--port", type=click.IntRange(0, 65535), default=8766, show_default=True)
+@store_option
+def console_cmd(host: str, port: int, store_path: Path | None) -> None:
+    """Browse the run store in a web page (a per-launch token guards it)."""
+    launch.require_server_extra()
+    store = _open_store(store_path, False)
+    token = secrets.token_urlsafe(24)
+    try:
+        app = launch.console_app(store, token)
+        server, sock = launch.listen(app, host, port, grace_s=5.0, log_level="warning")
+        url = launch.url(host, sock.getsockname()[1])
+        click.echo(f"deepgym console: {url}/console?token={token}")
+        server.run(sockets=[sock])
+    finally:
+        assert store is not None
+        store.close()
