@@ -64,6 +64,7 @@ class GroupPipeline:
     order: list[int] = field(default_factory=list)
 
     def feed(self, groups: Iterable[tuple[int, list[RunResult]]]) -> dict[int, Any]:
+        """Take complete groups as they arrive; each one's output, by group index."""
         for index, results in groups:
             self.outputs[index] = self.on_group(index, results, group_advantages(results))
             self.order.append(index)

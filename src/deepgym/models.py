@@ -234,6 +234,7 @@ class Totals(BaseModel):
 
     @classmethod
     def of(cls, results: Sequence[RunResult]) -> Totals:
+        """The totals of ``results``."""
         return cls.from_rows([(r.has_verdict, r.passed, r.score) for r in results])
 
     @classmethod
@@ -265,34 +266,25 @@ class Totals(BaseModel):
         )
 
 
-class _Aggregate(BaseModel):
+class _Aggregate(Totals):
+    """A list of results with its ``Totals`` (computed from the results, never given)."""
+
     model_config = ConfigDict(extra="forbid")
 
     results: list[RunResult]
-    total: int = 0
-    passed: int = 0
-    failed: int = 0
-    avg_score: float = 0.0
-    pass_rate: float = 0.0
-    no_verdict_count: int = 0
-    judged_count: int = 0
-    judged_pass_rate: float = 0.0
-    judged_mean_score: float = 0.0
     execution_time_ms: float = 0.0
 
     @model_validator(mode="after")
     def _totals(self) -> _Aggregate:
         t = Totals.of(self.results)
-        for name, value in t.model_dump().items():
-            object.__setattr__(self, name, value)
+        for name in Totals.model_fields:
+            object.__setattr__(self, name, getattr(t, name))
         return self
 
     @property
     def totals(self) -> Totals:
-        return Totals.of(self.results)
-
-    def summary_line(self) -> str:
-        return self.totals.summary_line()
+        """The totals alone (without the results)."""
+        return Totals.model_validate({k: getattr(self, k) for k in Totals.model_fields})
 
     def service_time_quantiles(self) -> dict[str, float]:
         """p50, p90, p99 and max of the runs' service time (ms)."""

@@ -90,17 +90,23 @@ class _Request(BaseModel):
 
 
 class RunRequest(_Request):
+    """``POST /v1/run``: one answer to one environment."""
+
     env: EnvSpec
     answer: str
     time_limit: float | None = None
 
 
 class TimeLimitRequest(_Request):
+    """``POST /v1/time_limit``: the time limit the service would use for an environment."""
+
     env: EnvSpec
     time_limit: float | None = None
 
 
 class BatchRequest(_Request):
+    """``POST /v1/run_batch``: many answers, streamed back group by group."""
+
     env: EnvSpec | list[EnvSpec]
     """One environment for every answer, or one per answer."""
     answers: list[str]
@@ -110,6 +116,8 @@ class BatchRequest(_Request):
 
 
 class EvalRequest(_Request):
+    """``POST /v1/eval``: one answer per environment of a suite or a list."""
+
     envs: list[EnvSpec] | None = None
     suite: str | None = None
     outputs: dict[str, str] = Field(default_factory=dict)
@@ -118,6 +126,8 @@ class EvalRequest(_Request):
 
 
 class Raised(BaseModel):
+    """The exception ``run`` raised on the service, by type name and message."""
+
     type: str
     message: str
 
@@ -160,6 +170,7 @@ def parse_event(line: bytes | str) -> StreamEvent:
 
 
 def error_body(code: ErrorCode, message: str) -> dict[str, Any]:
+    """An error reply's JSON: its code and a one-line message."""
     return {"error": {"code": code, "message": message}}
 
 

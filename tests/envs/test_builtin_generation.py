@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BUILTIN = Path(__file__).parents[2] / "src/deepgym/envs/builtin"
-ALLOWED_KEYS = {
-    "name",
-    "kind",
-    "entry_point",
-    "difficulty",
-    "tags",
-    "description",
-    "timeout",
-    "case_timeout",
-    "memory_mb",
-    "compare",
-    "seed",
-}
+from deepgym.envs import registry
+
+BUILTIN = registry.BUILTIN_DIR
+ALLOWED_KEYS = set(registry.METADATA_KEYS)
 ENV_NAMES = sorted(p.name for p in BUILTIN.iterdir() if (p / "metadata.json").is_file())
 
 

@@ -143,6 +143,7 @@ class Draws:
 
     @classmethod
     def of(cls, seed: int, block: int, arms: Sequence[str], n: int) -> Draws:
+        """The block's arm order and draws, from ``(seed, block)`` alone (reproducible)."""
         rng = random.Random(f"{seed}:{block}")
         order = list(arms)
         rng.shuffle(order)

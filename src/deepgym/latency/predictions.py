@@ -27,8 +27,8 @@ from typing import Any, Literal
 from deepgym.exceptions import ConfigError
 
 __all__ = [
+    "Finding",
     "Prediction",
-    "Verdict",
     "default_path",
     "evaluate",
     "load_predictions",
@@ -53,8 +53,9 @@ class Prediction:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """A prediction marked against measured data."""
+class Finding:
+    """A prediction marked against measured data: held, refuted, or no data (a sweep's
+    finding, not the verdict contract's verdict)."""
 
     prediction: Prediction
     value: float | None
@@ -128,16 +129,16 @@ def load_predictions(path: str | Path | None = None) -> list[Prediction]:
     return parse_predictions(text, str(p))
 
 
-def evaluate(predictions: Sequence[Prediction], metrics: Mapping[str, float]) -> list[Verdict]:
+def evaluate(predictions: Sequence[Prediction], metrics: Mapping[str, float]) -> list[Finding]:
     """Mark each prediction: held if its metric lies in its range, refuted if not, no data if
     the metric was not measured (or is not a finite number)."""
     out = []
     for p in predictions:
         value = metrics.get(p.metric)
         if value is None or not math.isfinite(value):
-            out.append(Verdict(p, None, "no data"))
+            out.append(Finding(p, None, "no data"))
         else:
-            out.append(Verdict(p, float(value), "held" if p.low <= value <= p.high else "refuted"))
+            out.append(Finding(p, float(value), "held" if p.low <= value <= p.high else "refuted"))
     return out
 
 
@@ -145,7 +146,7 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def verdict_rows(verdicts: Sequence[Verdict]) -> list[list[str]]:
+def verdict_rows(verdicts: Sequence[Finding]) -> list[list[str]]:
     """``[id, metric, expected, measured, verdict]`` per prediction, for a table."""
     return [
         [

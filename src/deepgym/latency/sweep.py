@@ -53,7 +53,7 @@ from deepgym.latency.arms import (
     parse_arm,
     sandbox_plan,
 )
-from deepgym.latency.predictions import Prediction, Verdict, evaluate
+from deepgym.latency.predictions import Finding, Prediction, evaluate
 from deepgym.latency.timeline import ProfileCheck, Step, Timeline, write_jsonl
 from deepgym.models import RunResult
 
@@ -130,6 +130,7 @@ class SweepConfig:
 
     @property
     def batch(self) -> int:
+        """Completions per step: prompts times group size."""
         return self.prompts * self.group
 
 
@@ -145,12 +146,13 @@ class SweepResult:
     rows: list[StepRow]
     arms: dict[str, ArmStats]
     metrics: dict[str, float]
-    verdicts: list[Verdict]
+    verdicts: list[Finding]
     profile: list[ProfileCheck] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     elapsed: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data (the summary file)."""
         cfg = asdict(self.config)
         cfg["out"] = None if self.config.out is None else str(self.config.out)
         cfg["arms"] = list(self.config.arms)

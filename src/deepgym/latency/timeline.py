@@ -87,13 +87,16 @@ class Span:
 
     @property
     def duration(self) -> float:
+        """Seconds from start to end."""
         return self.end - self.start
 
     def to_dict(self) -> dict[str, Any]:
+        """The span as one JSON object (a line of the timeline's JSONL)."""
         return {"name": self.name, "start": self.start, "end": self.end, "busy": self.busy}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Span:
+        """The span ``to_dict`` wrote; ``ConfigError`` naming what is missing."""
         try:
             return cls(str(d["name"]), float(d["start"]), float(d["end"]), bool(d["busy"]))
         except (KeyError, TypeError, ValueError) as exc:
@@ -112,6 +115,7 @@ class Step:
 
     @property
     def wall(self) -> float:
+        """The step's wall time in seconds."""
         return self.end - self.start
 
     @property
@@ -135,6 +139,7 @@ class Step:
         return union_length((s.start, s.end) for s in self.spans if s.name == name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The step, its figures and its spans as one JSON object."""
         return {
             "step": self.index,
             "start": self.start,
@@ -148,6 +153,7 @@ class Step:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Step:
+        """The step ``to_dict`` wrote; ``ConfigError`` naming what is missing."""
         try:
             spans = [Span.from_dict(s) for s in d["spans"]]
             meta = d.get("meta") or {}

@@ -67,6 +67,7 @@ class Metrics:
                 self.buckets[i] += 1
 
     def request(self, route: str, code: int) -> None:
+        """Count one request to ``route`` answered with status ``code``."""
         self.requests[(route, str(code))] += 1
 
     def render(self) -> str:

@@ -54,6 +54,7 @@ class DrainingServer(uvicorn.Server):
         self.grace_s = grace_s
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Refuse new requests (503) and give runs in flight the grace period, then stop."""
         self.service.begin_drain(self.grace_s)
         await super().shutdown(sockets)
 
@@ -76,6 +77,7 @@ class DrainingServer(uvicorn.Server):
 def make_server(
     app: FastAPI, *, grace_s: float = DEFAULT_GRACE_S, log_level: str = "warning"
 ) -> DrainingServer:
+    """A uvicorn server for ``app`` that drains its service on shutdown."""
     service: Service = app.state.service
     config = uvicorn.Config(
         app,
@@ -106,6 +108,7 @@ class ThreadedServer:
             self.error = exc
 
     def start(self, timeout: float = 30.0) -> ThreadedServer:
+        """Start serving in the background thread; return once it listens."""
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self.server.started:
@@ -138,4 +141,5 @@ class ThreadedServer:
 
     @property
     def service(self) -> Any:
+        """The app's ``Service``."""
         return self.app.state.service

@@ -106,6 +106,7 @@ def _compile(prompt: str, test: str) -> _Compiled:
 
 
 def verify(solution: Any, test_cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run the problem's ``check`` against ``solution``: one case per top-level assert."""
     spec = test_cases[0]
     namespace: dict[str, Any] = {"__name__": "humaneval_problem"}
     setup, module_code, param, steps, n_ahead, ahead = _compiled(
