@@ -1,11 +1,11 @@
-# Two commands: `make demo` (score real answers locally) and `make test` (lint, types, tests).
+# Two commands: `make demo` (score real answers locally) and `make test` (lint, types, docs, tests).
 PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 USERNS := $(if $(filter 0,$(shell id -u)),,--user --map-root-user)
 
-.PHONY: demo test lint types pytest bench clean
+.PHONY: demo test lint types docs pytest bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(VENV)/bin/mypy
 
+# The docs site (mkdocs.yml): --strict fails on a broken link, anchor or API reference.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+
 pytest: $(STAMP)
 	# The console's browser test drives Debian's Chromium: installed here if missing.
 	scripts/ensure-browser.sh
@@ -35,7 +39,7 @@ pytest: $(STAMP)
 	# Not root: a user namespace of our own first (unshare --user --map-root-user).
 	unshare $(USERNS) --pid --fork --mount-proc --kill-child sh -c '$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; exit $$rc'
 
-test: lint types pytest
+test: lint types docs pytest
 
 bench: $(STAMP)
 	$(PY) benchmarks/overhead.py
