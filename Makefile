@@ -21,8 +21,8 @@ demo: $(STAMP)
 	$(VENV)/bin/deepgym demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks docs/hooks.py
+	$(VENV)/bin/ruff format --check src tests benchmarks docs/hooks.py
 
 types: $(STAMP)
 	$(VENV)/bin/mypy

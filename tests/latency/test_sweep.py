@@ -13,13 +13,15 @@ from click.testing import CliRunner
 from deepgym import cli
 from deepgym.exceptions import ConfigError
 from deepgym.latency.arms import DEFAULT_ARMS, Arm, Draws, parse_arm
+from deepgym.latency.lmconfig import TinyLMConfig
 from deepgym.latency.predictions import load_predictions
 from deepgym.latency.sweep import SweepConfig
 from deepgym.latency.timeline import read_jsonl
 
+TINY_LM = TinyLMConfig(vocab_size=32, d_model=16, n_layers=1, n_heads=2, d_ff=32)
 TINY = {
-    "blocks": 1, "prompts": 2, "group": 4, "prompt_len": 4, "new_tokens": 4, "vocab_size": 32,
-    "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "warmup": 1, "settle": 0.0,
+    "blocks": 1, "prompts": 2, "group": 4, "prompt_len": 4, "new_tokens": 4, "model": TINY_LM,
+    "warmup": 1, "settle": 0.0,
 }  # fmt: skip
 
 
@@ -38,10 +40,13 @@ def test_parse_arm() -> None:
 @pytest.mark.parametrize(
     "kw",
     [{"blocks": 0}, {"arms": ()}, {"arms": ("const:2", "const:2")}, {"arms": ("nope",)},
-     {"device": "tpu"}, {"d_model": 10, "n_heads": 4}, {"threads": 0}, {"settle": -1.0}],
+     {"device": "tpu"}, {"model": {"d_model": 10, "n_heads": 4}}, {"threads": 0},
+     {"threads": True}, {"settle": -1.0}, {"model": {"n_layers": 0}}],
 )  # fmt: skip
 def test_config_validation(kw: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
+        if isinstance(kw.get("model"), dict):
+            kw = {**kw, "model": TinyLMConfig(**kw["model"])}  # type: ignore[arg-type]
         SweepConfig(**kw)  # type: ignore[arg-type]
 
 

@@ -310,8 +310,8 @@ def _arms(spec: str | None) -> Sequence[str] | None:
 @click.option(
     "--tokens", type=int, default=None, help=f"New tokens per completion [{_D.new_tokens}]."
 )
-@click.option("--d-model", type=int, default=None, help=f"Model width [{_D.d_model}].")
-@click.option("--layers", type=int, default=None, help=f"Transformer blocks [{_D.n_layers}].")
+@click.option("--d-model", type=int, default=None, help=f"Model width [{_D.model.d_model}].")
+@click.option("--layers", type=int, default=None, help=f"Transformer blocks [{_D.model.n_layers}].")
 @click.option("--arms", default=None, help=f"Comma-separated arms [{','.join(_D.arms)}].")
 @click.option("--no-sandbox", is_flag=True, help="Leave out the real-sandbox arms.")
 @click.option("--env", default=None, help=f"Built-in environment of the sandbox arms [{_D.env}].")
@@ -372,14 +372,16 @@ def sweep_cmd(
         "prompts": prompts,
         "group": group,
         "new_tokens": tokens,
-        "d_model": d_model,
-        "n_layers": layers,
         "env": env,
         "seed": seed,
         "device": device,
         "threads": threads,
     }
     changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    shape = {"d_model": d_model, "n_layers": layers}
+    if any(v is not None for v in shape.values()):
+        model = {k: v for k, v in shape.items() if v is not None}
+        changes["model"] = replace(_D.model, **model)
     chosen = _arms(arms)
     if chosen is not None:
         changes["arms"] = tuple(chosen)

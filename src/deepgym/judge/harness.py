@@ -65,10 +65,12 @@ class Judge:
             _install_audit_hook()
 
     def audit_open(self, path: Any) -> None:
+        """The audit hook's view of an ``open``: opening the answer's file puts it in play."""
         if not self.in_play and path == self.job["answer_path"]:
             self.mark_in_play("solution_file_opened")
 
     def mark_in_play(self, by: str = "solution_started") -> None:
+        """Record, once, the instant the answer came into play, on a channel it cannot reach."""
         if not self.in_play:
             self.in_play = True
             ms = (time.monotonic() - self.t0) * 1000.0
@@ -86,6 +88,7 @@ class Judge:
         write_all(self.result_fd, data)
 
     def cases(self) -> list[dict[str, Any]]:
+        """The environment's test cases (none for a custom verifier without them)."""
         path = self.job.get("test_cases_path")
         if not path:
             return []
@@ -259,6 +262,7 @@ def report_from_value(value: Any) -> dict[str, Any]:
 
 
 def run_custom(j: Judge) -> dict[str, Any]:
+    """Drive the environment's own ``verify`` and turn its value into a report."""
     module = _load_verifier(j)
     if j.job.get("kind") == "script":
         return run_script(j, getattr(module, "check", None))
@@ -315,6 +319,7 @@ def run_patch(j: Judge) -> dict[str, Any]:
 
 
 def drive(j: Judge) -> dict[str, Any]:
+    """The report of one job: the driver its kind names."""
     if j.job.get("kind") == "patch":
         return run_patch(j)
     if j.job.get("verifier_path"):

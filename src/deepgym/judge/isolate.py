@@ -42,6 +42,7 @@ _libc: Any = None
 
 
 def libc() -> Any:
+    """The C library, loaded once (ctypes)."""
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -75,10 +76,12 @@ def _check(ret: int, what: str) -> None:
 
 
 def unshare(flags: int) -> None:
+    """``unshare(2)``: new namespaces of ``flags`` for this process."""
     _check(libc().unshare(flags), "unshare")
 
 
 def setns(fd: int, nstype: int) -> None:
+    """``setns(2)``: join the namespace ``fd`` refers to."""
     _check(libc().setns(fd, nstype), "setns")
 
 
@@ -98,6 +101,7 @@ def new_user_namespace(uid: int, gid: int, inner_id: int, extra_flags: int = 0) 
 
 
 def die_with_parent() -> None:
+    """Be killed (SIGKILL) when the parent dies: nothing outlives its supervisor."""
     _check(libc().prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
 
 
@@ -113,10 +117,12 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 
 def make_private() -> None:
+    """Make every mount private, so nothing mounted here propagates out."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
 
 
 def tmpfs(target: str, size_bytes: int, mode: str = "0755") -> None:
+    """Mount a size-capped tmpfs (no setuid, no devices) at ``target``."""
     _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_bytes},mode={mode}")
 
 
@@ -187,6 +193,7 @@ def set_process_name(name: str) -> None:
 
 
 def sethostname(name: str) -> None:
+    """Set the hostname (of this process's own uts namespace)."""
     raw = name.encode()
     _check(libc().sethostname(raw, len(raw)), "sethostname")
 

@@ -82,9 +82,11 @@ class Hunk:
         self.lines: list[tuple[str, str]] = []
 
     def old(self) -> list[str]:
+        """The hunk's lines before the change (context and removed)."""
         return [text for tag, text in self.lines if tag != "+"]
 
     def new(self) -> list[str]:
+        """The hunk's lines after the change (context and added)."""
         return [text for tag, text in self.lines if tag != "-"]
 
 
@@ -102,6 +104,7 @@ class FilePatch:
         return self.old_path if self.old_path is not None else self.new_path or ""
 
     def paths(self) -> list[str]:
+        """The old and new paths the patch names (one of them may be absent)."""
         return [p for p in (self.old_path, self.new_path) if p is not None]
 
 

@@ -236,6 +236,7 @@ class RemoteObject:
         return method
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the remote object in the solution process."""
         req = {"op": "call_ref", "ref": self._ref, "args": list(args), "kwargs": kwargs}
         return self._session.request(req)
 

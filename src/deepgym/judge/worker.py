@@ -158,6 +158,7 @@ class ZygoteLauncher(ServedLauncher):
         keep_tree_cpu(proc)
 
     def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
+        """Whether the timed-out solution used its own time (read from this /proc)."""
         if proc.proc_pid is None:  # in our /proc too: the tree is read here, as the base does
             proc.proc_pid = _proc_pid(proc.pidfd)
         return super().timeout_blame(proc, limit_ms)
@@ -298,6 +299,7 @@ class Zygote:
         isolate.no_new_user_namespaces()
 
     def fork(self) -> int:
+        """Fork a solution process as pid 1 of a new pid namespace; its pid here."""
         isolate.unshare(isolate.CLONE_NEWPID)
         try:
             pid = os.fork()
@@ -358,6 +360,7 @@ class Zygote:
                 os.close(fd)
 
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
+        """Reap (``kill``: kill first) a solution; its wait status and CPU ms."""
         pidfd = self.children.pop(pid)
         if kill:
             try:
@@ -369,6 +372,7 @@ class Zygote:
         return status, (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def serve(self) -> None:
+        """Answer the worker's requests until it closes the socket."""
         while data := self.ctl.recv(MSG_MAX):
             op = data[:1]
             try:

@@ -35,7 +35,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +53,11 @@ from deepgym.latency.arms import (
     parse_arm,
     sandbox_plan,
 )
+from deepgym.latency.lmconfig import TinyLMConfig
 from deepgym.latency.predictions import Finding, Prediction, evaluate
 from deepgym.latency.timeline import ProfileCheck, Step, Timeline, write_jsonl
 from deepgym.models import RunResult
+from deepgym.validation import optional_positive_int, positive_int
 
 if TYPE_CHECKING:
     import torch
@@ -85,11 +87,8 @@ class SweepConfig:
     group: int = 8
     prompt_len: int = 8
     new_tokens: int = 8
-    vocab_size: int = 256
-    d_model: int = 128
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 512
+    model: TinyLMConfig = field(default_factory=TinyLMConfig)
+    """The random-weight model's shape (its ``max_len`` is set from the prompt and tokens)."""
     arms: tuple[str, ...] = DEFAULT_ARMS
     env: str = "fizzbuzz"
     seed: int = 0
@@ -106,17 +105,11 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         positive = ("blocks", "prompts", "group", "prompt_len", "new_tokens", "max_parallel")
-        model = ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff")
-        for name in positive + model:
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"{name} must be a positive int, got {v!r}")
-        if self.d_model % self.n_heads:
-            raise ConfigError(f"d_model ({self.d_model}) must divide by n_heads ({self.n_heads})")
-        if not isinstance(self.warmup, int) or self.warmup < 1:
-            raise ConfigError(f"warmup must be a positive int, got {self.warmup!r}")
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise ConfigError(f"threads must be a positive int or None, got {self.threads!r}")
+        for name in (*positive, "warmup"):
+            positive_int(getattr(self, name), name)
+        if not isinstance(self.model, TinyLMConfig):
+            raise ConfigError(f"model must be a TinyLMConfig, got {type(self.model).__name__}")
+        optional_positive_int(self.threads, "threads")
         if not isinstance(self.settle, int | float) or not 0 <= self.settle <= 60:
             raise ConfigError(f"settle must be between 0 and 60 seconds, got {self.settle!r}")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -324,23 +317,16 @@ def _device(cfg: SweepConfig) -> str:
 def _harness(cfg: SweepConfig, device: str) -> _Harness:
     import torch
 
-    from deepgym.latency.tinylm import TinyCausalLM, TinyLMConfig
+    from deepgym.latency.tinylm import TinyCausalLM
 
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    lm = TinyLMConfig(
-        vocab_size=cfg.vocab_size,
-        d_model=cfg.d_model,
-        n_layers=cfg.n_layers,
-        n_heads=cfg.n_heads,
-        d_ff=cfg.d_ff,
-        max_len=cfg.prompt_len + cfg.new_tokens,
-    )
+    lm = replace(cfg.model, max_len=cfg.prompt_len + cfg.new_tokens)
     torch.manual_seed(cfg.seed)
     model = TinyCausalLM(lm).to(device)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     gen = torch.Generator().manual_seed(cfg.seed + 1)
-    prompts = torch.randint(0, cfg.vocab_size, (cfg.batch, cfg.prompt_len), generator=gen)
+    prompts = torch.randint(0, cfg.model.vocab_size, (cfg.batch, cfg.prompt_len), generator=gen)
     sync = torch.cuda.synchronize if device == "cuda" else None
     return _Harness(
         cfg=cfg,

@@ -80,6 +80,7 @@ class RunCgroup(_Groups):
         return limit, peak
 
     def remove(self) -> None:
+        """Remove the run's groups (a busy one is retried later, never left behind)."""
         for d in self.dirs.values():
             _rmdir(d)
         self.dirs = {}

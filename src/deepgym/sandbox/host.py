@@ -1,6 +1,6 @@
 """Facts about this host that the sandbox needs: the bwrap binary, Python, the file system.
 
-Checked once per process and reported (``deepgym doctor``); a missing mechanism is a clear
+Each is checked once per process, when a backend first needs it; a missing mechanism is a clear
 ``SandboxUnavailableError``, never a silent fallback to weaker isolation.
 """
 

@@ -380,6 +380,7 @@ class PoolBackend:
 
     # -- runs -----------------------------------------------------------------------------
     async def run(self, job: Job) -> RawRun:
+        """Run ``job`` on the next free worker (one that ran its environment lately first)."""
         t0 = time.monotonic()
         idle = await self._ensure_started()
         env_dir = self._workspace.env_dir(job.env)
@@ -411,6 +412,7 @@ class PoolBackend:
         return apply_evidence(raw, (limit, peak, mechanisms(slot, "tmpfs")), t0)
 
     async def close(self) -> None:
+        """Stop every worker and remove what the pool made."""
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting
