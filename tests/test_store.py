@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -322,3 +323,64 @@ def test_cli_run_batch_records_each_result(fake_backend: FakeBackend, tmp_path: 
     assert info.kind == "batch" and info.complete and info.source == "two_sum"
     assert [stored[i].model_dump(mode="json") for i in range(3)] == batch["results"]
     assert info.totals.no_verdict_count == batch["no_verdict_count"] == 1
+
+
+def test_a_run_whose_process_is_gone_reads_as_stopped(store: RunStore) -> None:
+    mine = store.create_run("eval", "builtin", ["a"], ["x"])
+    assert store.run(mine).status == "running"  # this process is recording it
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], text=True,
+                          capture_output=True, check=True)  # fmt: skip
+    gone = store.create_run("eval", "builtin", ["a"], ["x"])
+    with sqlite3.connect(store.path) as db:
+        owner = f"{store_owner_host()}:{dead.stdout.strip()}:1"
+        db.execute("UPDATE runs SET owner = ? WHERE id = ?", (owner, gone))
+    assert store.run(gone).status == "stopped"
+    store.claim(gone)  # a resume takes it over
+    assert store.run(gone).status == "running"
+
+
+def store_owner_host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def test_an_interrupted_recording_marks_the_run_stopped(store: RunStore) -> None:
+    class Stop(KeyboardInterrupt):
+        """What SIGTERM raises in the command line: a KeyboardInterrupt."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stop()
+
+    from deepgym.envs.registry import load_suite
+
+    envs = load_suite("builtin")[:6]
+    run_id = store.create_run("eval", "builtin", [e.name for e in envs], ["x"] * 6)
+    dg, _ = _dg()
+    previous = signal.signal(signal.SIGUSR1, stop)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(Stop):
+            record_eval(dg, store, run_id, envs, ["sleep:0.2"] * 6, max_parallel=1)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+        dg.close()
+    info = store.run(run_id)
+    assert info.status == "stopped" and 1 <= info.recorded < 6
+
+
+def test_a_version_1_store_gains_the_owner_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, source TEXT NOT NULL, "
+            "created REAL NOT NULL, finished REAL, status TEXT NOT NULL, total INTEGER NOT NULL, "
+            "params TEXT NOT NULL, execution_time_ms REAL);"
+            "INSERT INTO runs VALUES ('r1', 'eval', 'builtin', 0, NULL, 'running', 1, '{}', NULL);"
+            "PRAGMA user_version=1;"
+        )
+    with RunStore(path) as s:
+        assert s.run("r1").status == "running"  # no owner recorded: it cannot be told apart
+        assert s.create_run("eval", "builtin", ["a"], ["x"])

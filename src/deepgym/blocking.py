@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, Protocol, Self, TypeVar
@@ -20,17 +22,80 @@ T = TypeVar("T")
 __all__ = ["BlockingFace", "Portal"]
 
 
+CANCEL_WAIT_S = 10.0
+"""How long an interrupted call waits for its work to stop (its sandboxes ended) before the
+interrupt goes on regardless."""
+
+
+LIVENESS_S = 1.0
+"""How often a waiting call checks that the portal's loop thread is still alive (one whose
+loop died, say from a callback that raised ``KeyboardInterrupt`` in it, would never answer)."""
+
+
+class _Tracked:
+    """The task a portal call runs in, once it has started."""
+
+    task: asyncio.Task[Any] | None = None
+
+
 class Portal:
-    """An event loop in a daemon thread; blocking calls submit coroutines to it."""
+    """An event loop in a daemon thread; blocking calls submit coroutines to it.
+
+    A call interrupted in the calling thread (Ctrl-C's ``KeyboardInterrupt``, a signal handler's
+    exception) cancels its coroutine and waits, up to ``CANCEL_WAIT_S``, until it has stopped,
+    so what it started (runs, sandboxes, streams) ends before the interrupt goes on. ``stop``
+    cancels whatever is left and closes the loop's async generators: nothing is destroyed while
+    pending.
+    """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="deepgym", daemon=True)
+        self.thread = threading.Thread(target=self._serve, name="deepgym", daemon=True)
         self.thread.start()
+
+    def _serve(self) -> None:
+        # A callback that raised KeyboardInterrupt or SystemExit in the loop ends the thread;
+        # waiting calls notice and raise.
+        with contextlib.suppress(BaseException):
+            self.loop.run_forever()
+
+    @staticmethod
+    async def _tracked(coro: Coroutine[Any, Any, T], box: _Tracked) -> T:
+        box.task = asyncio.current_task()
+        return await coro
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the portal's loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        if not self.thread.is_alive():
+            coro.close()
+            raise RuntimeError("deepgym's event loop thread has stopped")
+        box = _Tracked()
+        fut = asyncio.run_coroutine_threadsafe(self._tracked(coro, box), self.loop)
+        try:
+            while True:
+                try:
+                    return fut.result(timeout=LIVENESS_S)
+                except concurrent.futures.TimeoutError:
+                    if not self.thread.is_alive():  # its loop died: nothing will answer
+                        fut.cancel()
+                        raise RuntimeError("deepgym's event loop thread has stopped") from None
+        except BaseException:
+            if not fut.done():  # interrupted here, not failed there: stop the work first
+                fut.cancel()
+                self._settle(box)
+            raise
+
+    async def _finished(self, box: _Tracked) -> None:
+        if box.task is not None:
+            await asyncio.wait([box.task])
+
+    def _settle(self, box: _Tracked) -> None:
+        """Wait until a cancelled call's task has ended (its ``finally`` blocks run)."""
+        if not self.loop.is_running():
+            return
+        waiter = asyncio.run_coroutine_threadsafe(self._finished(box), self.loop)
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            waiter.result(timeout=CANCEL_WAIT_S)
 
     async def _next(self, agen: AsyncIterator[T]) -> T:
         return await agen.__anext__()
@@ -45,12 +110,25 @@ class Portal:
                     return
         finally:
             aclose = getattr(agen, "aclose", None)
-            if aclose is not None and self.loop.is_running():
+            running = getattr(agen, "ag_running", False)  # a cancel that did not settle in time
+            if aclose is not None and self.loop.is_running() and not running:
                 self.call(aclose())
 
+    async def _drain(self) -> None:
+        """Cancel every task still on the loop, wait for them, close its async generators."""
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.loop.shutdown_asyncgens()
+
     def stop(self) -> None:
-        """Stop the loop and its thread."""
+        """End what is left on the loop, then stop the loop and its thread."""
         if self.loop.is_running():
+            drained = asyncio.run_coroutine_threadsafe(self._drain(), self.loop)
+            with contextlib.suppress(Exception):
+                drained.result(timeout=CANCEL_WAIT_S)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=5)
         if not self.loop.is_running():
@@ -86,8 +164,11 @@ class BlockingFace:
         with self._lock:
             portal, self._portal = self._portal, None
         if portal is not None:
-            portal.call(self._core.close())
-            portal.stop()
+            try:
+                if portal.thread.is_alive():
+                    portal.call(self._core.close())
+            finally:
+                portal.stop()
 
     def __enter__(self) -> Self:
         return self

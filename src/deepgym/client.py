@@ -159,7 +159,8 @@ class AsyncDeepGym:
     ) -> RunResult:
         """Score one answer with the batch rules: never raises for the run (a failure is a
         result without a verdict). The same as ``run_batch(env, [model_output]).results[0]``."""
-        batch = await self.run_batch(env, [model_output], max_parallel=1, time_limit=time_limit)
+        answers = [_check_answer(model_output)]
+        batch = await self.run_batch(env, answers, max_parallel=1, time_limit=time_limit)
         return batch.results[0]
 
     async def run_batch(

@@ -16,13 +16,15 @@ The default file is ``$DEEPGYM_HOME/runs.sqlite`` (``~/.deepgym`` when unset). O
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,15 +40,21 @@ __all__ = [
     "RunInfo",
     "RunStore",
     "default_store_path",
+    "owner_alive",
+    "process_owner",
     "record_batch",
     "record_eval",
     "resume_inputs",
 ]
 
 RunKind = Literal["eval", "batch"]
-RunStatus = Literal["running", "complete", "cancelled"]
+RunStatus = Literal["running", "complete", "cancelled", "stopped"]
+"""``running`` (its process is at it), ``complete``, ``cancelled`` (the service shut down before
+it finished) or ``stopped`` (interrupted, or its process is gone: ``--resume`` finishes an
+eval)."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``runs.owner``, the process recording the run (a run whose owner is gone is stopped)."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -57,7 +65,8 @@ CREATE TABLE IF NOT EXISTS runs (
     status TEXT NOT NULL,
     total INTEGER NOT NULL,
     params TEXT NOT NULL,
-    execution_time_ms REAL
+    execution_time_ms REAL,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS items (
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -81,6 +90,34 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_env ON results (env_name);
 """
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat.rsplit(b")", 1)[1].split()[19].decode()
+
+
+def process_owner(pid: int | None = None) -> str:
+    """``host:pid:start`` of a process (this one by default): a pid reused later differs."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or '?'}"
+
+
+def owner_alive(owner: str | None) -> bool:
+    """Whether the process ``process_owner`` named is still running; True where this host
+    cannot tell (another host's, or no owner recorded)."""
+    if not owner:
+        return True
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    return _start_ticks(int(pid)) == start
 
 
 def default_store_path() -> Path:
@@ -136,6 +173,9 @@ class RunStore:
                         f"({SCHEMA_VERSION})"
                     )
                 self._db.executescript(_SCHEMA)
+                columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+                if "owner" not in columns:  # a version 1 store
+                    self._db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
             self._db.close()
@@ -158,9 +198,17 @@ class RunStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute(
-                    "INSERT INTO runs (id, kind, source, created, status, total, params) "
-                    "VALUES (?, ?, ?, ?, 'running', ?, ?)",
-                    (run_id, kind, source, time.time(), len(answers), json.dumps(params or {})),
+                    "INSERT INTO runs (id, kind, source, created, status, total, params, owner) "
+                    "VALUES (?, ?, ?, ?, 'running', ?, ?, ?)",
+                    (
+                        run_id,
+                        kind,
+                        source,
+                        time.time(),
+                        len(answers),
+                        json.dumps(params or {}),
+                        process_owner(),
+                    ),
                 )
                 self._db.executemany(
                     "INSERT INTO items (run_id, idx, env_name, answer) VALUES (?, ?, ?, ?)",
@@ -201,6 +249,14 @@ class RunStore:
                     f"run {run_id}: index {index} already has a result, or no such run"
                 ) from exc
 
+    def claim(self, run_id: str) -> None:
+        """Mark a stored run as running again, in this process (a resumed eval)."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE runs SET status = 'running', finished = NULL, owner = ? WHERE id = ?",
+                (process_owner(), run_id),
+            )
+
     def finish(
         self, run_id: str, status: RunStatus = "complete", execution_time_ms: float | None = None
     ) -> None:
@@ -222,13 +278,16 @@ class RunStore:
             "SELECT has_verdict, passed, score FROM results WHERE run_id = ? ORDER BY idx",
             (run_id,),
         )
+        status = row[5]
+        if status == "running" and not owner_alive(row[9]):  # its process is gone
+            status = "stopped"
         return RunInfo(
             id=run_id,
             kind=row[1],
             source=row[2],
             created=row[3],
             finished=row[4],
-            status=row[5],
+            status=status,
             total=row[6],
             params=json.loads(row[7]),
             execution_time_ms=row[8],
@@ -236,7 +295,9 @@ class RunStore:
             totals=_totals(verdicts),
         )
 
-    _COLUMNS = "id, kind, source, created, finished, status, total, params, execution_time_ms"
+    _COLUMNS = (
+        "id, kind, source, created, finished, status, total, params, execution_time_ms, owner"
+    )
 
     def runs(self, limit: int = 100) -> list[RunInfo]:
         """The latest runs first."""
@@ -322,6 +383,16 @@ def resume_inputs(
     return envs, [answer for _, answer in items]
 
 
+@contextlib.contextmanager
+def _stopped_unless_done(store: RunStore, run_id: str, t0: float) -> Iterator[None]:
+    """Mark the run ``stopped`` if the block ends early (Ctrl-C, a signal, an error)."""
+    try:
+        yield
+    except BaseException:
+        store.finish(run_id, "stopped", (time.monotonic() - t0) * 1000.0)
+        raise
+
+
 def record_batch(
     dg: DeepGym,
     store: RunStore,
@@ -336,11 +407,12 @@ def record_batch(
     (the same order of runs as ``run_batch``: one group per answer, in order)."""
     results: dict[int, RunResult] = {}
     t0 = time.monotonic()
-    for i, rs in dg.stream_groups(
-        env, list(answers), group_size=1, max_parallel=max_parallel, progress=progress
-    ):
-        store.record(run_id, i, rs[0])
-        results[i] = rs[0]
+    with _stopped_unless_done(store, run_id, t0):
+        for i, rs in dg.stream_groups(
+            env, list(answers), group_size=1, max_parallel=max_parallel, progress=progress
+        ):
+            store.record(run_id, i, rs[0])
+            results[i] = rs[0]
     elapsed = (time.monotonic() - t0) * 1000.0
     store.finish(run_id, "complete", elapsed)
     return BatchResult(results=[results[i] for i in range(len(answers))], execution_time_ms=elapsed)
@@ -370,16 +442,18 @@ def record_eval(
             progress(already + k, len(answers))
 
     t0 = time.monotonic()
-    if todo:
-        for g, rs in dg.stream_groups(
-            [envs[i] for i in todo],
-            [answers[i] for i in todo],
-            group_size=1,
-            max_parallel=max_parallel,
-            progress=advance,
-        ):
-            store.record(run_id, todo[g], rs[0])
-            done[todo[g]] = rs[0]
+    store.claim(run_id)
+    with _stopped_unless_done(store, run_id, t0):
+        if todo:
+            for g, rs in dg.stream_groups(
+                [envs[i] for i in todo],
+                [answers[i] for i in todo],
+                group_size=1,
+                max_parallel=max_parallel,
+                progress=advance,
+            ):
+                store.record(run_id, todo[g], rs[0])
+                done[todo[g]] = rs[0]
     elapsed = (time.monotonic() - t0) * 1000.0
     store.finish(run_id, "complete", elapsed)
     return EvalResult(

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import click
 
 from deepgym import __version__
-from deepgym.cli import demo, environments, latency, runs, service
+from deepgym.cli import common, demo, environments, latency, runs, service
 from deepgym.cli.common import DeepGymGroup
 
 __all__ = ["cli", "main"]
@@ -63,4 +63,5 @@ for _command in (
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``deepgym`` console entry point (also ``python -m deepgym``)."""
+    common.handle_sigterm()
     cli.main(args=list(argv) if argv is not None else None, prog_name="deepgym")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import difflib
 import errno
 import json
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,6 +84,31 @@ class NoVerdictCliError(CliError):
     exit_code = EXIT_NO_VERDICT
 
 
+class Interrupted(CliError):
+    """Ctrl-C or SIGTERM: one ``interrupted: ...`` line (what was kept), exit 130."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def show(self, file: Any = None) -> None:
+        """Print the one line to stderr."""
+        click.echo(f"interrupted: {self.format_message()}", err=True)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that it stops a command as Ctrl-C does: every
+    sandbox ended, what was recorded kept, one line, exit 130."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    """Make SIGTERM stop a command as Ctrl-C does (the command line's main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+
+
 class DeepGymGroup(click.Group):
     """Translates the library's errors at the boundary, once, for every command."""
 
@@ -97,9 +124,8 @@ class DeepGymGroup(click.Group):
             if exc.errno == errno.EPIPE:  # click quiets a closed stdout itself
                 raise
             raise CliError(_os_message(exc)) from exc
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (``Terminated``)
+            raise Interrupted(str(exc) or "nothing was recorded") from None
 
 
 def _os_message(exc: OSError) -> str:

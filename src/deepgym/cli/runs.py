@@ -9,9 +9,10 @@ result to the run store as it comes; ``eval --resume`` scores only what a stored
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
@@ -23,6 +24,7 @@ from deepgym.cli.common import (
     EXIT_FAILED,
     EXIT_NO_VERDICT,
     CliError,
+    Interrupted,
     json_option,
     line,
     load_env,
@@ -165,6 +167,19 @@ def evaluate(
         _report(title, "environment", result.env_names, result)
 
 
+@contextlib.contextmanager
+def _kept_on_interrupt(store: RunStore, run_id: str, resume: str | None) -> Iterator[None]:
+    """On Ctrl-C or SIGTERM, once the client has closed (every sandbox ended): say what the
+    store kept of ``run_id`` and how to finish it (``resume``: an eval's id)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        info = store.run(run_id)
+        kept = f"{info.recorded} of {info.total} results stored in run {run_id}"
+        then = f"deepgym eval --resume {resume}" if resume else "deepgym runs"
+        raise Interrupted(f"{kept}; to {'finish it' if resume else 'see it'}: {then}") from None
+
+
 def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> RunStore | None:
     """The run store to record in; the default one is skipped (with a note) if it cannot open."""
     if no_store:
@@ -238,7 +253,11 @@ def run_batch(
             names = [environment.name] * len(outputs)
             params = {"max_parallel": max_parallel, "sandbox": sandbox}
             run_id = store.create_run("batch", env, names, outputs, params)
-            with common.make_client(sandbox) as dg, progress(environment.name) as advance:
+            with (
+                _kept_on_interrupt(store, run_id, None),
+                common.make_client(sandbox) as dg,
+                progress(environment.name) as advance,
+            ):
                 batch = record_batch(
                     dg,
                     store,
@@ -297,7 +316,7 @@ def eval_cmd(
             envs, answers = resume_inputs(store, resume, load_targets)
             click.echo(f"run {resume}: resuming", err=True)
             outputs = {e.name: a for e, a in zip(envs, answers, strict=True)}
-            with common.make_client(sandbox) as dg:
+            with _kept_on_interrupt(store, resume, resume), common.make_client(sandbox) as dg:
                 title = store.run(resume).source
                 evaluate(dg, title, envs, outputs, max_parallel, as_json, (store, resume))
         return
@@ -326,7 +345,7 @@ def eval_cmd(
         params = {"max_parallel": max_parallel, "sandbox": sandbox}
         run_id = store.create_run("eval", suite_or_envs, order, answers, params)
         click.echo(f"run {run_id} (if it stops: deepgym eval --resume {run_id})", err=True)
-        with common.make_client(sandbox) as dg:
+        with _kept_on_interrupt(store, run_id, run_id), common.make_client(sandbox) as dg:
             evaluate(dg, suite_or_envs, envs, outputs, max_parallel, as_json, (store, run_id))
 
 

@@ -90,7 +90,11 @@ class LocalEngine:
                 fut.set_result(await self._measure_limit(e))
             except BaseException as exc:
                 del self._limits[key]
-                fut.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    fut.cancel()  # the runs waiting on this measurement stop with it
+                else:
+                    fut.set_exception(exc)
+                    fut.exception()  # raised below: never "an exception never retrieved"
                 raise
         return await asyncio.shield(fut)
 
