@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from deepgym import DeepGym, Environment, SandboxError
+from deepgym.blocking import Portal
 from deepgym.client import AsyncDeepGym
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, DeepGymTimeoutError
 from deepgym.scheduling import TimeLimitPolicy
 from tests.fakes import FakeBackend
 
@@ -208,3 +209,19 @@ def test_a_blocking_call_whose_loop_died_raises_instead_of_hanging() -> None:
     )
     assert out.stdout == "deepgym's event loop thread has stopped\n"
     assert "never awaited" not in out.stderr  # (its stderr says what the callback raised)
+
+
+def test_a_blocking_call_raises_a_timeout_error_at_once() -> None:
+    # DeepGymTimeoutError is a TimeoutError: the portal must hand it over, not read it as
+    # "still waiting" (it once looped forever on exactly that).
+    async def late() -> None:
+        raise DeepGymTimeoutError("no verdict: time ran out")
+
+    portal = Portal()
+    try:
+        start = time.monotonic()
+        with pytest.raises(DeepGymTimeoutError, match="time ran out"):
+            portal.call(late())
+        assert time.monotonic() - start < 5
+    finally:
+        portal.stop()

@@ -72,13 +72,13 @@ class Portal:
         box = _Tracked()
         fut = asyncio.run_coroutine_threadsafe(self._tracked(coro, box), self.loop)
         try:
-            while True:
-                try:
-                    return fut.result(timeout=LIVENESS_S)
-                except concurrent.futures.TimeoutError:
-                    if not self.thread.is_alive():  # its loop died: nothing will answer
-                        fut.cancel()
-                        raise RuntimeError("deepgym's event loop thread has stopped") from None
+            # Wait on completion, not on ``result(timeout=)``: the call's own error may be a
+            # TimeoutError (DeepGymTimeoutError is one), which must not read as "not done yet".
+            while not concurrent.futures.wait([fut], timeout=LIVENESS_S).done:
+                if not self.thread.is_alive():  # its loop died: nothing will answer
+                    fut.cancel()
+                    raise RuntimeError("deepgym's event loop thread has stopped")
+            return fut.result()
         except BaseException:
             if not fut.done():  # interrupted here, not failed there: stop the work first
                 fut.cancel()
