@@ -115,12 +115,19 @@ class Portal:
                 self.call(aclose())
 
     async def _drain(self) -> None:
-        """Cancel every task still on the loop, wait for them, close its async generators."""
+        """Cancel every task still on the loop, wait for them, close its async generators. A task
+        already being cancelled is left to finish its clean-up (a second cancel would cut it
+        short: a sandbox killed but not reaped)."""
         me = asyncio.current_task()
         tasks = [t for t in asyncio.all_tasks() if t is not me]
         for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            if not task.cancelling():
+                task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=CANCEL_WAIT_S / 2)
+            for task in pending:  # one that went on after its cancel: cancel it again
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         await self.loop.shutdown_asyncgens()
 
     def stop(self) -> None:

@@ -9,9 +9,20 @@ BUSY_SHARE = 0.5
 """A solution that burned at least this share of its time budget on CPU used its own time."""
 
 
+def tree_pids(pid: int) -> set[int]:
+    """``pid`` and every live process below it, from ``/proc``."""
+    return _tree(pid)[0]
+
+
 def read_tree(pid: int) -> tuple[float, list[str]]:
     """CPU milliseconds of ``pid`` and its descendants, and the states of the descendants, read
     from ``/proc`` (wait4 counts only reaped children: this is what a tree used before a kill)."""
+    tree, info = _tree(pid)
+    cpu = sum(info[p][0] for p in tree if p in info)
+    return cpu, [info[p][1] for p in tree if p in info and p != pid]
+
+
+def _tree(pid: int) -> tuple[set[int], dict[int, tuple[float, str]]]:
     ppid: dict[int, int] = {}
     info: dict[int, tuple[float, str]] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -35,8 +46,7 @@ def read_tree(pid: int) -> tuple[float, list[str]]:
             if parent in tree and p not in tree:
                 tree.add(p)
                 changed = True
-    cpu = sum(info[p][0] for p in tree if p in info)
-    return cpu, [info[p][1] for p in tree if p in info and p != pid]
+    return tree, info
 
 
 def tree_used_its_time(cpu_ms: float, states: list[str], limit_ms: float) -> bool:

@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, read_run, take_evidence
 from deepgym.sandbox.policy import BASE_ENV
 from deepgym.sandbox.served import SolutionServer
+from deepgym.sandbox.spawn import end_process, kill_tree, start_process
 from deepgym.sandbox.spec import START_GRACE_S, job_spec
 from deepgym.sandbox.workspace import Workspace
 
@@ -89,21 +89,29 @@ class FreshRuns:
             r_fd, w_fd = os.pipe()
             try:
                 argv = launch.verifier_argv(run_dir, env_dir, w_fd)
-                verifier = asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    pass_fds=(w_fd, theirs.fileno()),
-                    start_new_session=True,
-                    cwd=str(run_dir),
-                    env=BASE_ENV,  # bwrap's own init keeps its environ: no host secrets in it
+                verifier = asyncio.ensure_future(
+                    start_process(
+                        *argv,
+                        stdin=asyncio.subprocess.DEVNULL,
+                        stdout=asyncio.subprocess.PIPE,
+                        stderr=asyncio.subprocess.PIPE,
+                        pass_fds=(w_fd, theirs.fileno()),
+                        start_new_session=True,
+                        cwd=str(run_dir),
+                        env=BASE_ENV,  # bwrap's own init keeps its environ: no host secrets in it
+                    )
                 )
                 ahead = _AHEAD_MODE.get(job.env.kind)
-                if ahead is None:
-                    proc = await verifier
-                else:  # the answer's interpreter starts beside the verifier's
-                    proc, _ = await asyncio.gather(verifier, server.start_ahead(ahead))
+                try:
+                    if ahead is None:
+                        proc = await verifier
+                    else:  # the answer's interpreter starts beside the verifier's
+                        proc, _ = await asyncio.gather(verifier, server.start_ahead(ahead))
+                except BaseException:  # cancelled, or one failed to start: end what did start
+                    await _end_started(verifier)
+                    await server.close()
+                    os.close(r_fd)
+                    raise
             finally:
                 os.close(w_fd)
                 theirs.close()
@@ -111,10 +119,13 @@ class FreshRuns:
             serving = asyncio.ensure_future(server.serve())
             try:
                 raw = await self._collect(job, proc, r_fd)
+            except BaseException:  # cancelled, or failed, at any point: the sandbox ends too
+                await end_process(proc)
+                raise
             finally:
                 serving.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await serving
+                # gather, not a suppressed await: a cancel of this run must still go through
+                await asyncio.gather(serving, return_exceptions=True)
                 await server.close()
             raw.start_ms = start_ms
         finally:
@@ -153,13 +164,21 @@ class FreshRuns:
             _, out, err, _ = await asyncio.wait_for(asyncio.shield(work), wall)
         except TimeoutError:
             timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)
             try:  # the pipes close when the sandbox's processes are gone; never wait forever
                 _, out, err, _ = await asyncio.wait_for(work, KILL_WAIT_S)
             except TimeoutError:
                 out, err = b"", b"the sandbox did not end after it was killed"
                 await proc.wait()
+        except asyncio.CancelledError:
+            # The run was cancelled (Ctrl-C, a drained service): end the sandbox and reap it
+            # before going on, so nothing of it outlives the call.
+            await end_process(proc)
+            work.cancel()
+            await asyncio.wait([work])  # its outcome is of no interest now: mark it seen
+            if not work.cancelled():
+                work.exception()
+            raise
         finally:
             transport.close()
         return read_run(events, proc.returncode, out, err, timed_out, self.launch.isolation)
@@ -168,3 +187,15 @@ class FreshRuns:
         """Remove what the runs left: cgroups still busy at their end, and the workspace."""
         cgroups.retry_pending(final=True)
         self.workspace.close()
+
+
+async def _end_started(verifier: asyncio.Task[asyncio.subprocess.Process]) -> None:
+    """End the verifier's sandbox if it started (a start still under way ends what it started
+    itself, once cancelled: ``start_process``)."""
+    if not verifier.done():
+        if not verifier.cancelling():  # a second cancel would cut its clean-up short
+            verifier.cancel()
+        await asyncio.gather(verifier, return_exceptions=True)
+        return
+    if not verifier.cancelled() and verifier.exception() is None:
+        await end_process(verifier.result())

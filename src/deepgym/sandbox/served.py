@@ -25,6 +25,7 @@ from typing import Any
 from deepgym.judge import wire
 from deepgym.judge.blame import read_tree, tree_used_its_time
 from deepgym.judge.codes import MSG_MAX
+from deepgym.sandbox.spawn import end_process, start_process
 
 ArgvFor = Callable[[str, list[str]], tuple[list[str], dict[str, str]]]
 """``(mode, args) -> (argv, environment)`` of a solution process."""
@@ -58,7 +59,7 @@ class SolutionServer:
         argv, env = self.argv_for(mode, args)
         env = {**env, "DEEPGYM_RPC_FDS": f"{r_req},{w_rep}"}
         try:
-            proc = await asyncio.create_subprocess_exec(
+            proc = await start_process(
                 *argv,
                 stdin=r_in,
                 stdout=w_out,
@@ -136,8 +137,6 @@ class SolutionServer:
                 os.close(fd)
             self.ahead = None
         for proc in list(self.procs.values()):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            await end_process(proc)
         self.procs.clear()
         self.sock.close()
