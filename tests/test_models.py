@@ -211,6 +211,20 @@ def test_service_time_quantiles() -> None:
     }
 
 
+def test_service_time_is_the_run_without_the_wait_for_a_sandbox() -> None:
+    """One definition: ``run_ms`` leaves out the queue (145 ms of a cold pool's 157 ms)."""
+    cold = ServiceTime(
+        queue_ms=145.0, start_ms=2.0, verifier_ms=6.0, solution_ms=4.0, total_ms=157.0
+    )
+    assert cold.run_ms == 12.0
+    assert ServiceTime(queue_ms=5.0, total_ms=4.0).run_ms == 0.0  # never negative
+    assert "run_ms" not in cold.model_dump()  # derived: the wire format is unchanged
+    results = [
+        judged(1.0, service=ServiceTime(queue_ms=1000.0, total_ms=1000.0 + ms)) for ms in (1, 2, 3)
+    ]
+    assert BatchResult(results=results).service_time_quantiles()["max"] == 3.0
+
+
 # --- Environment ------------------------------------------------------------------------------
 
 
@@ -249,3 +263,17 @@ def test_environment_limits_are_positive() -> None:
         Environment(name="e", verifier_code="x", memory_mb=8)
     ok = Environment(name="e", entry_point="f", test_cases=[{"args": [1], "expected": 2}])
     assert ok.timeout == 10.0 and ok.kind == "function"
+
+
+def test_an_environment_prints_in_a_line() -> None:
+    env = Environment(
+        name="long",
+        entry_point="f",
+        test_cases=[{"args": [], "expected": 1}],
+        task="Write f.\n" + "A very long task text. " * 100,
+    )
+    text = repr(env)
+    task = "Write f.; A very long task text. A very ..."
+    assert text == f"Environment(name='long', kind='function', task={task!r})"
+    assert "\n" not in text and len(text) < 120
+    assert env.model_dump()["task"] == env.task  # the whole task is still there

@@ -26,7 +26,7 @@ from deepgym import cli
 from deepgym.cli import common
 from deepgym.client import DeepGym
 from deepgym.exceptions import ConfigError
-from deepgym.models import RunResult, Totals
+from deepgym.models import RunResult, ServiceTime, Totals
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.store import RunStore, default_store_path, record_eval, resume_inputs
 from tests.fakes import FakeBackend
@@ -81,7 +81,16 @@ def test_wal_and_a_round_trip(store: RunStore) -> None:
     store.finish(run_id, "complete", 12.0)
     info = store.run(run_id)
     assert info.complete and info.execution_time_ms == 12.0
-    assert store.service_times(run_id) == {"a": [0.0], "b": [0.0]}
+    assert store.run_times(run_id) == {"a": [0.0], "b": [0.0]}
+
+
+def test_stored_times_leave_out_the_wait_for_a_sandbox(store: RunStore) -> None:
+    """The store's time is ``ServiceTime.run_ms``: a cold pool's 145 ms wait is not the run's."""
+    run_id = store.create_run("batch", "e", ["e"], ["x"])
+    cold = ServiceTime(queue_ms=145.0, start_ms=2.0, verifier_ms=10.0, total_ms=157.0)
+    store.record(run_id, 0, RunResult(score=1.0, passed=True, env_name="e", service=cold))
+    assert store.run_times(run_id) == {"e": [12.0]} == store.run_times()
+    assert store.results(run_id)[0].service == cold  # the whole split is kept in the result
 
 
 def test_a_second_result_for_an_index_is_refused(store: RunStore) -> None:
@@ -384,3 +393,24 @@ def test_a_version_1_store_gains_the_owner_column(tmp_path: Path) -> None:
     with RunStore(path) as s:
         assert s.run("r1").status == "running"  # no owner recorded: it cannot be told apart
         assert s.create_run("eval", "builtin", ["a"], ["x"])
+
+
+def test_a_version_2_store_gets_run_times_without_the_wait(tmp_path: Path) -> None:
+    """Version 2 kept ``service_ms`` with the wait for a sandbox in it: recomputed on opening."""
+    path = tmp_path / "v2.sqlite"
+    cold = RunResult(
+        score=1.0, passed=True, env_name="e", service=ServiceTime(queue_ms=145.0, total_ms=157.0)
+    )
+    with RunStore(path) as s:  # today's schema, taken back to version 2
+        run_id = s.create_run("batch", "e", ["e", "e"], ["x", "y"])
+        s.record(run_id, 0, cold)
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE results RENAME COLUMN run_ms TO service_ms")
+        db.execute("UPDATE results SET service_ms = 157.0")
+        db.execute("PRAGMA user_version=2")
+    with RunStore(path) as s:
+        assert s.run_times(run_id) == {"e": [12.0]}
+        s.record(run_id, 1, cold)  # written under the new column name
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("SELECT run_ms FROM results ORDER BY idx").fetchall() == [(12.0,)] * 2

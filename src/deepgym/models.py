@@ -9,12 +9,13 @@ them. A run without a verdict never counts as passed.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deepgym.text import one_line
 from deepgym.verdict import ALL_ERROR_TYPES, MODEL_FAULT_ERRORS, has_verdict
 
 __all__ = [
@@ -65,8 +66,30 @@ class Environment(BaseModel):
     difficulty: str | None = None
     tags: tuple[str, ...] = ()
     seed: int | None = None
+    """The random seed a built-in's ``generate.py`` makes its ``test_cases.json`` from (the
+    same seed, the same cases); deepgym itself does not read it."""
     description: str = ""
     source_dir: Path | None = None
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """Name, kind and the task's first 40 characters: an ``Environment`` prints in a line
+        (``model_dump`` keeps every field)."""
+        task = one_line(self.task)
+        yield "name", self.name
+        yield "kind", self.kind
+        if task:
+            yield "task", task if len(task) <= 40 else task[:40] + "..."
+
+    def catalog_entry(self) -> dict[str, Any]:
+        """Name, kind, difficulty, tags and description: one environment as ``deepgym list
+        --json`` and ``GET /v1/environments`` list it."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "difficulty": self.difficulty,
+            "tags": list(self.tags),
+            "description": self.description,
+        }
 
     @field_validator("test_cases")
     @classmethod
@@ -148,15 +171,28 @@ class Evidence(BaseModel):
 
 
 class ServiceTime(BaseModel):
-    """Where a run's wall time went, in milliseconds."""
+    """Where a run's wall time went, in milliseconds.
+
+    deepgym's one definition of a run's service time is ``run_ms``: the run itself, without the
+    time it waited for a sandbox (``queue_ms``), which depends on what else the host was running.
+    ``total_ms`` is the wall time including that wait.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     queue_ms: float = 0.0
+    """Waiting for a sandbox (a free pool worker, or a slot under the service's cap)."""
     start_ms: float = 0.0
     verifier_ms: float = 0.0
     solution_ms: float = 0.0
     total_ms: float = 0.0
+    """Everything, the wait for a sandbox included."""
+
+    @property
+    def run_ms(self) -> float:
+        """The service time: the run itself (start, verifier, solution), without the wait for a
+        sandbox. What ``deepgym price``, the run store and the console report."""
+        return max(self.total_ms - self.queue_ms, 0.0)
 
 
 class RunResult(BaseModel):
@@ -287,8 +323,9 @@ class _Aggregate(Totals):
         return Totals.model_validate({k: getattr(self, k) for k in Totals.model_fields})
 
     def service_time_quantiles(self) -> dict[str, float]:
-        """p50, p90, p99 and max of the runs' service time (ms)."""
-        xs = sorted(r.service.total_ms for r in self.results)
+        """p50, p90, p99, max and mean of the runs' service time (``ServiceTime.run_ms``: no
+        wait for a sandbox), in ms."""
+        xs = sorted(r.service.run_ms for r in self.results)
         return {
             "p50": _quantile(xs, 0.5),
             "p90": _quantile(xs, 0.9),

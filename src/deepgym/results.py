@@ -10,6 +10,17 @@ from deepgym.sandbox.base import RawRun
 from deepgym.verdict import Classification, classify
 
 _MAX_CASES = 10_000
+MAX_ERROR_CHARS = 4000
+"""The longest ``RunResult.error`` kept (the judge sends a traceback of at most 3000)."""
+
+
+def _ends(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its first line (a traceback's header,
+    or what leads it) and its last lines (the error itself)."""
+    if len(text) <= limit:
+        return text
+    tail = text[-(limit - 400) :]
+    return text[: text.find("\n") + 1][:400] + "  ...\n" + tail[tail.find("\n") + 1 :]
 
 
 def _cases(raw: list[Any] | None) -> list[CaseResult]:
@@ -42,20 +53,44 @@ def _components(raw: Any) -> dict[str, float]:
     }
 
 
+_CLOCK_ERRORS = frozenset({"solution_timeout", "timeout"})
+
+
+def memory_cause(message: str, memory_mb: int | None, error_type: str | None) -> str:
+    """The cause of a run that reached its memory limit: the limit named first, then what the
+    judge saw (a clock running out, a crash), which the limit brought about."""
+    hit = f"the answer hit its {f'{memory_mb} MB ' if memory_mb else ''}memory limit"
+    said = message.strip()
+    if not said:
+        return hit
+    if "\n" in said:  # a traceback: it stays whole below the line that names the limit
+        return f"{hit}, then:\n{said}"
+    return f"{hit} (then {said})" if error_type in _CLOCK_ERRORS else f"{hit} ({said})"
+
+
 def build_result(
-    raw: RawRun, env_name: str, time_limit_s: float, queue_ms: float = 0.0, attempts: int = 1
+    raw: RawRun,
+    env_name: str,
+    time_limit_s: float,
+    queue_ms: float = 0.0,
+    attempts: int = 1,
+    memory_mb: int | None = None,
 ) -> tuple[RunResult, Classification]:
-    """The contract's result for one raw run, and the classification behind it."""
+    """The contract's result for one raw run, and the classification behind it (``memory_mb``:
+    the run's memory limit, named in the cause when the evidence says it was reached)."""
     c = classify(raw.outcome)
     report = raw.report or {}
     judged_ok = c.has_verdict and c.error_type is None
     solution_ms = raw.solution_cpu_ms or 0.0
+    error = _ends(c.message, MAX_ERROR_CHARS)
+    if raw.limit_fired == "memory" and not c.passed:
+        error = memory_cause(error, memory_mb, c.error_type)
     result = RunResult(
         score=c.score,
         passed=c.passed,
         has_verdict=c.has_verdict,
         error_type=c.error_type,
-        error=c.message[-2000:],
+        error=error,
         exit_code=raw.exit_code,
         reward_components=_components(report.get("reward_components")) if judged_ok else {},
         cases=_cases(report.get("cases")),

@@ -8,6 +8,8 @@ Invariants:
 - An index has at most one result (the primary key): a resumed run never counts a run twice.
 - Totals are never stored: they are recomputed from the stored results with ``Totals.of``, the
   contract's one definition (a run without a verdict is a failed 0 in the headline numbers).
+- A result's ``run_ms`` is its service time, ``ServiceTime.run_ms``: the run itself, without the
+  time it waited for a sandbox.
 
 The default file is ``$DEEPGYM_HOME/runs.sqlite`` (``~/.deepgym`` when unset). One connection per
 ``RunStore``, shared between threads under a lock; other processes may read and write the same file
@@ -53,8 +55,10 @@ RunStatus = Literal["running", "complete", "cancelled", "stopped"]
 it finished) or ``stopped`` (interrupted, or its process is gone: ``--resume`` finishes an
 eval)."""
 
-SCHEMA_VERSION = 2
-"""2: ``runs.owner``, the process recording the run (a run whose owner is gone is stopped)."""
+SCHEMA_VERSION = 3
+"""2: ``runs.owner``, the process recording the run (a run whose owner is gone is stopped).
+3: ``results.run_ms`` (``ServiceTime.run_ms``, no wait for a sandbox) replaces ``service_ms``
+(which included the wait); an older store's rows are recomputed from their results."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -83,12 +87,19 @@ CREATE TABLE IF NOT EXISTS results (
     passed INTEGER NOT NULL,
     score REAL NOT NULL,
     error_type TEXT,
-    service_ms REAL NOT NULL,
+    run_ms REAL NOT NULL,
     recorded REAL NOT NULL,
     result TEXT NOT NULL,
     PRIMARY KEY (run_id, idx)
 );
 CREATE INDEX IF NOT EXISTS results_env ON results (env_name);
+"""
+_RUN_MS_FROM_RESULT = """
+UPDATE results SET run_ms = MAX(
+    COALESCE(json_extract(result, '$.service.total_ms'), 0)
+    - COALESCE(json_extract(result, '$.service.queue_ms'), 0),
+    0
+)
 """
 
 
@@ -176,10 +187,28 @@ class RunStore:
                 columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
                 if "owner" not in columns:  # a version 1 store
                     self._db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
+                self._migrate_run_ms()
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise ConfigError(f"store {self.path}: not a deepgym run store ({exc})") from exc
+
+    def _migrate_run_ms(self) -> None:
+        """A version 1 or 2 store kept ``service_ms``, the wait for a sandbox included: rename it
+        and recompute each row from its stored result, in one transaction."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(results)")}
+        if "service_ms" not in columns:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(results)")}
+            if "service_ms" in columns:  # again: another process may have migrated it
+                self._db.execute("ALTER TABLE results RENAME COLUMN service_ms TO run_ms")
+                self._db.execute(_RUN_MS_FROM_RESULT)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     # -- writing --------------------------------------------------------------------------
     def create_run(
@@ -233,7 +262,7 @@ class RunStore:
             int(result.passed),
             result.score,
             result.error_type,
-            result.service.total_ms,
+            result.service.run_ms,
             time.time(),
             result.model_dump_json(),
         )
@@ -241,7 +270,7 @@ class RunStore:
             try:
                 self._db.execute(
                     "INSERT INTO results (run_id, idx, env_name, has_verdict, passed, score, "
-                    "error_type, service_ms, recorded, result) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    "error_type, run_ms, recorded, result) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     row,
                 )
             except sqlite3.IntegrityError as exc:
@@ -325,18 +354,15 @@ class RunStore:
         rows = self._query("SELECT idx, result FROM results WHERE run_id = ?", (run_id,))
         return {r[0]: RunResult.model_validate_json(r[1]) for r in rows}
 
-    def service_times(
-        self, run_id: str | None = None, limit: int = 100_000
-    ) -> dict[str, list[float]]:
-        """Service times (ms) by environment: one run's, or the latest ``limit`` of all runs."""
+    def run_times(self, run_id: str | None = None, limit: int = 100_000) -> dict[str, list[float]]:
+        """Service times (``ServiceTime.run_ms``: no wait for a sandbox) in ms by environment:
+        one run's, or the latest ``limit`` of all runs."""
         if run_id is None:
             rows = self._query(
-                "SELECT env_name, service_ms FROM results ORDER BY recorded DESC LIMIT ?", (limit,)
+                "SELECT env_name, run_ms FROM results ORDER BY recorded DESC LIMIT ?", (limit,)
             )
         else:
-            rows = self._query(
-                "SELECT env_name, service_ms FROM results WHERE run_id = ?", (run_id,)
-            )
+            rows = self._query("SELECT env_name, run_ms FROM results WHERE run_id = ?", (run_id,))
         out: dict[str, list[float]] = {}
         for name, ms in rows:
             out.setdefault(name, []).append(float(ms))

@@ -249,6 +249,25 @@ def test_no_reference_fails_by_name() -> None:
     assert "no reference answer" in report.failures[0].message
 
 
+CRASH = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/deepgym/deepgym_judge/harness.py", line 272, in run_custom\n'
+    "    return report_from_value(verify(SolutionProxy(j.session), j.cases()))\n"
+    '  File "/judge/envs/432a/verifier.py", line 2, in helper\n'
+    '    return x["missing"]\n'
+    "KeyError: 'missing'\n"
+)
+
+
+def test_a_crashing_verifier_is_named_in_a_line_in_every_check() -> None:
+    crashed = RunResult.no_verdict("verifier_error", CRASH)
+    results = [crashed] * len(check.probes(ADD))
+    report = check.judge(ADD, check.probes(ADD), results, timing())
+    said = [c.message for c in report.failures if "verifier_error" in c.message]
+    assert said and all("KeyError: 'missing' (verifier.py:2 in helper)" in m for m in said)
+    assert not any("deepgym_judge" in m or "\n" in m or "Traceback" in m for m in said)
+
+
 # -- running, with a fake client --------------------------------------------------------------
 
 
@@ -311,3 +330,20 @@ def test_check_environment_finds_a_weak_environment() -> None:
     report = check.check_environment(ADD, FakeClient(weak))  # type: ignore[arg-type]
     assert names(report) == ["constant[0]"]
     assert not report.ok
+
+
+def test_a_constant_that_scores_too_much_says_how_to_fix_the_test_set() -> None:
+    env = ADD.model_copy(
+        update={"test_cases": [{"args": [0, 0], "expected": 0}, *(ADD.test_cases or [])]}
+    )
+    results = good_results(env)
+    plan = check.probes(env)
+    i = next(i for i, p in enumerate(plan) if p.name == "constant[0]")
+    results[i] = result(1 / 3, passed=False, cases=[True, False, False])
+    (failed,) = check.judge(env, plan, results, timing()).failures
+    assert failed.name == "constant[0]"
+    assert failed.message == (
+        "a wrong answer scored 0.33, more than 0.2 (1/3 tests passed); to fix: add at least 2 "
+        "test case(s) that `return 0` fails, or change some of the 1 it passes to expect "
+        "something else (a wrong answer may score at most 0.2)"
+    )

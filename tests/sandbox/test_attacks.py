@@ -160,6 +160,50 @@ def test_memory_bomb(dg: DeepGym, host: HostGuard, where: str) -> None:
     if r.evidence.limit_mechanism.get("memory", "").startswith("cgroup"):
         assert r.evidence.limit_fired == "memory", r.evidence
         assert (r.evidence.peak_memory_mb or 0.0) <= env.memory_mb + 1, r.evidence
+        assert r.error == f"the answer hit its {env.memory_mb} MB memory limit", r
+    host.check()
+
+
+CHILD_BOMB = """
+    import os
+
+    def add(a, b):
+        if os.fork() == 0:
+            hoard = []
+            while True:
+                hoard.append(bytearray(2**24))
+        while True:
+            pass
+    """
+
+
+@pytest.mark.parametrize("past", ["case", "run"])
+def test_a_memory_bomb_whose_call_then_times_out_names_the_memory_limit(
+    dg: DeepGym, host: HostGuard, past: str
+) -> None:
+    """The memory limit is reached (a child the answer forked is killed for it) while the call
+    spins on until its clock runs out: the cause and the evidence name the memory limit, and
+    the contract's error type stays the clock's (a judged 0 either way)."""
+    timeout = 2.0 if past == "run" else 6.0
+    env = fn_env(
+        "attack-memory-then-time", "add", [{"args": [1, 2], "expected": 3}],
+        timeout=timeout, case_timeout=2.0,
+    )  # fmt: skip
+    r = dg.run(env, answer(CHILD_BOMB))
+    judged(r, 0.0)
+    if not r.evidence.limit_mechanism.get("memory", "").startswith("cgroup"):
+        pytest.skip("memory is limited by rlimits here: no cgroup to say the limit was reached")
+    assert r.evidence.limit_fired == "memory", r.evidence
+    if past == "run":
+        assert r.error_type == "solution_timeout", r
+        assert re.fullmatch(
+            r"the answer hit its 256 MB memory limit \(then the call ran past its [\d.]+ s limit\)",
+            r.error,
+        ), r.error
+    else:
+        assert r.error_type is None, r
+        assert r.error == "the answer hit its 256 MB memory limit", r
+        assert r.cases[0].message.startswith("timeout: the call ran past"), r.cases
     host.check()
 
 

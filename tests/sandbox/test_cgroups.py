@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,51 @@ def test_a_refused_fork_is_this_runs_evidence_only(slot: cgroups.Slot) -> None:
     slot.begin(256, 4)
     _in_slot(slot, "pass\n")
     assert slot.end()[0] is None
+
+
+def _uncached_file(path: Path, mb: int) -> Path:
+    """A file of ``mb`` MiB on disk, out of the page cache: reading it charges the reader."""
+    with open(path, "wb") as f:
+        f.write(os.urandom(2**20) * mb)
+        f.flush()
+        os.fsync(f.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return path
+
+
+READ_ALL = "f = open({path!r}, 'rb')\nwhile f.read(2**20):\n    pass\n"
+
+
+def test_a_run_held_at_its_memory_limit_is_memory_evidence_without_an_oom_kill(
+    slot: cgroups.Slot, tmp_path: Path
+) -> None:
+    """At the limit the kernel reclaims instead of killing (here: page cache); the run still
+    reached its memory limit, and a clock that runs out meanwhile is not what it hit first."""
+    big = _uncached_file(tmp_path / "big.bin", 96)
+    slot.begin(32, 8)
+    reader = _in_slot(slot, READ_ALL.format(path=str(big)))
+    assert reader.returncode == 0, reader.stderr  # reclaimed, never killed
+    limit, peak = slot.end()
+    assert limit == "memory"
+    assert peak is not None and peak <= 33
+    slot.begin(64, 8)  # below the limit: no memory evidence
+    assert _in_slot(slot, "x = bytearray(8 * 2**20)\n").returncode == 0
+    assert slot.end()[0] is None
+
+
+def test_a_per_run_group_held_at_its_memory_limit_is_memory_evidence(tmp_path: Path) -> None:
+    big = _uncached_file(tmp_path / "big.bin", 96)
+    group = cgroups.create(32, 8)
+    try:
+        join = "".join(f"open({p!r}, 'w').write('0')\n" for p in group.procs_files.values())
+        code = join + READ_ALL.format(path=str(big))
+        reader = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True)
+        assert reader.returncode == 0, reader.stderr
+        assert group.evidence()[0] == "memory"
+    finally:
+        group.remove()
+        cgroups.retry_pending(final=True)

@@ -360,6 +360,25 @@ def test_queue_depth_counts_runs_waiting_for_a_slot() -> None:
     assert asyncio.run(go()) == (2, 1)
 
 
+def test_the_service_time_histogram_leaves_out_the_wait_for_a_slot() -> None:
+    """Three 0.3 s runs behind a cap of one: the last waits 0.6 s for its slot, and the
+    histogram's service time (``ServiceTime.run_ms``) is still about 0.3 s each."""
+    app, _ = fake_app(token=TOKEN, concurrency=1)
+
+    async def go() -> tuple[str, list[RunResult]]:
+        async with asgi(app) as c:
+            body = {"env": "two_sum", "answers": ["sleep:0.3"] * 3, "max_parallel": 3}
+            r = await c.post("/v1/run_batch", json=body)
+            got = [x for e in _events(r.content) if e.event == "group" for x in e.results or []]
+            return (await c.get("/metrics")).text, got
+
+    text, results = asyncio.run(go())
+    m = parse_metrics(text)
+    assert max(r.service.queue_ms for r in results) >= 500  # someone waited for the slot
+    assert m["deepgym_service_seconds_sum"] < 3 * 0.3 + 0.3  # not the waits' 0.9 s more
+    assert m["deepgym_service_seconds_count"] == 3
+
+
 def test_a_client_that_sends_json_lines_gets_json_errors() -> None:
     app, _ = _app()
     r = call(app, "POST", "/v1/run_batch", content=json.dumps({"answers": []}))

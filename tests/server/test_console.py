@@ -211,6 +211,48 @@ def test_script_in_stored_text_is_escaped(console_app: Any, store: RunStore) -> 
     assert "<b>x</b>" not in page.text
 
 
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/deepgym/deepgym_judge/harness.py", line 359, in judge\n'
+    "    report = drive(j)\n"
+    '  File "/judge/envs/0a1b/verifier.py", line 7, in verify\n'
+    "    return helper(got)\n"
+    "KeyError: '<missing>'\n"
+)
+
+
+def test_causes_are_short_with_the_full_text_behind_them(console_app: Any, store: RunStore) -> None:
+    crashed = RunResult.no_verdict("verifier_error", TRACEBACK, env_name="e")
+    failed = RunResult(score=0.0, passed=False, error_type="solution_error", error=TRACEBACK)
+    run_id = store.create_run("batch", "e", ["e", "e"], ["x", "y"])
+    store.record(run_id, 0, crashed)
+    store.record(run_id, 1, failed)
+    (page,) = get(console_app, f"/console/runs/{run_id}", cookies={COOKIE: CONSOLE_TOKEN})
+    short = "KeyError: &#x27;&lt;missing&gt;&#x27; (verifier.py:7 in verify)"
+    summaries = re.findall(r"<summary>(.*?)</summary>", page.text)
+    assert summaries == [short] * 3  # the no-verdict table, and each run's row
+    assert all("deepgym_judge" not in s for s in summaries)
+    assert "<pre>Traceback (most recent call last):" in page.text  # the full text, on a click
+    assert "<missing>" not in page.text
+
+
+def test_run_times_leave_out_the_wait_for_a_sandbox(console_app: Any, store: RunStore) -> None:
+    """One definition of service time: a cold pool's 145 ms wait is not shown as the run's."""
+    cold = RunResult(
+        score=1.0,
+        passed=True,
+        env_name="e",
+        service=ServiceTime(queue_ms=145.0, start_ms=2.0, verifier_ms=10.0, total_ms=157.0),
+    )
+    run_id = store.create_run("batch", "e", ["e"], ["x"])
+    store.record(run_id, 0, cold)
+    (page,) = get(console_app, f"/console/runs/{run_id}", cookies={COOKIE: CONSOLE_TOKEN})
+    assert ">Run ms (no queue)</th>" in page.text and "Service ms" not in page.text
+    (row,) = re.findall(r'<tr data-index="0">(.*?)</tr>', page.text)
+    assert row.endswith('<td class="num">12.0</td>') and "157.0" not in row
+    assert "without the wait for a sandbox" in page.text  # the charts say which time they show
+
+
 # --- the histogram ------------------------------------------------------------------------------
 
 

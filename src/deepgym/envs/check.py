@@ -1,7 +1,8 @@
 """Conformance checks for an environment: does its verifier tell right from wrong, reliably?
 
 ``check_environment(env, dg)`` scores a set of probe answers in the real sandbox and returns a
-``CheckReport`` of named checks, each with a message that says what failed:
+``CheckReport`` of named checks, each with a message that says what failed (and, where a
+wrong answer scores too much, how to fix the test set: how many more cases it must fail):
 
 - ``reference``: the reference answer scores 1.0 (and passes);
 - ``deterministic``: every further run of the reference (three beside the first, three timed)
@@ -25,15 +26,18 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 import statistics
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from deepgym.judge.patch import is_test_infra, make_diff
 from deepgym.models import Environment, RunResult
+from deepgym.text import short_cause
 
 if TYPE_CHECKING:
     from deepgym.client import DeepGym
@@ -272,10 +276,10 @@ def probes(env: Environment) -> list[Probe]:
 
 def _describe(r: RunResult) -> str:
     if not r.has_verdict:
-        return f"no verdict ({r.error_type}: {r.error[:200]})"
+        return f"no verdict ({r.error_type}: {short_cause(r.error)})"
     what = f"scored {r.score:.2f}" + (" and passed" if r.passed else "")
     if r.error_type:
-        what += f" ({r.error_type}: {r.error[:200]})"
+        what += f" ({r.error_type}: {short_cause(r.error)})"
     else:
         failed = next((c for c in r.cases if not c.passed), None)
         if failed is not None and r.score < 1.0:
@@ -287,7 +291,30 @@ def _brief(r: RunResult) -> str:
     return f"scored {r.score:.2f}" + (f" ({r.error_type})" if r.error_type else "")
 
 
-def _meets(probe: Probe, r: RunResult) -> Check:
+def _advice(env: Environment, probe: Probe, r: RunResult) -> str:
+    """How to fix a weak test set that a wrong answer scores too much on."""
+    names = {"stub": "a `pass` body", "empty": "the empty answer", "echo": "echoing the input"}
+    if probe.name.startswith("constant["):
+        this = f"`return {probe.name.removeprefix('constant[').removesuffix(']')}`"
+    else:
+        this = names.get(probe.name, "this answer")
+    passed = sum(c.passed for c in r.cases)
+    declarative = env.verifier_code is None and env.verifier_path is None
+    bound = f"(a wrong answer may score at most {MAX_WRONG_SCORE})"
+    if not declarative:
+        return f"to fix: test more that {this} fails, or make the verifier score it lower {bound}"
+    if not (passed and math.isclose(r.score, passed / len(r.cases))):
+        return f"to fix: add test cases that {this} fails {bound}"
+    # The score is the share of cases passed: n cases more that it fails bring it down to the
+    # bound when passed / (total + n) <= MAX_WRONG_SCORE.
+    more = max(math.ceil(passed / Fraction(str(MAX_WRONG_SCORE))) - len(r.cases), 1)
+    return (
+        f"to fix: add at least {more} test case(s) that {this} fails, or change some of the "
+        f"{passed} it passes to expect something else {bound}"
+    )
+
+
+def _meets(env: Environment, probe: Probe, r: RunResult) -> Check:
     """Whether the probe's result follows its rule; the message says what the run did."""
     said = _describe(r)
     if not r.has_verdict:
@@ -301,7 +328,7 @@ def _meets(probe: Probe, r: RunResult) -> Check:
         why += f", more than {MAX_WRONG_SCORE}"
         if r.cases:
             why += f" ({sum(c.passed for c in r.cases)}/{len(r.cases)} tests passed)"
-        return Check(probe.name, ok, _brief(r) if ok else why)
+        return Check(probe.name, ok, _brief(r) if ok else f"{why}; {_advice(env, probe, r)}")
     if probe.expect == "not_passed":
         ok = not r.passed and r.error_type is None
         return Check(probe.name, ok, _brief(r) if ok else f"a diff that changes nothing {said}")
@@ -345,7 +372,7 @@ def judge(
         if p.name == "reference" and not env.reference_solution:
             report.checks.append(Check(p.name, False, "the environment has no reference answer"))
         else:
-            report.checks.append(_meets(p, r))
+            report.checks.append(_meets(env, p, r))
     report.checks.append(_deterministic([*refs, *timing.runs]))
     report.checks.append(_time_limits(env, timing))
     return report

@@ -115,6 +115,15 @@ def _plain(x: Any) -> Any:
     return repr(x)
 
 
+def _ends(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its first line (a traceback's header)
+    and its last lines (the frames nearest the error, and the error)."""
+    if len(text) <= limit:
+        return text
+    tail = text[-(limit - 200) :]
+    return text[: text.find("\n") + 1][:200] + "  ...\n" + tail[tail.find("\n") + 1 :]
+
+
 def _case(i: int, passed: bool, message: str = "") -> dict[str, Any]:
     return {"name": f"test_{i}", "passed": passed, "message": message[:500]}
 
@@ -178,7 +187,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             blame = j.launcher.timeout_blame(proc, limit * 1000.0)
             j.launcher.kill(proc)
             if time.monotonic() >= j.deadline:
-                raise SolutionTimeout("script ran past the run's limit", blame) from None
+                raise SolutionTimeout("the script ran past the run's limit", blame) from None
             results.append(_case(i, False, "timeout"))
             continue
         j.launcher.reap(proc)
@@ -372,7 +381,7 @@ def judge(
         import traceback
 
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        report = {"status": "verifier_error", "message": tb[-3000:]}
+        report = {"status": "verifier_error", "message": _ends(tb, 3000)}
     finally:
         j.session.close()
     if j.session.timed_out and report.get("status") in ("verifier_error", "invalid_score"):

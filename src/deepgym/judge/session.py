@@ -101,7 +101,7 @@ class Session:
             self.launcher.kill(proc)
             proc.limit = "case_time"
             self.timed_out = True
-            raise SolutionTimeout(f"call ran past its {limit:.3g}s limit", blame) from None
+            raise SolutionTimeout(f"the call ran past its {limit:.3g} s limit", blame) from None
         if line is None:
             self.launcher.reap(proc)
             self.last_death = self._death(proc)

@@ -1,8 +1,9 @@
 """Price a reward: measure its service-time distribution, predict what it does to a GRPO step.
 
 ``measure`` runs real answers through ``DeepGym`` (the sandbox pool) and returns each run's
-service time (its own time, without queueing behind the local pool's other runs: a training
-cluster gives each completion a sandbox) and whether it hit its time limit. ``build_report`` is
+service time (``ServiceTime.run_ms``: the run itself, without waiting behind the local pool's
+other runs, since a training cluster gives each completion a sandbox) and whether it hit its
+time limit. ``build_report`` is
 pure: from those samples and the step's shape (batch, group, busy time, timeout) it predicts
 
 - P(the step stalls) and the share of groups with a corrupted advantage;
@@ -87,8 +88,9 @@ class PriceReport(BaseModel):
 
 
 def service_samples(results: Sequence[RunResult]) -> tuple[list[float], list[bool]]:
-    """Each run's service time in seconds (queueing left out) and whether it timed out."""
-    times = [max(r.service.total_ms - r.service.queue_ms, 0.0) / 1000.0 for r in results]
+    """Each run's service time in seconds (``ServiceTime.run_ms``: no wait for a sandbox) and
+    whether it timed out."""
+    times = [r.service.run_ms / 1000.0 for r in results]
     return times, [r.error_type in TIMEOUT_ERRORS for r in results]
 
 

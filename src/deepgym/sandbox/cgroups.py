@@ -23,6 +23,11 @@ from dataclasses import dataclass, field
 V1_ROOT = "/sys/fs/cgroup"
 _PENDING: list[str] = []
 
+AT_LIMIT_BYTES = 2**20
+"""A run whose peak usage came this close to its memory limit reached it. Usage never passes the
+limit: at the limit the kernel reclaims, or its OOM killer acts. ``memory.failcnt`` does not
+always count it (measured: 0 after a run held at its limit by page cache), the peak does."""
+
 
 @functools.cache
 def v1_controllers() -> tuple[str, ...]:
@@ -63,16 +68,21 @@ class RunCgroup(_Groups):
     """The solution's cgroups for one run: the ``cgroup.procs`` files its launcher writes to."""
 
     dirs: dict[str, str] = field(default_factory=dict)
+    memory_bytes: int = 1 << 62
+    """The memory limit set on the group."""
 
     def evidence(self) -> tuple[str | None, float | None]:
-        """(limit that fired, peak memory in MiB) read from the groups after the run."""
+        """(limit that fired, peak memory in MiB) read from the groups after the run: the memory
+        limit fired if the OOM killer acted, a charge failed, or the peak reached the limit."""
         limit = None
         peak = None
         mem = self.dirs.get("memory")
         if mem:
-            peak = _int(_read_text(os.path.join(mem, "memory.max_usage_in_bytes"))) / 2**20
+            top = _int(_read_text(os.path.join(mem, "memory.max_usage_in_bytes")))
+            peak = top / 2**20
             oom = _read_text(os.path.join(mem, "memory.oom_control"))
-            if _counter(oom, "oom_kill") or _int(_read_text(os.path.join(mem, "memory.failcnt"))):
+            failed = _int(_read_text(os.path.join(mem, "memory.failcnt")))
+            if _counter(oom, "oom_kill") or failed or top >= self.memory_bytes - AT_LIMIT_BYTES:
                 limit = "memory"
         pids = self.dirs.get("pids")
         if pids and limit is None and _counter(_read_text(f"{pids}/pids.events"), "max"):
@@ -118,6 +128,7 @@ def create(memory_mb: int, max_processes: int) -> RunCgroup:
             os.makedirs(d)
             if ctrl == "memory":
                 _write(os.path.join(d, "memory.limit_in_bytes"), str(memory_mb * 2**20))
+                group.memory_bytes = memory_mb * 2**20
                 with contextlib.suppress(OSError):  # absent without swap accounting
                     _write(os.path.join(d, "memory.memsw.limit_in_bytes"), str(memory_mb * 2**20))
             else:
@@ -156,7 +167,8 @@ class Slot(_Groups):
     """A pool worker's cgroups, reused for each of its runs (one run at a time).
 
     ``begin`` sets the run's limits and notes the counters; ``end`` reads what the run did: the
-    memory limit fired if the kernel's OOM killer acted in the group during the run, the process
+    memory limit fired if the kernel's OOM killer acted in the group during the run or the run's
+    usage reached the limit (``AT_LIMIT_BYTES``, from the peak ``end`` reads anyway), the process
     limit if a fork was refused, and the peak is the usage above the run's starting level (page
     cache a previous run left charged here is reclaimable and not counted).
     """
@@ -219,8 +231,10 @@ class Slot(_Groups):
         limit = None
         peak = None
         if "memory" in self.dirs:
-            peak = max(_int(self._read("memory.max_usage_in_bytes")) - usage0, 0) / 2**20
-            if _counter(self._read("memory.oom_control"), "oom_kill") > kills0:
+            top = _int(self._read("memory.max_usage_in_bytes"))
+            peak = max(top - usage0, 0) / 2**20
+            at_limit = top >= self._set.get("memory.limit_in_bytes", 1 << 62) - AT_LIMIT_BYTES
+            if at_limit or _counter(self._read("memory.oom_control"), "oom_kill") > kills0:
                 limit = "memory"
         if limit is None and _counter(self._read("pids.events"), "max") > refused0:
             limit = "processes"

@@ -15,6 +15,11 @@ from deepgym.verdict import Outcome
 Evidence = tuple[str | None, float | None, dict[str, str]]
 """(the limit that fired, peak memory in MiB, which mechanism enforced each limit)."""
 
+TIME_LIMITS = frozenset({"case_time", "wall_time", "cpu_time"})
+"""Limits that fire on the clock. A run that reached its memory limit first is named for the
+memory limit: at the limit the kernel reclaims and retries, and the answer crawls until a clock
+runs out (or the OOM killer acts after the clock did)."""
+
 
 def read_run(
     events: list[dict[str, Any]],
@@ -74,11 +79,12 @@ def mechanisms(group: cgroups.RunCgroup | cgroups.Slot, work_dir: str) -> dict[s
 
 
 def apply_evidence(raw: RawRun, evidence: Evidence, t0: float) -> RawRun:
-    """``raw`` with the cgroup evidence and the run's total time (since ``t0``) filled in."""
+    """``raw`` with the cgroup evidence and the run's total time (since ``t0``) filled in; the
+    memory limit, when the cgroup saw it reached, outranks a clock limit the judge saw fire."""
     limit, peak, mechanisms = evidence
     raw.limit_mechanism = mechanisms
     raw.peak_memory_mb = peak
-    if limit and not raw.limit_fired:
+    if limit and (not raw.limit_fired or (limit == "memory" and raw.limit_fired in TIME_LIMITS)):
         raw.limit_fired = limit
     raw.total_ms = (time.monotonic() - t0) * 1000.0
     return raw

@@ -5,6 +5,10 @@
   environment, and every result with its per-test breakdown.
 - ``/console/environments``: service-time histograms per environment over the latest results.
 
+Service time is ``ServiceTime.run_ms`` everywhere here: the run itself, without the wait for a
+sandbox, and every label says so. A cause is shown short (``deepgym.text.short_cause``: the
+exception and the verifier's own frame), with the full text a click away.
+
 A run without a verdict keeps no score here: it shows as "No verdict (<error_type>)" with its
 cause, and is counted in "No verdict", beside the judged pass rate and mean score; the headline
 numbers count it as a failed 0 (the contract's totals, from ``Totals``).
@@ -29,7 +33,7 @@ from deepgym.exceptions import ConfigError
 from deepgym.models import RunResult, Totals
 from deepgym.server.svg import histogram_svg
 from deepgym.store import RunInfo, RunStore
-from deepgym.text import percent
+from deepgym.text import percent, short_cause
 
 __all__ = ["COOKIE", "add_console"]
 
@@ -165,15 +169,30 @@ def _cases_html(r: RunResult) -> str:
     )
 
 
+RUN_TIME_LABEL = "Run ms (no queue)"
+"""The column of a run's service time (``ServiceTime.run_ms``)."""
+RUN_TIME_NOTE = "service time: the run itself, without the wait for a sandbox"
+
+
+def _error_html(error: str) -> str:
+    """A run's error: the short cause, and the full text behind it where they differ."""
+    short = short_cause(error)
+    if short == error.strip():
+        return escape(short)
+    return f"<details><summary>{escape(short)}</summary><pre>{escape(error)}</pre></details>"
+
+
 def _cause(r: RunResult) -> str:
+    """Why a run did not pass (HTML): its error, or its first failed test."""
     if r.passed:
         return ""
     if r.error_type or r.error:
-        return f"{r.error_type or 'error'}: {r.error}" if r.error else str(r.error_type)
+        kind = escape(r.error_type or "error")
+        return f"{kind}: {_error_html(r.error)}" if r.error else kind
     failed = next((c for c in r.cases if not c.passed), None)
     if failed is None:
         return ""
-    return f"{failed.name}: {failed.message}" if failed.message else f"{failed.name} failed"
+    return escape(f"{failed.name}: {failed.message}" if failed.message else f"{failed.name} failed")
 
 
 def _no_verdict_html(results: dict[int, RunResult]) -> str:
@@ -189,7 +208,8 @@ def _no_verdict_html(results: dict[int, RunResult]) -> str:
     )
     rows = "".join(
         f'<tr><td class="num">{i}</td><td>{escape(r.env_name or "-")}</td>'
-        f"<td>{escape(r.error_type or '-')}</td><td>{escape(r.error or '-')}</td></tr>"
+        f"<td>{escape(r.error_type or '-')}</td>"
+        f"<td>{_error_html(r.error) if r.error else '-'}</td></tr>"
         for i, r in nv[:PAGE_ROWS]
     )
     return (
@@ -205,7 +225,7 @@ def _charts(times: dict[str, list[float]]) -> str:
     if not times:
         return "<p>No service times recorded.</p>"
     return (
-        '<div class="charts">'
+        f'<p class="muted">Run ms ({escape(RUN_TIME_NOTE)}).</p><div class="charts">'
         + "".join(f"<div>{histogram_svg(v, title=k)}</div>" for k, v in times.items())
         + "</div>"
     )
@@ -232,8 +252,8 @@ def _run_page(store: RunStore, run_id: str, page: int) -> str:
         rows.append(
             f'<tr data-index="{i}"><td class="num">{i}</td><td>{escape(r.env_name or env)}</td>'
             f'<td>{verdict}</td><td class="num">{score}</td><td>{_cases_html(r)}</td>'
-            f"<td>{escape(_cause(r))}</td>"
-            f'<td class="num">{r.service.total_ms:.1f}</td></tr>'
+            f"<td>{_cause(r)}</td>"
+            f'<td class="num">{r.service.run_ms:.1f}</td></tr>'
         )
     pager = ""
     if info.total > PAGE_ROWS:
@@ -250,10 +270,11 @@ def _run_page(store: RunStore, run_id: str, page: int) -> str:
         f'<p class="muted">{escape(info.kind)} of {escape(info.source)} · started '
         f"{_when(info.created)} · {escape(_status(info))}</p>"
         f"{_totals_html(t)}{_no_verdict_html(results)}"
-        f"<h2>Service time by environment</h2>{_charts(store.service_times(run_id))}"
+        f"<h2>Service time by environment</h2>{_charts(store.run_times(run_id))}"
         f"<h2>Results</h2>{pager}"
         '<table id="results"><tr><th class="num">#</th><th>Environment</th><th>Verdict</th>'
-        '<th class="num">Score</th><th>Tests</th><th>Cause</th><th class="num">Service ms</th>'
+        '<th class="num">Score</th><th>Tests</th><th>Cause</th>'
+        f'<th class="num" title="{escape(RUN_TIME_NOTE)}">{RUN_TIME_LABEL}</th>'
         f"</tr>{''.join(rows)}</table>{pager}"
     )
 
@@ -316,7 +337,7 @@ def add_console(app: FastAPI, store: RunStore | None, token: str) -> None:
         refused = gate(request)
         if refused is not None:
             return refused
-        times: dict[str, Any] = store.service_times() if store is not None else {}
+        times: dict[str, Any] = store.run_times() if store is not None else {}
         body = (
             "<h1>Service time by environment</h1>"
             '<p class="muted">The latest results of every stored run.</p>' + _charts(times)

@@ -6,8 +6,8 @@ update happens on the event loop's thread, so plain integers suffice.
 - ``deepgym_runs_total{outcome}``: runs returned, by ``passed``, ``failed`` (judged) or
   ``no_verdict``.
 - ``deepgym_no_verdict_total{error_type}``: runs without a verdict, by error type.
-- ``deepgym_service_seconds``: histogram of a run's service time (queue, start, verifier and
-  solution), for runs that reached a sandbox.
+- ``deepgym_service_seconds``: histogram of a run's service time (``ServiceTime.run_ms``: start,
+  verifier and solution, without the wait for a sandbox), for runs that reached a sandbox.
 - ``deepgym_queue_depth``: runs waiting for a sandbox slot; ``deepgym_runs_in_flight``: runs in one.
 - ``deepgym_http_requests_total{route,code}``: requests by route (known routes only) and status.
 """
@@ -59,7 +59,7 @@ class Metrics:
             self.runs["passed" if result.passed else "failed"] += 1
         if not ran:
             return
-        seconds = max(result.service.total_ms, 0.0) / 1000.0
+        seconds = result.service.run_ms / 1000.0
         self.service_sum_s += seconds
         self.service_count += 1
         for i, bound in enumerate(BUCKETS_S):
@@ -87,7 +87,7 @@ class Metrics:
         family(
             "deepgym_service_seconds",
             "histogram",
-            "Service time of one run: queue, start, verifier and solution.",
+            "Service time of one run (start, verifier, solution), without the wait for a sandbox.",
         )
         for bound, n in zip(BUCKETS_S, self.buckets, strict=True):
             out.append(f"deepgym_service_seconds_bucket{_labels(le=_num(bound))} {n}")

@@ -69,7 +69,8 @@ class Limits:
 class MeteredBackend:
     """Wraps the service's backend: a service-wide cap on runs at once, and the queue gauges.
 
-    Time spent waiting for a slot is added to the run's queue time, so service times include it.
+    Time spent waiting for a slot is added to the run's queue time: ``total_ms`` includes it, the
+    service time (``ServiceTime.run_ms``) does not.
     ``inner`` None: the default backend (``make_backend()``, a pool), made at the first run.
     """
 
