@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from deepgym.exceptions import SandboxUnavailableError
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.verdict import Outcome
 
@@ -15,7 +16,8 @@ def ok(score: float = 1.0) -> Outcome:
 
 class FakeBackend:
     """``answer`` -> outcome: "pass", "fail", "flaky" (start fails once, then passes),
-    "down" (start always fails), "sleep:<s>" (passes after s seconds)."""
+    "down" (start always fails), "unavailable" (this host cannot run the sandbox), "sleep:<s>"
+    (passes after s seconds)."""
 
     name = "fake"
 
@@ -28,6 +30,8 @@ class FakeBackend:
         self.calls[job.answer] += 1
         self.jobs.append(job)
         answer = job.answer
+        if answer == "unavailable":
+            raise SandboxUnavailableError("bwrap cannot run here: user namespaces are off")
         if answer.startswith("sleep:"):
             await asyncio.sleep(float(answer.split(":")[1]))
             outcome = ok()

@@ -225,3 +225,18 @@ def test_a_blocking_call_raises_a_timeout_error_at_once() -> None:
         assert time.monotonic() - start < 5
     finally:
         portal.stop()
+
+
+def test_a_sandbox_this_host_cannot_run_raises_out_of_a_batch() -> None:
+    # Not a batch of sandbox_error results: every run would fail alike, every reward be None.
+    from deepgym.exceptions import SandboxUnavailableError
+
+    fake = FakeBackend()
+    with DeepGym(time_limits=TimeLimitPolicy(factor=None), backend=fake) as dg:
+        start = time.monotonic()
+        with pytest.raises(SandboxUnavailableError, match="bwrap cannot run"):
+            dg.run_batch(ENV, ["sleep:30", "unavailable"], max_parallel=2)
+        assert time.monotonic() - start < 10  # the other run was cancelled, not waited for
+        with pytest.raises(SandboxUnavailableError):
+            dg.eval([ENV], {"toy": "unavailable"})
+        assert dg.run_batch(ENV, ["pass", "down"]).results[1].error_type == "sandbox_error"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from deepgym import AsyncRewardFunction, RewardFunction
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, UnknownEnvironmentError
 from deepgym.reward_function import as_coroutine_function
 from tests.integrations.conftest import BROKEN, TWO_SUM_OK, scripted_client
 
@@ -56,10 +56,44 @@ def test_the_env_column_names_each_samples_environment() -> None:
     with RewardFunction(client=client, environments={"b": BROKEN}) as reward:
         assert reward(["pass", "pass"], env_name=["fizzbuzz", "b"]) == [1.0, None]
         assert reward(["pass"], env="two_sum") == [1.0]  # one name for all
-        assert reward(["pass"]) == [None]  # no environment at all: no verdict
+        with pytest.raises(ConfigError, match="no environment"):
+            reward(["pass"])  # no environment for any sample: a misconfiguration, raised
+        assert reward(["pass", "pass"], env_name=["two_sum", None]) == [1.0, None]  # one sample
         with pytest.raises(ConfigError, match="env_name"):
             reward(["pass", "pass"], env_name=["two_sum"])  # a column of the wrong length
-    assert backend.envs == ["fizzbuzz", "broken", "two_sum"]
+    assert backend.envs == ["fizzbuzz", "broken", "two_sum", "two_sum"]
+
+
+def test_a_call_without_any_verdict_logs_one_error(caplog: pytest.LogCaptureFixture) -> None:
+    with _reward() as reward, caplog.at_level(logging.WARNING, logger="deepgym.rewards"):
+        assert reward(["nov"] * 6 + ["raise"] * 2) == [None] * 8
+    (record,) = caplog.records  # one line for the call, not one per sample
+    assert record.levelno == logging.ERROR
+    assert "no sample of this call got a verdict (all 8 left out)" in record.message
+    assert "6 of 8: samples 0, 1, 2, 3, 4, ..." in record.message
+    assert "OSError: the host ran out of pipes (2 of 8: samples 6, 7)" in record.message
+
+
+def test_some_samples_without_a_verdict_log_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with _reward() as reward, caplog.at_level(logging.WARNING, logger="deepgym.rewards"):
+        assert reward(["pass", "nov", "nov"]) == [1.0, None, None]
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.message == (
+        "2 of 3 samples got no verdict (left out): verifier_error: broke (2 of 3: samples 1, 2)"
+    )
+
+
+def test_a_misconfiguration_that_fails_every_sample_raises() -> None:
+    from deepgym.exceptions import SandboxUnavailableError
+
+    with _reward() as reward:
+        with pytest.raises(SandboxUnavailableError, match="bwrap cannot run"):
+            reward(["unavailable", "unavailable"])
+        with pytest.raises(UnknownEnvironmentError):
+            reward(["pass", "pass"], env="no_such_env")
+        # Not every sample: the rest are scored, the misconfigured ones are None.
+        assert reward(["pass", "pass"], env=["two_sum", "no_such_env"]) == [1.0, None]
 
 
 def test_the_deadline_makes_late_samples_none() -> None:

@@ -39,6 +39,7 @@ _EXPORTS = {
     "VerifierError": "deepgym.exceptions",
     "checked_score": "deepgym.verdict",
     "is_infrastructure_failure": "deepgym.exceptions",
+    "is_misconfiguration": "deepgym.exceptions",
     "list_environments": "deepgym.envs.registry",
     "list_suites": "deepgym.envs.registry",
     "load_environment": "deepgym.envs.registry",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from deepgym.exceptions import VerifierCodeRefusedError as VerifierCodeRefusedError
     from deepgym.exceptions import VerifierError as VerifierError
     from deepgym.exceptions import is_infrastructure_failure as is_infrastructure_failure
+    from deepgym.exceptions import is_misconfiguration as is_misconfiguration
     from deepgym.models import BatchResult as BatchResult
     from deepgym.models import CaseResult as CaseResult
     from deepgym.models import Environment as Environment

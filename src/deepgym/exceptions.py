@@ -40,6 +40,7 @@ __all__ = [
     "VerifierCodeRefusedError",
     "VerifierError",
     "is_infrastructure_failure",
+    "is_misconfiguration",
 ]
 
 
@@ -112,11 +113,30 @@ class NoVerdictError(DeepGymError):
 
 
 class TransportError(DeepGymError, ConnectionError):
-    """A remote service or provider could not be reached, or answered 5xx / 429 / 401 / 403."""
+    """A remote service or provider could not be reached, or answered 5xx / 429 / 401 / 403.
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    ``unreachable``: no connection could be made at all (a wrong URL, a service that is down).
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, unreachable: bool = False
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.unreachable = unreachable
+
+
+_REFUSED_STATUS = frozenset({401, 403})
+
+
+def is_misconfiguration(exc: BaseException) -> bool:
+    """True when ``exc`` would fail every run alike, whatever the answer: a service that refused
+    the credentials (401, 403) or could not be reached, an unknown environment or other bad input,
+    a sandbox this host cannot run. A batch that meets one raises it rather than return every
+    result without a verdict: in training, every reward would silently be ``None``."""
+    if isinstance(exc, TransportError):
+        return exc.unreachable or exc.status_code in _REFUSED_STATUS
+    return isinstance(exc, ConfigError | SandboxUnavailableError)
 
 
 _INFRA_STATUS = frozenset({401, 403, 429})

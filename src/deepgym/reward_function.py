@@ -6,7 +6,11 @@ train on it as a 0). Invariants:
 
 - The answer is the code of the completion's last assistant turn (``deepgym.completions``).
 - One bad sample never raises out of a trainer's step: an exception while reading it, resolving
-  its environment or scoring it makes that sample ``None`` (logged), never a 0.
+  its environment or scoring it makes that sample ``None``, never a 0. A call logs once what had
+  no verdict, counted by cause: a warning, or an error when no sample of the call got a verdict.
+  A call whose every sample failed with the same misconfiguration (``is_misconfiguration``: a
+  refused token, an unreachable service, an unknown environment, a sandbox this host cannot run)
+  raises it: every reward of the step would be ``None``.
 - A call keeps its own deadline (``timeout``): a sample not judged by then is ``None``. Its run is
   not cancelled; it finishes in the background within its own time limit.
 - Unknown keyword arguments are accepted and ignored (trainers pass their dataset columns). A
@@ -29,8 +33,9 @@ from deepgym.blocking import BlockingFace
 from deepgym.client import AsyncDeepGym
 from deepgym.completions import answer_of, prompt_text
 from deepgym.envs.registry import resolve
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, is_misconfiguration
 from deepgym.models import Environment, RunResult
+from deepgym.text import one_line, short_cause
 from deepgym.types import EnvLike
 from deepgym.validation import optional_seconds, positive_int
 
@@ -61,6 +66,54 @@ def _judged(result: RunResult | None) -> TypeGuard[RunResult]:
 
 def _verdict_score(result: RunResult | None) -> float | None:
     return result.score if _judged(result) else None
+
+
+def _cause(result: RunResult | None, exc: BaseException | None) -> str:
+    if exc is not None:
+        return f"{type(exc).__name__}: {one_line(str(exc), 300)}"
+    if result is None:
+        return "no result"
+    return f"{result.error_type}: {short_cause(result.error)}"
+
+
+def _report(
+    out: Sequence[RunResult | None],
+    raised: Mapping[int, BaseException],
+    late: int,
+    timeout: float | None,
+) -> None:
+    """Say once per call what had no verdict, counted by cause (never a line per sample).
+
+    A call in which no sample got a verdict is an error in the log; one in which every sample
+    failed with the same misconfiguration (``is_misconfiguration``: a refused token, a service
+    that cannot be reached, an unknown environment, a sandbox this host cannot run) raises it:
+    training on a step whose every reward is None would go on unnoticed.
+    """
+    n = len(out)
+    causes: dict[str, list[int]] = {}
+    for i, r in enumerate(out):
+        if i in raised or (r is not None and not _judged(r)):
+            causes.setdefault(_cause(r, raised.get(i)), []).append(i)
+    if late:
+        causes[f"missed the call's {timeout:.1f} s deadline"] = [
+            i for i, r in enumerate(out) if r is None and i not in raised
+        ]
+    if not causes:
+        return
+    errors = list(raised.values())
+    if len(errors) == n and len(causes) == 1 and all(is_misconfiguration(e) for e in errors):
+        raise errors[0]
+    said = "; ".join(f"{cause} ({_samples(idx, n)})" for cause, idx in causes.items())
+    missing = sum(len(idx) for idx in causes.values())
+    if missing == n:
+        log.error("no sample of this call got a verdict (all %d left out): %s", n, said)
+    else:
+        log.warning("%d of %d samples got no verdict (left out): %s", missing, n, said)
+
+
+def _samples(indices: Sequence[int], n: int) -> str:
+    shown = ", ".join(map(str, indices[:5])) + (", ..." if len(indices) > 5 else "")
+    return f"{len(indices)} of {n}: sample{'s' if len(indices) > 1 else ''} {shown}"
 
 
 class AsyncRewardFunction:
@@ -171,13 +224,14 @@ class AsyncRewardFunction:
             raise ConfigError(f"prompts has {len(prompts)} items, completions {n}")
         column = _column(kwargs, self.env_keys, n)
         tasks: dict[int, asyncio.Task[RunResult]] = {}
+        raised: dict[int, BaseException] = {}
         for i, completion in enumerate(completions):
             try:
                 env = self._env_for(column[i])
                 answer = self._answer(completion, prompts[i] if prompts is not None else None)
                 tasks[i] = asyncio.ensure_future(self._one(env, answer))
             except Exception as exc:  # one bad sample is None, never a raise out of the step
-                log.warning("sample %d has no verdict: %s: %s", i, type(exc).__name__, exc)
+                raised[i] = exc
         if tasks:
             await asyncio.wait(list(tasks.values()), timeout=self.timeout)
         out: list[RunResult | None] = [None] * n
@@ -187,15 +241,14 @@ class AsyncRewardFunction:
                 late += 1
                 self._keep(task)
             elif task.cancelled():
-                log.warning("sample %d has no verdict: its run was cancelled", i)
+                raised[i] = asyncio.CancelledError("its run was cancelled")
             elif (err := task.exception()) is not None:
-                log.warning("sample %d has no verdict: %s: %s", i, type(err).__name__, err)
+                raised[i] = err
             else:
                 out[i] = task.result()
-        if late:
-            log.warning(
-                "%d of %d samples missed the %.1fs deadline: no verdict", late, n, self.timeout
-            )
+        _report(out, raised, late, self.timeout)
+        return out
+
         return out
 
     async def __call__(

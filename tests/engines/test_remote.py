@@ -17,7 +17,13 @@ from typing import Any
 import httpx
 import pytest
 
-from deepgym import DeepGym, Environment, is_infrastructure_failure, load_environment
+from deepgym import (
+    DeepGym,
+    Environment,
+    is_infrastructure_failure,
+    is_misconfiguration,
+    load_environment,
+)
 from deepgym.client import AsyncDeepGym
 from deepgym.engines.remote import RemoteEngine, env_spec
 from deepgym.exceptions import (
@@ -324,22 +330,80 @@ def test_a_broken_stream_keeps_what_arrived_and_loses_nothing(case: str) -> None
 @pytest.mark.parametrize(
     "fail",
     [
-        lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused")),
         lambda request: httpx.Response(
             503, json={"error": {"code": "shutting_down", "message": "x"}}
         ),
         lambda request: httpx.Response(500, text="boom"),
+        lambda request: httpx.Response(429, json={"error": {"code": "busy", "message": "x"}}),
+        lambda request: (_ for _ in ()).throw(httpx.ReadTimeout("slow")),
         lambda request: stream(line(event="start", total=99)),
     ],
-    ids=["connect", "503", "500", "wrong-total"],
+    ids=["503", "500", "429", "read-timeout", "wrong-total"],
 )
 def test_a_batch_that_never_started_is_all_no_verdict(fail: Handler) -> None:
+    # A service that is there but failing (busy, restarting, broken): no verdict, per run.
     batch = run(
         client(fail),
         lambda dg: dg.run_batch(["two_sum", "fizzbuzz"], ["a", "b"]),
     )
     assert [r.has_verdict for r in batch.results] == [False, False]
     assert [r.env_name for r in batch.results] == ["two_sum", "fizzbuzz"]
+
+
+@pytest.mark.parametrize(
+    ("fail", "words"),
+    [
+        (
+            lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused")),
+            "is the service running at that url?",
+        ),
+        (
+            lambda request: (_ for _ in ()).throw(httpx.ConnectTimeout("no route")),
+            "is the service running at that url?",
+        ),
+        (
+            lambda request: httpx.Response(
+                401, json={"error": {"code": "unauthorized", "message": "bad token"}}
+            ),
+            "answered 401: bad token (check the client's token",
+        ),
+        (
+            lambda request: httpx.Response(
+                403, json={"error": {"code": "forbidden", "message": "no"}}
+            ),
+            "answered 403",
+        ),
+    ],
+    ids=["refused", "connect-timeout", "401", "403"],
+)
+@pytest.mark.parametrize("method", ["run_batch", "eval", "stream_groups"])
+def test_a_misconfigured_client_raises_instead_of_a_batch_without_verdicts(
+    fail: Handler, words: str, method: str
+) -> None:
+    # A wrong url or token fails every run alike: in training every reward would be None.
+    async def call(dg: AsyncDeepGym) -> Any:
+        if method == "run_batch":
+            return await dg.run_batch(["two_sum", "fizzbuzz"], ["a", "b"])
+        if method == "eval":
+            return await dg.eval(["two_sum"], {"two_sum": "a"})
+        return [g async for g in dg.stream_groups("two_sum", ["a", "b"], group_size=2)]
+
+    with pytest.raises(TransportError) as info:
+        run(client(fail), call)
+    assert words in str(info.value)
+    assert is_misconfiguration(info.value)
+
+
+def test_a_failure_after_groups_arrived_keeps_them_and_does_not_raise() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return stream(
+            line(event="start", total=2),
+            line(event="group", group=0, start=0, results=[result()]),
+            fail=httpx.ConnectError("refused"),
+        )
+
+    batch = run(client(handler), lambda dg: dg.run_batch("two_sum", ["a", "b"], group_size=1))
+    assert [r.has_verdict for r in batch.results] == [True, False]
 
 
 def test_bad_batch_input_raises_before_sending() -> None:

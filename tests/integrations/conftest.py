@@ -2,7 +2,7 @@
 
 ``ScriptedBackend`` answers from the answer's text (``pass``, ``fail``, ``half``, ``nov`` for a
 verifier that failed before the answer came into play, ``raise`` for a host failure,
-``sleep:<s>``); every other answer passes.
+``unavailable`` for a sandbox this host cannot run, ``sleep:<s>``); every other answer passes.
 Tests that need the real sandbox say so and use the default client.
 """
 
@@ -18,6 +18,7 @@ import pytest
 
 from deepgym import Environment
 from deepgym.client import AsyncDeepGym
+from deepgym.exceptions import SandboxUnavailableError
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.verdict import Outcome
 from tests.procs import descendants
@@ -79,6 +80,8 @@ class ScriptedBackend:
             return RawRun(outcome=outcome, report=None, isolation="scripted", exit_code=2)
         if answer == "raise":
             raise OSError("the host ran out of pipes")
+        if answer == "unavailable":
+            raise SandboxUnavailableError("bwrap cannot run here: user namespaces are off")
         score = {"fail": 0.0, "half": 0.5}.get(answer, 1.0)
         report = _report(score)
         outcome = Outcome(report=report, in_play=True, verifier_exit_code=0)

@@ -20,7 +20,7 @@ import pytest
 
 from deepgym import DeepGym, load_environment
 from deepgym.client import AsyncDeepGym
-from deepgym.exceptions import SandboxError, TransportError
+from deepgym.exceptions import SandboxError, TransportError, is_misconfiguration
 from deepgym.models import RunResult
 from deepgym.server.runner import ThreadedServer
 from deepgym.store import RunStore
@@ -96,7 +96,7 @@ def test_blocking_remote_client_against_the_server(
     assert fake.calls["pass"] == 23
 
 
-def test_a_wrong_token_is_an_infrastructure_failure(
+def test_a_wrong_token_is_an_infrastructure_failure_that_a_batch_raises(
     served: tuple[ThreadedServer, FakeBackend],
 ) -> None:
     server, fake = served
@@ -104,19 +104,21 @@ def test_a_wrong_token_is_an_infrastructure_failure(
         with pytest.raises(TransportError) as info:
             dg.run("two_sum", "pass")
         assert info.value.status_code == 401
-        batch = dg.run_batch("two_sum", ["pass", "pass"])
-        assert batch.no_verdict_count == 2 and "401" in batch.results[0].error
+        with pytest.raises(TransportError, match="check the client's token") as info:
+            dg.run_batch("two_sum", ["pass", "pass"])  # not two rewards of None, silently
+        assert info.value.status_code == 401 and is_misconfiguration(info.value)
     assert not fake.calls
 
 
-def test_a_server_that_is_gone_is_no_verdict_in_a_batch() -> None:
+def test_a_server_that_is_gone_raises_from_a_batch() -> None:
     app, _ = fake_app(close_backend=True)
     server = ThreadedServer(app).start()
     url = server.url
     server.stop()
     with DeepGym(mode="remote", url=url) as dg:
-        batch = dg.run_batch("two_sum", ["pass"] * 3)
-        assert [r.has_verdict for r in batch.results] == [False] * 3
+        with pytest.raises(TransportError, match="is the service running") as info:
+            dg.run_batch("two_sum", ["pass"] * 3)
+        assert info.value.unreachable
         with pytest.raises(TransportError):
             dg.run("two_sum", "pass")
 

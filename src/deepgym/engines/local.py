@@ -5,7 +5,8 @@ environment's time limit comes from its reference answer's measured runtime (mea
 environment and client, ``deepgym.scheduling``), and a failure that was ours before the answer
 came into play is retried once inside the run's deadline. ``run`` raises the contract's
 no-verdict exceptions; the batch methods turn every failure of one run into a result without a
-verdict.
+verdict, except ``SandboxUnavailableError`` (this host cannot run the sandbox at all), which
+they raise: every run would fail alike, and a batch of rewards all ``None`` would go unnoticed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from deepgym.envs.registry import load_suite, resolve
-from deepgym.exceptions import ConfigError, DeepGymError
+from deepgym.exceptions import ConfigError, DeepGymError, SandboxUnavailableError
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.results import build_result, raise_for
 from deepgym.sandbox import make_backend
@@ -126,7 +127,9 @@ class LocalEngine:
     ) -> tuple[RunResult, Classification]:
         job = Job(env=env, answer=answer, timeout=limit, case_timeout=min(env.case_timeout, limit))
         raw = await self.backend.run(job)
-        return build_result(raw, env.name, limit, queue_ms=queue_ms, attempts=attempt)
+        return build_result(
+            raw, env.name, limit, queue_ms=queue_ms, attempts=attempt, memory_mb=env.memory_mb
+        )
 
     async def _run_with_retry(
         self, env: Environment, answer: str, limit: float, queued: float
@@ -159,6 +162,8 @@ class LocalEngine:
             limit = await self.time_limit(env, time_limit)
             result, _ = await self._run_with_retry(env, answer, limit, queued)
             return result
+        except SandboxUnavailableError:
+            raise  # this host cannot run the sandbox: every run would fail alike (the batch raises)
         except DeepGymError as exc:
             error_type = "runtime_error" if isinstance(exc, ConfigError) else "sandbox_error"
             return RunResult.no_verdict(
@@ -211,7 +216,10 @@ class LocalEngine:
         envs = _resolve_all(env, len(outputs))
         t0 = time.monotonic()
         tasks = self._launch(envs, outputs, max_parallel, time_limit, progress)
-        results = list(await asyncio.gather(*tasks))
+        try:
+            results = list(await asyncio.gather(*tasks))
+        finally:  # one raised (a misconfiguration) or the call was cancelled: end the others
+            await _cancel(tasks)
         return BatchResult(results=results, execution_time_ms=(time.monotonic() - t0) * 1000.0)
 
     async def stream_groups(
@@ -243,9 +251,7 @@ class LocalEngine:
                 g = await ready.get()
                 yield g, [tasks[i].result() for i in groups[g]]
         finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _cancel(tasks)
 
     async def eval(
         self,
@@ -265,8 +271,12 @@ class LocalEngine:
         t0 = time.monotonic()
         answers = [outputs.get(e.name, "") for e in envs]
         tasks = self._launch(envs, answers, max_parallel, time_limit, progress)
+        try:
+            results = list(await asyncio.gather(*tasks))
+        finally:
+            await _cancel(tasks)
         return EvalResult(
-            results=list(await asyncio.gather(*tasks)),
+            results=results,
             env_names=[e.name for e in envs],
             execution_time_ms=(time.monotonic() - t0) * 1000.0,
         )
@@ -282,3 +292,13 @@ class LocalEngine:
         if self._backend is not None:
             backend, self._backend = self._backend, None
             await backend.close()
+
+
+async def _cancel(tasks: Sequence[asyncio.Task[RunResult]]) -> None:
+    """Cancel the tasks still running and wait until every one has ended. A task already being
+    cancelled (by ``gather``, when the call itself was) is left to finish its clean-up: a second
+    cancel would interrupt it (a sandbox killed but not reaped)."""
+    for t in tasks:
+        if not t.done() and not t.cancelling():
+            t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

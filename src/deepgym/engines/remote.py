@@ -11,7 +11,10 @@ Failure rules (the contract's, unchanged by the network):
   service cannot be reached, breaks the protocol, or answers 401, 403, 429 or 5xx.
 - ``run_batch``, ``stream_groups`` and ``eval`` never raise for a run: a transport failure turns
   every run whose group did not arrive into a result without a verdict (``sandbox_error``, with the
-  cause), and the groups that did arrive are kept. Bad input raises before anything runs. One
+  cause), and the groups that did arrive are kept. Bad input raises before anything runs, and so
+  does a misconfiguration that fails every run alike before any group came back
+  (``is_misconfiguration``: the service refused the token with 401 or 403, or could not be
+  reached at all): ``TransportError``, never a batch whose every reward is None. One
   exception: an ``eval`` of a suite named by string, whose size only the service knows, raises
   ``TransportError`` if the stream fails before the service said what it holds (nothing was lost:
   nothing had come back).
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from deepgym.envs.registry import list_environments, load_environment, load_folder
-from deepgym.exceptions import ConfigError, DeepGymError, TransportError
+from deepgym.exceptions import ConfigError, DeepGymError, TransportError, is_misconfiguration
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.protocol import (
     BatchRequest,
@@ -136,7 +139,7 @@ class RemoteEngine:
             response = await self._client().post(path, content=body.model_dump_json())
             content = await response.aread()
         except httpx.HTTPError as exc:
-            raise TransportError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from exc
+            raise self._failed(path, exc) from exc
         if response.status_code >= 300:
             raise error_for(response.status_code, content)
         return content
@@ -185,8 +188,18 @@ class RemoteEngine:
                     if event.event == "end":
                         return
         except httpx.HTTPError as exc:
-            raise TransportError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from exc
+            raise self._failed(path, exc) from exc
         raise TransportError(f"{self.url}{path}: the stream ended before its last group")
+
+    def _failed(self, path: str, exc: Exception) -> TransportError:
+        """httpx's error as a ``TransportError``; ``unreachable`` when no connection was made."""
+        import httpx
+
+        unreachable = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+        said = f"{self.url}{path}: {type(exc).__name__}: {exc}"
+        if unreachable:
+            said += " (is the service running at that url?)"
+        return TransportError(said, unreachable=unreachable)
 
     async def _groups(
         self,
@@ -224,6 +237,10 @@ class RemoteEngine:
                         seen.add(g)
                         yield g, list(ev.results or [])
         except TransportError as exc:
+            if not seen and is_misconfiguration(exc):
+                # Every run would fail alike (refused credentials, no service at that url):
+                # raise, rather than hand back a batch whose every reward is None.
+                raise
             cause = str(exc)
         if groups is None or names is None:
             raise TransportError(cause or "the stream ended before it started")
