@@ -1,4 +1,5 @@
-"""MkDocs hooks: the site's results page is ``benchmarks/RESULTS.md`` itself.
+"""MkDocs hooks: the site's results page is ``benchmarks/RESULTS.md`` itself, and the service
+page's request bodies come from the protocol's models (``deepgym.server.openapi``).
 
 Measured figures live in one file. The pages link to it as ``../benchmarks/RESULTS.md`` (a link
 that works where the Markdown is read as files, on a forge), and the site serves the same file as
@@ -24,7 +25,14 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
+BODIES = "<!-- request-bodies -->"
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    if BODIES in markdown:
+        from deepgym.server.openapi import request_body_tables
+
+        markdown = markdown.replace(BODIES, request_body_tables())
     here = posixpath.dirname(page.file.src_uri)
     target = posixpath.relpath(PAGE, here or ".")
     return _LINK.sub(lambda m: f"]({target}{m.group(1) or ''})", markdown)

@@ -86,43 +86,63 @@ RAISABLE: dict[str, _Raisable] = {
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+_ENV_DOC = (
+    "An environment: a built-in's name (`two_sum`, `humaneval/3`), or an object with "
+    "`Environment`'s fields (verifier code only where the service allows it)."
+)
 
 
 class RunRequest(_Request):
     """``POST /v1/run``: one answer to one environment."""
 
-    env: EnvSpec
+    env: EnvSpec = Field(description=_ENV_DOC)
     answer: str
+    """The model's answer: code, a script, or a diff, as the environment's kind expects."""
     time_limit: float | None = None
+    """The run's time limit in seconds; null: the service derives it from the reference."""
 
 
 class TimeLimitRequest(_Request):
     """``POST /v1/time_limit``: the time limit the service would use for an environment."""
 
-    env: EnvSpec
+    env: EnvSpec = Field(description=_ENV_DOC)
     time_limit: float | None = None
+    """A limit to check instead of deriving one, in seconds."""
 
 
 class BatchRequest(_Request):
     """``POST /v1/run_batch``: many answers, streamed back group by group."""
 
-    env: EnvSpec | list[EnvSpec]
-    """One environment for every answer, or one per answer."""
+    env: EnvSpec | list[EnvSpec] = Field(
+        description="One environment for every answer, or one per answer (each as in `env` of "
+        "`/v1/run`)."
+    )
     answers: list[str]
+    """The answers, scored in this order; results come back with their index."""
     group_size: int | None = None
+    """Answers per group (a GRPO group): each group is streamed the moment it is complete."""
     max_parallel: int = 8
+    """Runs of this request at once (the service's own cap applies as well)."""
     time_limit: float | None = None
+    """Every run's time limit in seconds; null: derived per environment."""
 
 
 class EvalRequest(_Request):
     """``POST /v1/eval``: one answer per environment of a suite or a list."""
 
     envs: list[EnvSpec] | None = None
+    """The environments (give this or `suite`)."""
     suite: str | None = None
+    """A suite's name: `builtin` or `humaneval` (give this or `envs`)."""
     outputs: dict[str, str] = Field(default_factory=dict)
+    """The answer to each environment, by name; a missing one is the empty answer."""
     max_parallel: int = 8
+    """Runs at once (the service's own cap applies as well)."""
     time_limit: float | None = None
+    """Every run's time limit in seconds; null: derived per environment."""
 
 
 class Raised(BaseModel):
@@ -196,7 +216,8 @@ def error_for(status: int, body: bytes) -> DeepGymError:
         return VerifierCodeRefusedError(message)
     if status in (400, 413, 422) and code:
         return ConfigError(message)
-    return TransportError(f"the service answered {status}: {message}", status_code=status)
+    hint = " (check the client's token: the service's --token)" if status in (401, 403) else ""
+    return TransportError(f"the service answered {status}: {message}{hint}", status_code=status)
 
 
 def raised_error(raised: Raised, result: RunResult | None) -> DeepGymError:

@@ -109,6 +109,39 @@ def test_a_real_server_stopping_mid_batch_loses_nothing() -> None:
     assert batch.passed == 3 and batch.no_verdict_count == 2
 
 
+def test_health_says_503_while_a_real_server_drains() -> None:
+    """After the stop signal, while a run is in flight, /health answers 503 (not a refused
+    connection) and new work is refused; once the run is done, the server stops."""
+    app, _ = fake_app(token=TOKEN, close_backend=True)
+    server = ThreadedServer(app, grace_s=5.0).start()
+    got: list[RunResult] = []
+    try:
+        with DeepGym(mode="remote", url=server.url, token=TOKEN) as dg:
+            worker = threading.Thread(target=lambda: got.append(dg.run("two_sum", "sleep:1.5")))
+            worker.start()
+            deadline = time.monotonic() + 10
+            while app.state.service.in_flight_requests < 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            server.server.should_exit = True  # what SIGTERM does
+            while not app.state.service.draining and time.monotonic() < deadline:
+                time.sleep(0.02)
+            health = httpx.get(f"{server.url}/health", timeout=5)
+            refused = httpx.post(
+                f"{server.url}/v1/run",
+                json={"env": "two_sum", "answer": "pass"},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=5,
+            )
+            worker.join(20)
+    finally:
+        server.stop()
+    assert (health.status_code, health.json()["status"]) == (503, "draining")
+    assert refused.status_code == 503
+    assert [r.passed for r in got] == [True]  # the run in flight finished within the grace
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{server.url}/health", timeout=5)  # stopped: the socket is closed
+
+
 def test_a_quiet_stream_sends_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
     import deepgym.server.service as service_mod
 

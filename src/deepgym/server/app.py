@@ -43,6 +43,7 @@ from deepgym.protocol import (
 from deepgym.sandbox.base import Backend
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.metrics import CONTENT_TYPE
+from deepgym.server.openapi import openapi_schema
 from deepgym.server.service import (
     MESSAGE_CHARS,
     Limits,
@@ -66,6 +67,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 ROUTES = (
     "/health",
     "/metrics",
+    "/openapi.json",
     "/v1/environments",
     "/v1/eval",
     "/v1/run",
@@ -223,16 +225,7 @@ def _add_api(app: FastAPI, service: Service) -> None:
     async def environments() -> dict[str, Any]:
         envs = [load_environment(n) for n in list_environments()]
         return {
-            "environments": [
-                {
-                    "name": e.name,
-                    "kind": e.kind,
-                    "difficulty": e.difficulty,
-                    "tags": list(e.tags),
-                    "description": e.description,
-                }
-                for e in envs
-            ],
+            "environments": [e.catalog_entry() for e in envs],
             "suites": list_suites(),
         }
 
@@ -376,6 +369,11 @@ def create_app(
 
     if api:
         _add_api(app, service)
+
+        @app.get("/openapi.json")
+        async def openapi() -> JSONResponse:
+            return JSONResponse(openapi_schema(__version__))
+
     if console_token is not None:
         from deepgym.server.console import add_console
 

@@ -1,13 +1,15 @@
 """Running the app under uvicorn, with a graceful drain at shutdown.
 
-On SIGINT or SIGTERM (or ``should_exit``) the service first stops taking work (503), then uvicorn
-stops accepting connections and waits for the open ones. Runs still going after ``grace_s`` are
+On SIGINT or SIGTERM (or ``should_exit``) the service first stops taking work (503, ``/health``
+too, on a socket that stays open while runs are in flight), then uvicorn stops accepting
+connections and waits for the open ones. Runs still going after ``grace_s`` are
 cancelled and their answers come back without a verdict, so no answer of an accepted request is
 lost. ``ThreadedServer`` runs the same server in a thread, on loopback, for tests and benchmarks.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
@@ -54,8 +56,16 @@ class DrainingServer(uvicorn.Server):
         self.grace_s = grace_s
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """Refuse new requests (503) and give runs in flight the grace period, then stop."""
+        """Refuse new requests (503) and give runs in flight the grace period, then stop.
+
+        The listening socket stays open while runs are in flight: a new request, ``/health``
+        included, gets a 503 that says the service is draining (what a load balancer needs to
+        see), not a refused connection. uvicorn closes the socket once none is left.
+        """
         self.service.begin_drain(self.grace_s)
+        with contextlib.suppress(TimeoutError):
+            # The grace ends every request (abandon_all); a little more lets them answer.
+            await asyncio.wait_for(self.service.wait_idle(), self.grace_s + 5.0)
         await super().shutdown(sockets)
 
     @contextlib.contextmanager

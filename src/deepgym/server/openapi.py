@@ -1,0 +1,214 @@
+"""The HTTP API's OpenAPI document, built from the protocol's models (``deepgym.protocol``).
+
+The service's routes read their bodies themselves (one error shape for every malformed body),
+so FastAPI cannot see them; this module describes the API from the same pydantic models the
+routes parse with, and the service serves it at ``GET /openapi.json``. ``docs/openapi.json`` is
+a copy (``python -m deepgym.server.openapi > docs/openapi.json``, with ``DOCS_VERSION``),
+held to this module by a test, and ``request_body_tables`` renders the request bodies for the
+docs.
+
+Importing this module needs pydantic only (no FastAPI).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from deepgym.protocol import (
+    BatchRequest,
+    EvalRequest,
+    RunReply,
+    RunRequest,
+    StreamEvent,
+    TimeLimitRequest,
+)
+
+__all__ = ["DOCS_VERSION", "ROUTES", "openapi_schema", "request_body_tables"]
+
+_REF = "#/components/schemas/{model}"
+DOCS_VERSION = "see GET /openapi.json"
+"""The version ``docs/openapi.json`` carries: the service serves its own."""
+_NDJSON = "application/x-ndjson"
+
+ROUTES: dict[tuple[str, str], dict[str, Any]] = {
+    ("post", "/v1/run"): {
+        "summary": "Score one answer",
+        "body": RunRequest,
+        "reply": RunReply,
+        "about": "The result, or the no-verdict exception `dg.run` raised (with its result).",
+    },
+    ("post", "/v1/run_batch"): {
+        "summary": "Score many answers, streamed group by group",
+        "body": BatchRequest,
+        "stream": True,
+    },
+    ("post", "/v1/eval"): {
+        "summary": "Score one answer per environment of a suite or a list",
+        "body": EvalRequest,
+        "stream": True,
+    },
+    ("post", "/v1/time_limit"): {
+        "summary": "The time limit the service would use for an environment",
+        "body": TimeLimitRequest,
+        "reply_schema": {
+            "type": "object",
+            "properties": {"time_limit": {"type": "number"}},
+            "required": ["time_limit"],
+        },
+    },
+    ("get", "/v1/environments"): {
+        "summary": "The built-in environments and the suites",
+        "reply_schema": {"type": "object"},
+    },
+    ("get", "/health"): {
+        "summary": "`ok`, or 503 while the service drains at shutdown (no token needed)",
+        "reply_schema": {"type": "object"},
+        "public": True,
+    },
+    ("get", "/metrics"): {"summary": "Prometheus metrics", "text": True},
+    ("get", "/openapi.json"): {
+        "summary": "This document (no token needed)",
+        "reply_schema": {"type": "object"},
+        "public": True,
+    },
+}
+"""Every route of the API: what it takes and what it answers."""
+
+_ERROR = {
+    "description": "An error: its code and a one-line message.",
+    "content": {"application/json": {"schema": {"$ref": _REF.format(model="ErrorReply")}}},
+}
+_ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+        }
+    },
+    "required": ["error"],
+}
+
+
+def _models() -> list[type[BaseModel]]:
+    models: list[type[BaseModel]] = [StreamEvent]
+    for route in ROUTES.values():
+        for key in ("body", "reply"):
+            if key in route:
+                models.append(route[key])
+    return models
+
+
+def _operation(route: dict[str, Any]) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": route["summary"]}
+    body = route.get("body")
+    if body is not None:
+        op["description"] = (body.__doc__ or "").split(":", 1)[-1].strip()
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": _REF.format(model=body.__name__)}}},
+        }
+    if route.get("stream"):
+        ok = {
+            "description": "NDJSON: one `StreamEvent` a line, `start` first and `end` last.",
+            "content": {_NDJSON: {"schema": {"$ref": _REF.format(model="StreamEvent")}}},
+        }
+    elif route.get("text"):
+        ok = {
+            "description": "The metrics",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    else:
+        reply = route.get("reply")
+        schema = (
+            {"$ref": _REF.format(model=reply.__name__)} if reply else route.get("reply_schema", {})
+        )
+        ok = {
+            "description": route.get("about", "OK"),
+            "content": {"application/json": {"schema": schema}},
+        }
+    op["responses"] = {"200": ok, "default": _ERROR}
+    if not route.get("public"):
+        op["security"] = [{"bearer": []}]
+    return op
+
+
+def openapi_schema(version: str) -> dict[str, Any]:
+    """The API's OpenAPI 3.1 document (``version``: the service's)."""
+    _, defs = models_json_schema([(m, "validation") for m in _models()], ref_template=_REF)
+    schemas = dict(sorted({**defs.get("$defs", {}), "ErrorReply": _ERROR_SCHEMA}.items()))
+    paths: dict[str, dict[str, Any]] = {}
+    for (method, path), route in ROUTES.items():
+        paths.setdefault(path, {})[method] = _operation(route)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "deepgym",
+            "version": version,
+            "description": "Verifiable rewards over HTTP: `deepgym serve`. Every route but "
+            "`/health` and `/openapi.json` takes `Authorization: Bearer <token>` when the "
+            "service was started with `--token`.",
+        },
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _type(prop: dict[str, Any]) -> str:
+    if "$ref" in prop:
+        return str(prop["$ref"]).rsplit("/", 1)[-1]
+    if "anyOf" in prop:
+        return " or ".join(_type(p) for p in prop["anyOf"])
+    kind = prop.get("type", "any")
+    if kind == "array":
+        return f"list of {_type(prop.get('items', {}))}"
+    if kind == "object":
+        extra = prop.get("additionalProperties")
+        return f"object of {_type(extra)}" if isinstance(extra, dict) else "object"
+    return {"string": "string", "integer": "int", "number": "number", "null": "null"}.get(
+        kind, str(kind)
+    )
+
+
+def request_body_tables(version: str = "") -> str:
+    """Markdown: each route that takes a body, and a table of that body's fields."""
+    schema = openapi_schema(version)
+    schemas = schema["components"]["schemas"]
+    out: list[str] = []
+    for path, methods in schema["paths"].items():
+        for method, op in methods.items():
+            ref = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+            name = ref.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+            if not name:
+                continue
+            body = schemas[name]
+            required = set(body.get("required", []))
+            out += [
+                f"### `{method.upper()} {path}`",
+                "",
+                f"{op['summary']}. Body: `{name}`.",
+                "",
+                "| Field | Type | Default | Meaning |",
+                "|---|---|---|---|",
+            ]
+            for field, prop in body["properties"].items():
+                if field in required:
+                    default = "required"
+                else:
+                    default = json.dumps(prop["default"]) if "default" in prop else "empty"
+                meaning = " ".join(prop.get("description", "").split()).replace("|", "\\|")
+                out.append(f"| `{field}` | {_type(prop)} | {default} | {meaning} |")
+            out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(json.dumps(openapi_schema(DOCS_VERSION), indent=2))
