@@ -77,3 +77,82 @@ def test_an_unclosed_fence_is_an_error(tmp_path: Path) -> None:
     page.write_text("```python\nprint(1)\n", encoding="utf-8")
     with pytest.raises(ValueError, match="never closed"):
         list(blocks(page))
+
+
+# -- names the docs use -----------------------------------------------------------------------
+
+_SPAN = re.compile(r"`([^`\n]+)`")
+_DOTTED = re.compile(r"^deepgym(?:\.[A-Za-z_]\w*)+$")
+_CLASS = re.compile(r"^(?P<name>[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)(?:\(.*\))?$")
+FOREIGN = frozenset({"GRPOConfig", "GRPOTrainer"})
+"""Names of the trainer frameworks' own that the docs mention in passing (TRL's)."""
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``deepgym.a.b.C`` is a module, or an attribute reached from one."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def _names_its_module(page_text: str, name: str) -> bool:
+    """The page says where ``name`` lives: ``deepgym.x.name``, or an import of it."""
+    qualified = re.search(rf"\bdeepgym(?:\.\w+)+\.{name}\b", page_text)
+    imported = re.search(rf"^\s*from deepgym(?:\.\w+)+ import [^\n]*\b{name}\b", page_text, re.M)
+    return bool(qualified or imported)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_name_the_docs_mention_is_importable(page: Path) -> None:
+    import builtins
+
+    import deepgym
+
+    text = page.read_text(encoding="utf-8")
+    spans = [m[1].strip() for m in _SPAN.finditer(_prose_keeping_spans(page))]
+    missing = []
+    for span in spans:
+        if _DOTTED.match(span):
+            if not _resolves(span):
+                missing.append(span)
+            continue
+        m = _CLASS.match(span)
+        if m is None:
+            continue
+        name = m["name"]
+        known = hasattr(deepgym, name) or hasattr(builtins, name) or name in FOREIGN
+        if not known and not _names_its_module(text, name):
+            missing.append(span)
+    assert not missing, (
+        f"{page.relative_to(ROOT)} mentions names that are not importable from deepgym and whose "
+        f"module it does not name: {sorted(set(missing))}"
+    )
+
+
+def _prose_keeping_spans(page: Path) -> str:
+    """The page without its fenced blocks (code spans kept)."""
+    text = page.read_text(encoding="utf-8")
+    for block in blocks(page):
+        text = text.replace(block.code.rstrip("\n"), "")
+    return text
+
+
+def test_the_name_check_catches_what_it_should() -> None:
+    assert _resolves("deepgym.integrations.reward.MaskedRate")
+    assert not _resolves("deepgym.no_such_module.Thing")
+    assert not _resolves("deepgym.RunResult.no_such_attribute")
+    assert _names_its_module("see `deepgym.grpo.GroupPipeline`", "GroupPipeline")
+    assert _names_its_module("from deepgym.sandbox.base import Job, RawRun\n", "RawRun")
+    assert not _names_its_module("`GroupPipeline` alone", "GroupPipeline")

@@ -49,7 +49,14 @@ OUTCOMES: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {
     "CRASH": (None, {"in_play": True, "verifier_exit_code": 2, "detail": "the verifier exited 2"}),
     # A crash after the answer came into play: the policy's judged 0.
     "BROKE": (
-        {"status": "verifier_error", "score": 1.0, "message": "KeyError: 'x'"},
+        {
+            "status": "verifier_error",
+            "score": 1.0,
+            "message": "Traceback (most recent call last):\n"
+            '  File "/opt/deepgym/deepgym_judge/harness.py", line 9, in drive\n'
+            '  File "/judge/envs/0a/verifier.py", line 3, in verify\n'
+            "KeyError: 'x'\n",
+        },
         {"in_play": True},
     ),
     # The contract's raises in ``dg.run``.
@@ -159,7 +166,7 @@ def test_run_judged_model_fault(seen: list[str], write: Callable[..., Path]) -> 
     assert "score        0.000" in r.stdout  # the 1.0 printed before the crash is not kept
     assert "verdict      yes" in r.stdout
     assert "error type   solution_error" in r.stdout
-    assert "cause        KeyError: 'x'" in r.stdout
+    assert "cause        KeyError: 'x' (verifier.py:3 in verify)\n" in r.stdout  # in a line
 
 
 def test_run_json(seen: list[str], write: Callable[..., Path]) -> None:
@@ -364,34 +371,38 @@ def test_stub_answers_define_the_entry_point_and_do_nothing() -> None:
 
 
 def test_demo_suites_cover_every_reference() -> None:
-    suites = demo._demo_suites()
-    assert [title for title, _, _ in suites][:2] == [
-        "Built-in: reference solutions",
-        "Built-in: wrong answers",
-    ]
-    (_, right_envs, right), (_, wrong_envs, wrong) = suites[:2]
+    builtin = demo._demo_suites()[0]
+    assert (builtin.name, builtin.noun) == ("Built-in", "environments")
     with_reference = [n for n in list_environments() if load_environment(n).reference_solution]
-    assert [e.name for e in right_envs] == [e.name for e in wrong_envs] == with_reference
-    for env in right_envs:
-        assert right[env.name] == env.reference_solution
-        assert wrong[env.name] == demo._wrong_answer(env)
+    assert [e.name for e in builtin.envs] == with_reference
+    for env in builtin.envs:
+        assert builtin.references[env.name] == env.reference_solution
+        assert builtin.wrong[env.name] == demo._wrong_answer(env)
 
 
-def test_demo_prints_every_suite(seen: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_prints_every_suite_and_fails_on_the_unexpected(
+    seen: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = load_environment("two_sum")
     monkeypatch.setattr(
         demo,
         "_demo_suites",
-        lambda: [("Set A", [env], {"two_sum": "PASS"}), ("Set B", [env], {"two_sum": "CRASH"})],
+        lambda: [
+            demo.DemoSuite(
+                "Set A", "environments", [env], {"two_sum": "PASS"}, {"two_sum": "WRONG"}
+            ),
+            demo.DemoSuite("Set B", "problems", [env], {"two_sum": "PASS"}, {"two_sum": "CRASH"}),
+        ],
     )
     r = invoke("demo")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # Set B's wrong answer got no verdict
     out = r.stdout.splitlines()
-    a = out.index("Pass Rate: 100.00% (judged 100.00%, 0.00% no verdict)")
-    b = out.index("Pass Rate: 0.00% (judged 0.00%, 100.00% no verdict)")
-    assert any("Set A" in line for line in out[:a])
-    assert any("Set B" in line for line in out[a:b])
-    row(r.stdout, "two_sum", "ERROR (verifier_error)")
+    a = out.index("Set A: 1 environments")
+    b = out.index("Set B: 1 problems")
+    assert a < b
+    assert "Pass Rate: 0.00% (judged 0.00%, 100.00% no verdict)" in "\n".join(out[b:])
+    assert any(line.strip().startswith("two_sum: no verdict (verifier_error") for line in out[b:])
+    assert any(line.startswith("FAILED: 1 run(s) did not go as expected") for line in out)
 
 
 # --- bad input: one line on stderr, exit 2, never a traceback -----------------------------------
@@ -625,12 +636,62 @@ def test_demo_scores_references_and_wrong_answers(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(
         demo, "load_suite", lambda name: [load_environment(n) for n in suites[name]]
     )
-    r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, ["demo", "--sandbox", "strict"])
+    r = CliRunner(env={"COLUMNS": "80"}).invoke(cli.cli, ["demo", "--sandbox", "strict"])
     assert r.exit_code == 0, r.output
     out = r.stdout.splitlines()
-    summaries = [line for line in out if line.startswith("Pass Rate:")]
+    assert all(len(line) <= 80 for line in out), r.stdout
+    assert not any("│" in line for line in out)  # a summary, not a table of every run
+    text = "\n".join(line.strip() for line in out)
     right = "Pass Rate: 100.00% (judged 100.00%, 0.00% no verdict)"
     wrong = "Pass Rate: 0.00% (judged 0.00%, 0.00% no verdict)"
-    assert summaries == [right, wrong, right, wrong]  # built-ins, then HumanEval
-    for name in [*some, "humaneval/0"]:
-        assert len([line for line in out if re.search(rf"│ {name}\s", line)]) == 2
+    assert [line.strip() for line in out if "Pass Rate:" in line] == [right, wrong] * 2
+    assert "Built-in: 3 environments" in text and "HumanEval: 1 problems" in text
+    assert "reference answers  3/3 passed, each judged 1.0" in text
+    assert "wrong answers      3/3 failed, each judged 0" in text
+    assert "OK: every reference passed and every wrong answer failed, each with a verdict." in text
+    assert re.search(r"^Time: \d+\.\d s for 8 runs on the strict sandbox$", text, re.M)
+    assert "Next:" in text and "deepgym run two_sum answer.py" in text
+    verbose = CliRunner(env={"COLUMNS": "200"}).invoke(
+        cli.cli, ["demo", "--sandbox", "strict", "--verbose"]
+    )
+    assert verbose.exit_code == 0, verbose.output
+    for name in [*some, "humaneval/0"]:  # --verbose: every run's row, references and wrong
+        assert len([x for x in verbose.stdout.splitlines() if re.search(rf"│ {name}\s", x)]) == 2
+
+
+def test_the_demo_names_what_did_not_go_as_expected() -> None:
+    names = [f"e{i}" for i in range(8)]
+    ok = RunResult(score=1.0, passed=True)
+    refs = EvalResult(
+        results=[ok] * 7 + [RunResult.no_verdict("sandbox_error", "boom")], env_names=names
+    )
+    wrong = EvalResult(
+        results=[RunResult(score=0.0, passed=False)] * 6
+        + [ok, RunResult(score=0.25, passed=False)],
+        env_names=names,
+    )
+    references, wrongs = demo.summarize(refs, wrong)
+    assert references.unexpected == 1 and wrongs.unexpected == 1
+    assert references.lines[:3] == [
+        "7/8 passed",
+        "NOT AS EXPECTED: 1 did not pass with 1.0:",
+        "  e7: no verdict (sandbox_error: boom)",
+    ]
+    assert wrongs.lines[:4] == [
+        "7/8 failed, each judged (mean score 0.036)",
+        "1 got partial credit, at most 0.25",
+        "NOT AS EXPECTED: 1 did not fail with a verdict:",
+        "  e6: passed, judged 1.00",
+    ]
+
+
+def test_help_documents_the_exit_codes_and_the_console_token() -> None:
+    top = invoke("--help").stdout
+    assert "Exit codes:" in top and "130  interrupted (Ctrl-C or SIGTERM)" in top
+    for command in ("run", "run-batch", "eval", "check", "demo"):
+        assert "Exit codes:" in invoke(command, "--help").stdout, command
+    run_help = " ".join(invoke("run", "--help").stdout.split())
+    assert "0 the answer passed; 1 it was judged and did not pass; 3 no verdict" in run_help
+    console = invoke("console", "--help").stdout
+    assert "--token" not in console.replace("token=", "")  # no such option: it is made per launch
+    assert "Options:" in console and "--host" in console

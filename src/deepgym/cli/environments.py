@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from deepgym.cli import common
@@ -26,6 +25,7 @@ from deepgym.cli.common import (
     progress,
     sandbox_option,
 )
+from deepgym.cli.tables import Cell, Column, print_table
 from deepgym.envs.check import CheckReport, check_environment, check_environments
 from deepgym.envs.registry import list_environments, load_environment, load_suite
 
@@ -33,15 +33,23 @@ __all__ = ["check", "list_cmd", "qa", "show"]
 
 
 @click.command("list")
-def list_cmd() -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the environments as JSON: name, kind, difficulty, tags, description.",
+)
+def list_cmd(as_json: bool) -> None:
     """List the built-in environments."""
-    table = Table(title="built-in environments", title_justify="left")
-    for column in ("name", "kind", "difficulty", "tags"):
-        table.add_column(column)
-    for name in list_environments():
-        e = load_environment(name)
-        table.add_row(Text(e.name), e.kind, Text(e.difficulty or "-"), Text(", ".join(e.tags)))
-    out().print(table)
+    envs = [load_environment(name) for name in list_environments()]
+    if as_json:
+        click.echo(json.dumps([e.catalog_entry() for e in envs], indent=2))
+        return
+    columns = [Column("name"), Column("kind"), Column("difficulty"), Column("tags", wrap=True)]
+    table: list[list[Cell]] = [
+        [e.name, e.kind, e.difficulty or "-", ", ".join(e.tags)] for e in envs
+    ]
+    print_table(out(), "built-in environments", columns, table)
 
 
 @click.command()
@@ -52,6 +60,10 @@ def show(env: str) -> None:
     if not environment.task.strip():
         raise CliError(f"{environment.name} has no task text")
     click.echo(environment.task.rstrip("\n"))
+
+
+def _mark(ok: bool) -> Text:
+    return Text("ok", style="bold green") if ok else Text("FAILED", style="bold red")
 
 
 def _check_json(reports: Sequence[CheckReport]) -> str:
@@ -75,20 +87,23 @@ def _check_json(reports: Sequence[CheckReport]) -> str:
 @json_option
 def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> None:
     """Check ENV (a built-in name or a folder): its reference scores 1.0, wrong answers ~0,
-    reruns agree, time limits fit. Exit 1 when a check fails."""
+    reruns agree, time limits fit.
+
+    \b
+    Exit codes: 0 every check passed; 1 a check failed (its detail says what to
+    do); 2 bad input; 130 interrupted.
+    """
     environment = load_env(env)
     with common.make_client(sandbox) as dg:
         report = check_environment(environment, dg, max_parallel=max_parallel)
     if as_json:
         click.echo(_check_json([report]))
     else:
-        table = Table(title=f"{environment.name} ({environment.kind})", title_justify="left")
-        for column in ("check", "result", "detail"):
-            table.add_column(column, overflow="fold")
-        for c in report.checks:
-            mark = Text("ok", style="bold green") if c.ok else Text("FAILED", style="bold red")
-            table.add_row(Text(c.name), mark, Text(line(c.message) if c.message else ""))
-        out().print(table)
+        rows: list[list[Cell]] = [
+            [c.name, _mark(c.ok), line(c.message) if c.message else ""] for c in report.checks
+        ]
+        columns = [Column("check"), Column("result"), Column("detail", wrap=True)]
+        print_table(out(), f"{environment.name} ({environment.kind})", columns, rows)
         failed = [c.name for c in report.failures]
         click.echo(
             f"{len(failed)} of {len(report.checks)} checks failed: {', '.join(failed)}"
@@ -104,21 +119,24 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> No
 @parallel_option
 @json_option
 def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
-    """Run ``deepgym check`` on every built-in environment. Exit 1 when any check fails."""
+    """Run 'deepgym check' on every built-in environment.
+
+    \b
+    Exit codes: 0 every check of every environment passed; 1 a check failed;
+    2 bad input; 130 interrupted.
+    """
     envs = load_suite("builtin")
     with common.make_client(sandbox) as dg, progress("qa") as advance:
         reports = check_environments(envs, dg, max_parallel=max_parallel, progress=advance)
     if as_json:
         click.echo(_check_json(reports))
     else:
-        table = Table(title="built-in environments", title_justify="left")
-        for column in ("environment", "result", "failed checks"):
-            table.add_column(column, overflow="fold")
-        for r in reports:
-            mark = Text("ok", style="bold green") if r.ok else Text("FAILED", style="bold red")
-            why = "; ".join(f"{c.name}: {line(c.message)}" for c in r.failures)
-            table.add_row(Text(r.env_name), mark, Text(why))
-        out().print(table)
+        rows: list[list[Cell]] = [
+            [r.env_name, _mark(r.ok), "; ".join(f"{c.name}: {line(c.message)}" for c in r.failures)]
+            for r in reports
+        ]
+        columns = [Column("environment"), Column("result"), Column("failed checks", wrap=True)]
+        print_table(out(), "built-in environments", columns, rows)
         good = sum(r.ok for r in reports)
         click.echo(f"{good}/{len(reports)} environments pass every check")
     if not all(r.ok for r in reports):

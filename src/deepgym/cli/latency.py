@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from deepgym.cli import common
 from deepgym.cli.common import load_env, out, progress, read_batch_answers
+from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.client import SANDBOXES
 from deepgym.exceptions import ConfigError
 from deepgym.latency.sweep import SweepConfig
@@ -62,49 +62,47 @@ def _price_text(r: PriceReport) -> None:
     console = out()
     q = r.quantiles_s
     hits = sum(r.timed_out)
-    click.echo(
+    for text in (
         f"price: {r.env}, {r.batch} completions ({r.batch // r.group} groups of {r.group}), "
-        f"busy {r.busy_s:g} s (training {r.training_s:g} s), timeout {r.timeout_s:g} s"
-    )
-    click.echo(
+        f"busy {r.busy_s:g} s (training {r.training_s:g} s), timeout {r.timeout_s:g} s",
         f"service time (s), {r.runs} runs: p50 {q['p50']:.3f}  p90 {q['p90']:.3f}  "
-        f"p99 {q['p99']:.3f}  max {q['max']:.3f}  mean {q['mean']:.3f}"
-    )
-    click.echo(f"timeout rate: {_share(r.timeout_rate)} ({hits}/{r.runs} timed out)")
-    click.echo(
+        f"p99 {q['p99']:.3f}  max {q['max']:.3f}  mean {q['mean']:.3f}",
+        f"timeout rate: {_share(r.timeout_rate)} ({hits}/{r.runs} timed out)",
         f"P(step stalls): {_share(r.p_stall)}  (knee: at {_share(r.knee_rate)} half the steps "
-        f"of {r.batch} stall)"
-    )
-    click.echo(
+        f"of {r.batch} stall)",
         f"corrupted groups: {_share(r.corrupted_group_share)} of groups hold a timeout; scored 0, "
-        "one the infrastructure caused is a wrong advantage (deepgym gives those no verdict)"
-    )
-    table = Table(title="predicted step", title_justify="left")
-    for column in ("schedule", "timeout (s)", "timeout rate", "P(stall)", "step (s)", "GPU idle"):
-        table.add_column(column, justify="left" if column == "schedule" else "right")
-    for s in (r.barrier, r.pipelined, r.derived):
-        table.add_row(
-            Text(s.name),
+        "one the infrastructure caused is a wrong advantage (deepgym gives those no verdict)",
+    ):
+        echo(text, console)
+    columns = [
+        Column("schedule"),
+        *(
+            Column(header, justify="right")
+            for header in ("timeout (s)", "timeout rate", "P(stall)", "step (s)", "GPU idle")
+        ),
+    ]
+    rows: list[list[Cell]] = [
+        [
+            s.name,
             f"{s.timeout_s:g}",
             _share(s.timeout_rate),
             _share(s.p_stall),
             f"{s.step_s:.2f}",
             _share(s.idle),
-        )
-    console.print(table)
-    fixes = Table(title="fixes, in order of predicted gain", title_justify="left")
-    for column in ("#", "fix", "what", "step (s)", "gain (s)", "gain"):
-        fixes.add_column(column, overflow="fold")
-    for i, f in enumerate(r.fixes, 1):
-        fixes.add_row(
-            str(i),
-            Text(f.name),
-            Text(f.detail),
-            f"{f.step_s:.2f}",
-            f"{f.gain_s:.2f}",
-            _share(f.gain_share),
-        )
-    console.print(fixes)
+        ]
+        for s in (r.barrier, r.pipelined, r.derived)
+    ]
+    print_table(console, "predicted step", columns, rows)
+    columns = [
+        Column("fix"),
+        Column("what", wrap=True),
+        *(Column(h, justify="right") for h in ("step (s)", "gain (s)", "gain")),
+    ]
+    rows = [
+        [f.name, f.detail, f"{f.step_s:.2f}", f"{f.gain_s:.2f}", _share(f.gain_share)]
+        for f in r.fixes
+    ]
+    print_table(console, "fixes, in order of predicted gain", columns, rows)
 
 
 def _check_price(
@@ -230,39 +228,32 @@ def price_cmd(
 def _sweep_text(result: SweepResult) -> None:
     console = out()
     cfg = result.config
-    click.echo(
+    echo(
         f"sweep: {cfg.blocks} blocks x {len(cfg.arms)} arms on {result.device}; "
         f"{cfg.prompts} prompts x {cfg.group} = {cfg.batch} completions; warm-up busy "
-        f"{result.warmup_busy:.3f} s, one seed-second = {result.seconds_per_seed_second * 1000:.2f}"
-        f" ms; {result.elapsed:.0f} s"
+        f"{result.warmup_busy:.3f} s, one seed-second (the dial's unit: busy / 24.5 s) = "
+        f"{result.seconds_per_seed_second * 1000:.2f} ms; {result.elapsed:.0f} s",
+        console,
     )
-    table = Table(title="arms (means per step, seconds)", title_justify="left")
-    for column in (
-        "arm",
-        "steps",
-        "step",
-        "model",
-        "generation",
-        "reward",
-        "training",
-        "idle",
-        "stalled",
-    ):
-        table.add_column(column, justify="left" if column == "arm" else "right")
+    headers = ("steps", "step", "model", "generation", "reward", "training", "idle", "stalled")
+    columns = [Column("arm"), *(Column(h, justify="right") for h in headers)]
+    rows: list[list[Cell]] = []
     for a in result.arms.values():
         model = "-" if math.isnan(a.model_step) else f"{a.model_step:.3f}"
-        table.add_row(
-            Text(a.arm),
-            str(a.steps),
-            f"{a.step:.3f}",
-            model,
-            f"{a.generation:.3f}",
-            f"{a.reward_wait:.3f}",
-            f"{a.training:.3f}",
-            f"{a.idle:.1%}",
-            f"{a.stall_share:.0%}",
+        rows.append(
+            [
+                a.arm,
+                str(a.steps),
+                f"{a.step:.3f}",
+                model,
+                f"{a.generation:.3f}",
+                f"{a.reward_wait:.3f}",
+                f"{a.training:.3f}",
+                f"{a.idle:.1%}",
+                f"{a.stall_share:.0%}",
+            ]
         )
-    console.print(table)
+    print_table(console, "arms (means per step, seconds)", columns, rows)
     m = result.metrics
     for key, label in (
         ("step_ratio.pipe:1/stall:1", "pipelined / barrier step, one timeout (dial)"),
@@ -283,13 +274,12 @@ def _sweep_text(result: SweepResult) -> None:
 def _verdict_table(verdicts: Sequence[Finding]) -> None:
     from deepgym.latency.predictions import verdict_rows
 
-    table = Table(title="pre-registered predictions", title_justify="left")
-    for column in ("id", "metric", "expected", "measured", "verdict"):
-        table.add_column(column, overflow="fold")
+    rows: list[list[Cell]] = []
     for row in verdict_rows(verdicts):
         style = {"HELD": "green", "REFUTED": "red"}.get(row[-1], "yellow")
-        table.add_row(*(Text(c) for c in row[:-1]), Text(row[-1], style=f"bold {style}"))
-    out().print(table)
+        rows.append([*row[:-1], Text(row[-1], style=f"bold {style}")])
+    columns = [Column(h) for h in ("id", "metric", "expected", "measured", "verdict")]
+    print_table(out(), "pre-registered predictions", columns, rows)
     held = sum(v.status == "held" for v in verdicts)
     click.echo(f"{held} of {len(verdicts)} predictions held")
 
@@ -316,7 +306,12 @@ def _arms(spec: str | None) -> Sequence[str] | None:
 @click.option("--no-sandbox", is_flag=True, help="Leave out the real-sandbox arms.")
 @click.option("--env", default=None, help=f"Built-in environment of the sandbox arms [{_D.env}].")
 @click.option(
-    "--seed", type=int, default=None, help=f"Seed of the block orders and draws [{_D.seed}]."
+    "--seed",
+    type=int,
+    default=None,
+    help="The random seed: it fixes the model's random weights, its prompts and sampling, "
+    "each block's order of arms and the dial's random draws; the same seed repeats them "
+    f"[{_D.seed}].",
 )
 @click.option(
     "--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help=f"[{_D.device}]"

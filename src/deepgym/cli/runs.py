@@ -16,7 +16,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
-from rich.table import Table
 from rich.text import Text
 
 from deepgym.cli import common
@@ -39,13 +38,14 @@ from deepgym.cli.common import (
     sandbox_option,
     store_option,
 )
+from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.client import DeepGym
 from deepgym.exceptions import ConfigError
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
 from deepgym.store import RunStore, default_store_path, record_batch, record_eval, resume_inputs
-from deepgym.text import percent
+from deepgym.text import percent, short_cause
 
-__all__ = ["eval_cmd", "evaluate", "run", "run_batch", "runs_cmd"]
+__all__ = ["eval_cmd", "evaluate", "print_report", "run", "run_batch", "runs_cmd"]
 
 _MAX_CASE_ROWS = 50
 
@@ -69,24 +69,19 @@ def _cause(r: RunResult) -> str:
     if r.passed:
         return ""
     if r.error_type or r.error:
-        return f"{r.error_type}: {r.error}" if r.error_type else r.error
+        return f"{r.error_type}: {short_cause(r.error)}" if r.error_type else short_cause(r.error)
     failed = next((c for c in r.cases if not c.passed), None)
     if failed is None:
         return ""
     return f"{failed.name}: {failed.message}" if failed.message else f"{failed.name} failed"
 
 
-def _results_table(
-    title: str, label: str, labels: Sequence[str], results: Sequence[RunResult]
-) -> Table:
-    table = Table(title=title, title_justify="left")
-    table.add_column(label, overflow="fold")
-    table.add_column("result", no_wrap=True)
-    table.add_column("cause", overflow="fold")
+def _results_rows(labels: Sequence[str], results: Sequence[RunResult]) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
     for name, r in zip(labels, results, strict=True):
         cause = _cause(r)
-        table.add_row(Text(name), _cell(r), Text(line(cause) if cause else ""))
-    return table
+        rows.append([name, _cell(r), line(cause) if cause else ""])
+    return rows
 
 
 def _totals_lines(t: Totals) -> list[str]:
@@ -97,44 +92,46 @@ def _totals_lines(t: Totals) -> list[str]:
     ]
 
 
-def _report(title: str, label: str, labels: Sequence[str], batch: BatchResult | EvalResult) -> None:
+def print_report(
+    title: str, label: str, labels: Sequence[str], batch: BatchResult | EvalResult
+) -> None:
     """The per-run table, then the contract's totals line, the judged counts and the time."""
-    out().print(_results_table(title, label, labels, batch.results))
+    console = out()
+    columns = [Column(label), Column("result"), Column("cause", wrap=True)]
+    print_table(console, title, columns, _results_rows(labels, batch.results))
     for text in _totals_lines(batch.totals):
-        click.echo(text)
-    click.echo(f"Time: {batch.execution_time_ms / 1000:.1f} s for {batch.total} runs")
+        echo(text, console)
+    echo(f"Time: {batch.execution_time_ms / 1000:.1f} s for {batch.total} runs", console)
 
 
 def _run_report(r: RunResult) -> None:
+    console = out()
     fields = [
         ("environment", r.env_name or "-"),
         ("score", "-" if not r.has_verdict else f"{r.score:.3f}"),
         ("passed", "yes" if r.passed else "no"),
         ("verdict", "yes" if r.has_verdict else "none (the run was not judged)"),
         ("error type", r.error_type or "-"),
-        ("cause", line(r.error) if r.error else "-"),
+        ("cause", short_cause(r.error) if r.error else "-"),
         ("isolation", r.isolation or "-"),
         ("time", f"{r.execution_time_ms:.0f} ms"),
     ]
     for key, value in fields:
-        click.echo(f"{key:<12} {value}")
+        echo(f"{key:<12} {value}", console, hang=13)
     if not r.cases:
         return
-    table = Table(
-        title=f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)",
-        title_justify="left",
-    )
-    for column in ("test", "ok", "score", "message"):
-        table.add_column(column, overflow="fold")
-    for c in r.cases[:_MAX_CASE_ROWS]:
-        score = "-" if c.score is None else f"{c.score:.2f}"
-        table.add_row(
-            Text(c.name),
-            Text("yes" if c.passed else "no"),
-            score,
-            Text(line(c.message) if c.message else ""),
-        )
-    out().print(table)
+    rows: list[list[Cell]] = [
+        [
+            c.name,
+            "yes" if c.passed else "no",
+            "-" if c.score is None else f"{c.score:.2f}",
+            line(c.message) if c.message else "",
+        ]
+        for c in r.cases[:_MAX_CASE_ROWS]
+    ]
+    title = f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)"
+    columns = [Column("test"), Column("ok"), Column("score"), Column("message", wrap=True)]
+    print_table(console, title, columns, rows)
     if len(r.cases) > _MAX_CASE_ROWS:
         click.echo(f"... {len(r.cases) - _MAX_CASE_ROWS} more tests")
 
@@ -164,7 +161,7 @@ def evaluate(
     if as_json:
         click.echo(result.model_dump_json(indent=2))
     else:
-        _report(title, "environment", result.env_names, result)
+        print_report(title, "environment", result.env_names, result)
 
 
 @contextlib.contextmanager
@@ -206,7 +203,13 @@ def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> R
 @sandbox_option
 @json_option
 def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool) -> None:
-    """Score the answer in ANSWER_FILE on ENV (a built-in name or an environment folder)."""
+    """Score the answer in ANSWER_FILE on ENV (a built-in name or an environment folder).
+
+    \b
+    Exit codes: 0 the answer passed; 1 it was judged and did not pass;
+    3 no verdict (the sandbox, the time limit or the verifier failed, not the
+    answer); 2 bad input; 130 interrupted.
+    """
     environment = load_env(env)
     answer = read_text(answer_file, "answer file")
     with common.make_client(sandbox) as dg:
@@ -240,7 +243,12 @@ def run_batch(
 ) -> None:
     """Score many answers on ENV: ANSWERS is a JSONL file or a directory of .py files.
 
-    Each result is recorded in the run store as it comes (``deepgym runs`` lists the runs).
+    Each result is recorded in the run store as it comes ('deepgym runs' lists the runs).
+
+    \b
+    Exit codes: 0 scored, whatever the answers scored (runs without a verdict
+    included: read the totals, or --json); 2 bad input; 130 interrupted (what the
+    store kept is printed).
     """
     environment = load_env(env)
     labels, outputs = read_batch_answers(answers)
@@ -270,7 +278,7 @@ def run_batch(
     if as_json:
         click.echo(batch.model_dump_json(indent=2))
     else:
-        _report(environment.name, "answer", labels, batch)
+        print_report(environment.name, "answer", labels, batch)
 
 
 @click.command("eval")
@@ -304,8 +312,13 @@ def eval_cmd(
 ) -> None:
     """Score one answer per environment of a suite (builtin, humaneval) or a list (a,b,c).
 
-    Each result is recorded in the run store as it comes (``deepgym runs`` lists the runs);
-    ``--resume RUN_ID`` finishes an eval that was stopped, with the same totals.
+    Each result is recorded in the run store as it comes ('deepgym runs' lists the runs);
+    --resume RUN_ID finishes an eval that was stopped, with the same totals.
+
+    \b
+    Exit codes: 0 scored, whatever the answers scored (runs without a verdict
+    included: read the totals, or --json); 2 bad input; 130 interrupted (the
+    --resume command that finishes the eval is printed).
     """
     store = _run_store(store_path, no_store, resume)
     if resume is not None:
@@ -380,24 +393,34 @@ def runs_cmd(store_path: Path | None, limit: int, as_json: bool) -> None:
         ]
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"runs in {path}", title_justify="left")
-    for column in ("run", "kind", "source", "started", "status", "runs"):
-        table.add_column(column, overflow="fold")
-    for column in ("pass rate", "no verdict", "judged pass rate", "judged mean"):
-        table.add_column(column, justify="right")
+    columns = [
+        Column("run"),
+        Column("kind"),
+        Column("source"),
+        Column("started"),
+        Column("status"),
+        Column("runs", justify="right"),
+        *(
+            Column(header, justify="right")
+            for header in ("pass rate", "no verdict", "judged pass rate", "judged mean")
+        ),
+    ]
+    table: list[list[Cell]] = []
     for r in runs:
         t = r.totals
         status = "complete" if r.complete else f"{r.status} {r.recorded}/{r.total}"
-        table.add_row(
-            r.id,
-            r.kind,
-            Text(r.source),
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
-            status,
-            str(r.total),
-            percent(t.pass_rate),
-            str(t.no_verdict_count),
-            percent(t.judged_pass_rate),
-            f"{t.judged_mean_score:.3f}",
+        table.append(
+            [
+                r.id,
+                r.kind,
+                r.source,
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
+                status,
+                str(r.total),
+                percent(t.pass_rate),
+                str(t.no_verdict_count),
+                percent(t.judged_pass_rate),
+                f"{t.judged_mean_score:.3f}",
+            ]
         )
-    out().print(table)
+    print_table(out(), f"runs in {path}", columns, table)

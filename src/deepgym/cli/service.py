@@ -20,11 +20,18 @@ from deepgym.store import RunStore, default_store_path
 
 __all__ = ["console_cmd", "serve_cmd"]
 
-_host_option = click.option(
+_serve_host_option = click.option(
     "--host",
     default="127.0.0.1",
     show_default=True,
     help="Address to bind. Anything but loopback needs --token.",
+)
+_console_host_option = click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind. On any address, the console answers only a browser that "
+    "brings the token of the URL it prints.",
 )
 
 
@@ -33,7 +40,7 @@ def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
 
 
 @click.command("serve")
-@_host_option
+@_serve_host_option
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
 @click.option(
     "--token",
@@ -122,11 +129,17 @@ def serve_cmd(
 
 
 @click.command("console")
-@_host_option
+@_console_host_option
 @click.option("--port", type=click.IntRange(0, 65535), default=8766, show_default=True)
 @store_option
 def console_cmd(host: str, port: int, store_path: Path | None) -> None:
-    """Browse the run store in a web page (a per-launch token guards it)."""
+    """Browse the run store in a web page.
+
+    Each launch makes a new token and prints the console's URL with it
+    (http://HOST:PORT/console?token=...). Open that URL: the console answers only
+    a browser that brought the token (kept in a cookie after the first visit).
+    The token is not an option: a new one is made at every launch.
+    """
     launch.require_server_extra()
     store = _open_store(store_path, False)
     token = secrets.token_urlsafe(24)

@@ -157,6 +157,17 @@ def load_folder(folder: str | Path) -> Environment:
     if not d.is_dir():
         raise ConfigError(f"{d}: not an environment folder")
     meta_path = d / "metadata.json"
+    if not meta_path.is_file() and not (d / "verifier.py").is_file():
+        # Declarative cases call the entry point metadata.json names: say the file is missing,
+        # not that a field of it is.
+        if (d / "test_cases.json").is_file():
+            raise ConfigError(
+                f"{meta_path}: no such file (it names the entry point, or the kind, that "
+                "test_cases.json is run against)"
+            )
+        raise ConfigError(
+            f"{d}: not an environment folder (no metadata.json, test_cases.json or verifier.py)"
+        )
     meta = _validate_metadata(_read_json(meta_path), meta_path) if meta_path.is_file() else {}
     fields: dict[str, Any] = {k: v for k, v in meta.items() if k != "tags"}
     fields.setdefault("name", d.name)

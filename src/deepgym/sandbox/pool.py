@@ -162,8 +162,7 @@ class _Worker:
                 await self.proc.wait()
         self.transport.close()
         self._drain.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._drain
+        await asyncio.gather(self._drain, return_exceptions=True)  # a cancel of ours goes through
         self.slot.close()
         with contextlib.suppress(OSError):
             os.close(self.marks)
