@@ -9,12 +9,14 @@ pass, a wrong answer that does, a run without a verdict) is named in the summary
 command exits 1.
 
 The wrong answer to a function task is the conformance check's stub
-(``deepgym.envs.check.stub_answer``); a script or patch task gets the empty answer (no output,
-no diff); a HumanEval problem gets its prompt with a ``pass`` body. ``summarize`` is pure.
+(``deepgym.envs.check.stub_answer``) with every body raising ``NotImplementedError``; a script or
+patch task gets the empty answer (no output, no diff); a HumanEval problem gets its prompt with
+that body. ``summarize`` is pure.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,9 +70,16 @@ class Half:
     """Runs that did not go as expected: not judged, or judged the other way."""
 
 
+_PASS = re.compile(r"^(\s*)pass$", re.M)
+RAISE = "raise NotImplementedError"
+"""The wrong answers' body: it answers nothing, so it scores 0 (a ``pass`` body returns None,
+which some tests expect)."""
+
+
 def _wrong_answer(env: Environment) -> str:
-    """The entry point with a ``pass`` body for a function task; the empty answer otherwise."""
-    return stub_answer(env) if env.kind == "function" else ""
+    """The entry point raising ``NotImplementedError`` (every method of a class) for a function
+    task; the empty answer otherwise."""
+    return _PASS.sub(rf"\1{RAISE}", stub_answer(env)) if env.kind == "function" else ""
 
 
 def _demo_suites() -> list[DemoSuite]:
@@ -96,7 +105,7 @@ def _demo_suites() -> list[DemoSuite]:
             "problems",
             humaneval,
             {e.name: e.reference_solution or "" for e in humaneval},
-            {e.name: e.task + "    pass\n" for e in humaneval},  # the prompt, a `pass` body
+            {e.name: f"{e.task}    {RAISE}\n" for e in humaneval},  # the prompt, no answer
         )
     )
     return suites
