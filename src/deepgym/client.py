@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepgym.blocking import BlockingFace
 from deepgym.engines.base import Engine
@@ -27,6 +27,9 @@ from deepgym.sandbox.base import Backend
 from deepgym.scheduling import TimeLimitPolicy, group_slices
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 from deepgym.validation import optional_positive_int, optional_seconds, positive_int
+
+if TYPE_CHECKING:
+    from deepgym.session import Agent, AsyncSession, Budget, Episode, Session
 
 __all__ = ["MODES", "SANDBOXES", "AsyncDeepGym", "DeepGym"]
 
@@ -233,6 +236,37 @@ class AsyncDeepGym:
             progress=progress,
         )
 
+    async def session(self, env: EnvLike) -> AsyncSession:
+        """Open an agent session of ``env`` (a ``kind: "session"`` environment): a sandbox of
+        its own, with a persistent shell, files, and ``score`` (``deepgym.session``)."""
+        from deepgym.envs.registry import resolve
+        from deepgym.session import AsyncSession
+
+        environment = resolve(env)
+        if environment.kind != "session":
+            raise ConfigError(
+                f"env {environment.name!r} is a {environment.kind} task, not a session"
+            )
+        open_session = getattr(self._engine, "open_session", None)
+        if open_session is None:
+            raise ConfigError(f"agent sessions run in mode='local'; this client is {self.mode!r}")
+        return AsyncSession(await open_session(environment))
+
+    async def run_episode(
+        self, env: EnvLike, agent: Agent, *, budget: Budget | None = None
+    ) -> Episode:
+        """One episode of ``agent`` in a session of ``env``: the result and the trajectory. A
+        failure of the session is read by ``deepgym.session.failure_result``."""
+        from deepgym.envs.registry import resolve
+        from deepgym.session import Budget, run_episode_async
+
+        environment = resolve(env)
+        if not callable(agent):
+            raise ConfigError(f"agent must be callable, got {type(agent).__name__}")
+        return await run_episode_async(
+            lambda: self.session(environment), environment, agent, budget or Budget()
+        )
+
     async def sandbox_stats(self) -> dict[str, Any]:
         """This client's local sandbox in figures: for the pool, its workers and the memory
         (RSS, KiB) each holds when idle; empty before the first run, or for a remote client."""
@@ -359,6 +393,16 @@ class DeepGym(BlockingFace):
                 progress=progress,
             )
         )
+
+    def session(self, env: EnvLike) -> Session:
+        """See ``AsyncDeepGym.session``: the same session, with blocking methods."""
+        from deepgym.session import Session
+
+        return Session(self._call(self._core.session(env)), self)
+
+    def run_episode(self, env: EnvLike, agent: Agent, *, budget: Budget | None = None) -> Episode:
+        """See ``AsyncDeepGym.run_episode``."""
+        return self._call(self._core.run_episode(env, agent, budget=budget))
 
     def sandbox_stats(self) -> dict[str, Any]:
         """See ``AsyncDeepGym.sandbox_stats``."""

@@ -30,7 +30,7 @@ __all__ = [
     "Totals",
 ]
 
-EnvKind = Literal["function", "script", "patch"]
+EnvKind = Literal["function", "script", "patch", "session"]
 Compare = Literal["exact", "float", "unordered", "tokens"]
 
 
@@ -65,6 +65,16 @@ class Environment(BaseModel):
     compare: Compare = "exact"
     difficulty: str | None = None
     tags: tuple[str, ...] = ()
+    max_steps: int = Field(default=50, ge=1)
+    """A session: the most actions an episode takes (``kind: "session"`` only)."""
+    step_timeout: float = Field(default=30.0, gt=0)
+    """A session: the time limit of one command, in seconds."""
+    lifetime: float = Field(default=600.0, gt=0)
+    """A session: how long its sandbox lives, in seconds, from the moment it opens."""
+    setup_script: str | None = None
+    """A session: a bash script run in the work dir when it opens, before the agent acts."""
+    tests_path: Path | None = None
+    """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     seed: int | None = None
     """The random seed a built-in's ``generate.py`` makes its ``test_cases.json`` from (the
     same seed, the same cases); deepgym itself does not read it."""
@@ -110,6 +120,13 @@ class Environment(BaseModel):
         if self.verifier_code is not None and self.verifier_path is not None:
             raise ValueError("give verifier_code or verifier_path, not both")
         has_custom = self.verifier_code is not None or self.verifier_path is not None
+        if self.kind == "session":
+            if not has_custom or self.test_cases is not None:
+                raise ValueError(
+                    "a session environment needs a final verifier (verifier_code or "
+                    "verifier_path, defining verify(work, tests)) and no test_cases"
+                )
+            return self
         if self.kind == "patch":
             if self.repo_path is None:
                 raise ValueError("a patch environment needs repo_path")
@@ -218,6 +235,8 @@ class RunResult(BaseModel):
     attempts: int = 1
     evidence: Evidence = Field(default_factory=Evidence)
     service: ServiceTime = Field(default_factory=ServiceTime)
+    sandbox_id: str | None = None
+    """The session's sandbox, for an agent episode's result."""
 
     @field_validator("error_type")
     @classmethod

@@ -16,41 +16,43 @@ from deepgym.judge.codes import SOLUTION_UID
 from deepgym.sandbox import policy
 from deepgym.sandbox.policy import JUDGE_UID, RULES, Params, Rule, argv, rules_for
 
-SOLUTION, VERIFIER, WORKER, PROBE = "solution", "verifier", "worker", "probe"
-EVERY = {SOLUTION, VERIFIER, WORKER, PROBE}
+SOLUTION, VERIFIER, WORKER, PROBE, SESSION = "solution", "verifier", "worker", "probe", "session"
+EVERY = {SOLUTION, VERIFIER, WORKER, PROBE, SESSION}
 JUDGES = {VERIFIER, WORKER}
+HOSTILE = {SOLUTION, SESSION}
 
 EXPECTED_ROLES: dict[str, set[str]] = {
     "namespaces": EVERY,
-    "own_user_namespace": {SOLUTION},
-    "no_user_namespaces": {SOLUTION},
-    "no_capabilities": {SOLUTION},
+    "own_user_namespace": HOSTILE,
+    "no_user_namespaces": HOSTILE,
+    "no_capabilities": HOSTILE,
     "die_with_parent": EVERY,
-    "new_session": {SOLUTION, VERIFIER, WORKER},
-    "clean_environment": JUDGES,
+    "new_session": {SOLUTION, VERIFIER, WORKER, SESSION},
+    "clean_environment": JUDGES | {SESSION},
     "private_tmp": JUDGES,
     "system_read_only": EVERY,
-    "judge_read_only": {SOLUTION, VERIFIER, WORKER},
+    "judge_read_only": {SOLUTION, VERIFIER, WORKER, SESSION},
     "run_files": {VERIFIER},
+    "session_files": {SESSION},
     "staged_environments": {WORKER},
     "work_mount_point": {WORKER},
     "pool_cgroups": {WORKER},
     "devices": EVERY,
     "no_proc": {SOLUTION},
-    "own_proc": {VERIFIER, WORKER, PROBE},
-    "capped_work_dir": {SOLUTION},
+    "own_proc": {VERIFIER, WORKER, PROBE, SESSION},
+    "capped_work_dir": HOSTILE,
     "answer_read_only": {SOLUTION},
-    "run_cgroups": {SOLUTION},
-    "capped_tmp": {SOLUTION},
-    "capped_shm": {SOLUTION},
-    "read_only_rest": {SOLUTION},
-    "solution_uid": {SOLUTION},
+    "run_cgroups": HOSTILE,
+    "capped_tmp": HOSTILE,
+    "capped_shm": HOSTILE,
+    "read_only_rest": HOSTILE,
+    "solution_uid": HOSTILE,
     "judge_uid": {VERIFIER, WORKER, PROBE},
-    "solution_hostname": {SOLUTION},
+    "solution_hostname": HOSTILE,
     "judge_hostname": JUDGES,
-    "solution_workdir": {SOLUTION},
+    "solution_workdir": HOSTILE,
     "judge_workdir": JUDGES,
-    "boot": {SOLUTION, VERIFIER, WORKER},
+    "boot": {SOLUTION, VERIFIER, WORKER, SESSION},
 }
 """Which roles each rule reaches: this file's own statement, checked against the table."""
 
@@ -92,6 +94,15 @@ def params(case: str) -> Params:
             env={**env, "LD_BIND_NOW": "1"},
             envs_dir=ENVS,
             cgroups=POOL_PARENTS,
+        )
+    if case == SESSION:
+        return replace(
+            HOST,
+            command=("session",),
+            env={"HOME": "/work"},
+            cgroups=RUN_PROCS,
+            size=SIZE,
+            seed_dir=f"{ENVS}/0123/repo",
         )
     return Params(bwrap=HOST.bwrap, system=HOST.system)
 
@@ -357,7 +368,7 @@ def contains(ops: list[tuple[str, ...]], part: list[tuple[str, ...]]) -> bool:
     return any(ops[i : i + len(part)] == part for i in range(len(ops) - len(part) + 1))
 
 
-CASES = ["solution-module", "solution-script", VERIFIER, WORKER, PROBE]
+CASES = ["solution-module", "solution-script", VERIFIER, WORKER, PROBE, SESSION]
 BY_NAME = {rule.name: rule for rule in RULES}
 
 
@@ -378,6 +389,8 @@ FULL = replace(
     envs_dir=ENVS,
     cgroups=RUN_PROCS,
     size=SIZE,
+    seed_dir="/tmp/deepgym-abc/envs/0123/repo",
+    snapshot_dir="/tmp/deepgym-abc/session-1/snapshot",
 )
 """Every parameter set: a rule adds something for any role, so one that is absent is absent
 because of the role, not for want of a path."""
@@ -394,7 +407,7 @@ def test_a_rule_reaches_its_roles_and_no_other(name: str, role: str) -> None:
     assert contains(operations(argv(role, FULL)[1:]), part) == wanted
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [c for c in CASES if c != SESSION])  # the new role has no before
 def test_each_role_is_the_command_line_the_backends_built_before(case: str) -> None:
     assert argv(role_of(case), params(case)) == BEFORE[case]
 
@@ -405,7 +418,7 @@ def test_every_cap_and_read_only_remount_is_in_its_place(case: str) -> None:
     mounts = [i for i, op in enumerate(ops) if op[0] in ("--tmpfs", "--ro-bind", "--bind")]
     remounts = [i for i, op in enumerate(ops) if op[0] == "--remount-ro"]
     assert all(r > max(mounts) for r in remounts)  # nothing mounted over a read-only folder
-    if role_of(case) == SOLUTION:
+    if role_of(case) in HOSTILE:
         capped = {op[1] for op in ops if op[0] == "--tmpfs" and len(op) == 3}
         assert capped == {"/work", "/tmp", "/dev/shm"}  # every writable tmpfs is capped
         assert [ops[r][1] for r in remounts] == ["/dev", "/proc", "/"]
@@ -415,7 +428,7 @@ def test_the_solution_never_shares_the_judges_uid() -> None:
     assert SOLUTION_UID != JUDGE_UID
     for role in sorted(EVERY):
         ops = operations(argv(role, params(role))[1:])
-        assert ("--uid", str(SOLUTION_UID if role == SOLUTION else JUDGE_UID)) in ops
+        assert ("--uid", str(SOLUTION_UID if role in HOSTILE else JUDGE_UID)) in ops
 
 
 def test_an_unknown_role_is_refused_by_name() -> None:

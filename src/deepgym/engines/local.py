@@ -22,11 +22,21 @@ from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.results import build_result, raise_for
 from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job
+from deepgym.sandbox.sessions import LocalSession, LocalSessions
 from deepgym.scheduling import TimeLimitPolicy, broadcast_envs, group_slices, should_retry
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 from deepgym.verdict import Classification
 
 __all__ = ["LocalEngine"]
+
+
+def _single(env: Environment) -> Environment:
+    """``env``, if one answer can be scored on it (a session is an episode, not an answer)."""
+    if env.kind == "session":
+        raise ConfigError(
+            f"env {env.name!r} is a session: score it with dg.session(env) or dg.run_episode"
+        )
+    return env
 
 
 def _resolve_all(envs: Envs, n: int) -> list[Environment]:
@@ -36,7 +46,7 @@ def _resolve_all(envs: Envs, n: int) -> list[Environment]:
     for e in broadcast_envs(envs, n):
         key = id(e)
         if key not in cache:
-            cache[key] = resolve(e)  # type: ignore[arg-type]
+            cache[key] = _single(resolve(e))  # type: ignore[arg-type]
         out.append(cache[key])
     return out
 
@@ -63,6 +73,7 @@ class LocalEngine:
         self.workers = workers
         self.time_limits = time_limits if time_limits is not None else TimeLimitPolicy()
         self._limits: dict[tuple[str, int], asyncio.Future[float]] = {}
+        self._sessions: LocalSessions | None = None
 
     @property
     def backend(self) -> Backend:
@@ -75,7 +86,7 @@ class LocalEngine:
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
         """The call's limit, the environment's ``time_limit``, or ``clamp(k * reference
         runtime, floor, env.timeout)`` measured once per environment and cached."""
-        e = resolve(env)
+        e = _single(resolve(env))
         if time_limit is not None:  # an explicit choice stands as given
             return float(time_limit)
         if e.time_limit is not None:
@@ -148,7 +159,7 @@ class LocalEngine:
     ) -> RunResult:
         """Score one answer; raise ``SandboxError``, ``TimeoutError`` or ``VerifierError`` on
         the no-verdict failures the contract lists."""
-        e = resolve(env)
+        e = _single(resolve(env))
         limit = await self.time_limit(e, time_limit)
         result, c = await self._run_with_retry(e, model_output, limit, time.monotonic())
         raise_for(result, c)
@@ -287,8 +298,19 @@ class LocalEngine:
         stats = getattr(self._backend, "stats", None)
         return dict(stats()) if callable(stats) else {}
 
+    # -- agent sessions ---------------------------------------------------------------------
+    async def open_session(self, env: Environment) -> LocalSession:
+        """A new agent session of ``env`` in a sandbox of its own on this host."""
+        if self._sessions is None:
+            self._sessions = LocalSessions()
+        return await self._sessions.open(env)
+
     async def close(self) -> None:
-        """Release the backend (its temporary files, cgroups and workers)."""
+        """Release the backend (its temporary files, cgroups and workers) and end every
+        session still open."""
+        if self._sessions is not None:
+            sessions, self._sessions = self._sessions, None
+            await sessions.close()
         if self._backend is not None:
             backend, self._backend = self._backend, None
             await backend.close()

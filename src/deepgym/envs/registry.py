@@ -43,6 +43,9 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "seed": int,
     "max_processes": int,
     "max_file_mb": int,
+    "max_steps": int,
+    "step_timeout": (int, float),
+    "lifetime": (int, float),
 }
 
 SuiteLoader = Callable[[], list[Environment]]
@@ -187,6 +190,10 @@ def load_folder(folder: str | Path) -> Environment:
             fields["reference_solution"] = (d / ref).read_text()
     if (d / "repo").is_dir():
         fields["repo_path"] = d / "repo"
+    if (d / "setup.sh").is_file():
+        fields["setup_script"] = (d / "setup.sh").read_text()
+    if (d / "tests").is_dir():
+        fields["tests_path"] = d / "tests"
     fields["source_dir"] = d
     try:
         return Environment(**fields)

@@ -13,9 +13,15 @@ def _main() -> int:
     parent = os.path.dirname(pkg_dir)
     sys.path.insert(0, parent)
     role = sys.argv[1] if len(sys.argv) > 1 else ""
-    module = {"verifier": "harness", "solution": "solution_host", "worker": "worker"}.get(role)
+    module = {
+        "verifier": "harness",
+        "solution": "solution_host",
+        "worker": "worker",
+        "session": "agent_shell",
+        "session_verify": "session_verify",
+    }.get(role)
     if module is None:
-        sys.stderr.write("usage: _boot.py verifier|solution|worker ...\n")
+        sys.stderr.write("usage: _boot.py verifier|solution|worker|session|session_verify ...\n")
         return 2
     name = f"{os.path.basename(pkg_dir)}.{module}"
     __import__(name)

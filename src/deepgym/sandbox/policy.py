@@ -7,7 +7,9 @@ and its bwrap arguments. The roles:
 - ``verifier``: ``strict``'s sandbox of one run's verifier (trusted code, sandboxed all the same);
 - ``worker``: a pool worker, which runs verifiers and has its zygote fork each answer's process
   (``deepgym.judge.worker`` isolates each solution further, inside this sandbox);
-- ``probe``: the plainest sandbox with the system in it (the host check, the benchmarks' floor).
+- ``probe``: the plainest sandbox with the system in it (the host check, the benchmarks' floor);
+- ``session``: an agent session's sandbox (hostile code, many steps: a shell, its own /proc),
+  and the fresh one its final verifier runs in over a snapshot of the agent's work dir.
 
 ``argv(role, params)`` is the bwrap command line of a role: its rows, in table order. Order is
 meaning, because bwrap applies mount operations in the order given: a ``--size`` comes right
@@ -27,7 +29,8 @@ SOLUTION = "solution"
 VERIFIER = "verifier"
 WORKER = "worker"
 PROBE = "probe"
-ROLES = (SOLUTION, VERIFIER, WORKER, PROBE)
+SESSION = "session"
+ROLES = (SOLUTION, VERIFIER, WORKER, PROBE, SESSION)
 """Every sandbox role the table knows."""
 
 JUDGE_UID = 1000
@@ -71,7 +74,11 @@ class Params:
     """Controller -> a host path: the run's ``cgroup.procs`` file (solution), or the pool's
     parent group (worker)."""
     size: int = 0
-    """The size cap, in bytes, of each writable tmpfs (solution)."""
+    """The size cap, in bytes, of each writable tmpfs (solution, session)."""
+    seed_dir: str = ""
+    """Files copied into a session's work dir when it opens (session)."""
+    snapshot_dir: str = ""
+    """The agent's work dir, for the final verifier (session)."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "own_user_namespace",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "A user namespace of its own, required rather than tried.",
         "The answer's uid and capabilities exist only there, never on the host; and "
         "--disable-userns needs it.",
@@ -146,7 +153,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no_user_namespaces",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "No further user namespaces inside.",
         "A nested user namespace would give the answer a full set of capabilities again, and the "
         "kernel's namespace code to attack.",
@@ -154,7 +161,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no_capabilities",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "No capabilities, the bounding set included.",
         "Nothing privileged to use, and nothing a later exec (a setuid program) could regain.",
         _fixed("--cap-drop", "ALL"),
@@ -168,14 +175,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "new_session",
-        frozenset({SOLUTION, VERIFIER, WORKER}),
+        frozenset({SOLUTION, VERIFIER, WORKER, SESSION}),
         "A session of its own (setsid): no controlling terminal.",
         "TIOCSTI: nothing typed into the host's terminal from inside.",
         _fixed("--new-session"),
     ),
     Rule(
         "clean_environment",
-        JUDGES,
+        JUDGES | {SESSION},
         "Nothing of the host's environment: BASE_ENV and the role's own variables only.",
         "Secrets in the host's environment. (A solution gets its whole environment from the "
         "process that starts it, which passes no host variable.)",
@@ -197,7 +204,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "judge_read_only",
-        frozenset({SOLUTION, VERIFIER, WORKER}),
+        frozenset({SOLUTION, VERIFIER, WORKER, SESSION}),
         f"The judge package, read-only, at {IN_JUDGE}.",
         "The code that judges a run cannot be changed from inside its sandbox.",
         lambda p: ["--ro-bind", p.judge_dir, IN_JUDGE],
@@ -208,6 +215,20 @@ RULES: tuple[Rule, ...] = (
         "The run's environment files, answer and job, read-only, under /judge.",
         "The verifier sees its own run only, and changes none of it.",
         _run_files,
+    ),
+    Rule(
+        "session_files",
+        frozenset({SESSION}),
+        "What the session starts from, read-only: the environment's seed files at /seed; for "
+        "the final verifier, the agent's work dir at /snapshot and the environment (verifier, "
+        "hidden tests) at /judge/env.",
+        "The agent's sandbox never holds the hidden tests or the verifier; the verifier reads a "
+        "copy of the agent's work that nothing of the agent's can change any more.",
+        lambda p: [
+            *(["--ro-bind", p.seed_dir, "/seed"] if p.seed_dir else []),
+            *(["--ro-bind", p.snapshot_dir, "/snapshot"] if p.snapshot_dir else []),
+            *(["--ro-bind", p.env_dir, "/judge/env"] if p.snapshot_dir else []),
+        ],
     ),
     Rule(
         "staged_environments",
@@ -249,7 +270,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "own_proc",
-        frozenset({VERIFIER, WORKER, PROBE}),
+        frozenset({VERIFIER, WORKER, PROBE, SESSION}),
         "A /proc of the sandbox's own pid namespace.",
         "The judge reads its own solution processes there (CPU time, for a timeout's blame); "
         "nothing outside the sandbox shows.",
@@ -257,7 +278,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "capped_work_dir",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "A size-capped, empty work dir at /work.",
         "A file on tmpfs is memory that RLIMIT_AS does not count (and a cgroup may be missing): "
         "the size cap bounds it.",
@@ -272,7 +293,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "run_cgroups",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "The run's cgroup.procs files, one per controller, at /cg/<controller>.procs.",
         "The solution host joins the run's groups before the answer runs: memory and process "
         "limits over everything the answer starts.",
@@ -280,21 +301,21 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "capped_tmp",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "A size-capped, empty /tmp.",
         "As for the work dir: tmpfs pages escape RLIMIT_AS.",
         _capped_tmpfs("/tmp"),
     ),
     Rule(
         "capped_shm",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "A size-capped, empty /dev/shm.",
         "As for the work dir: shared memory on tmpfs escapes RLIMIT_AS.",
         _capped_tmpfs("/dev/shm"),
     ),
     Rule(
         "read_only_rest",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "bwrap's own root, /dev and /proc remounted read-only, after every mount beneath them.",
         "Nothing writable but the capped tmpfs: bwrap's root and /dev are tmpfs that no limit "
         "counts.",
@@ -302,7 +323,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "solution_uid",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         f"Runs as uid and gid {SOLUTION_UID}.",
         "Never the verifier's uid: with no Yama LSM, a process can read the memory of any "
         "process with its uid.",
@@ -317,7 +338,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "solution_hostname",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "The hostname 'sandbox'.",
         "The host's name is not the answer's to read (it identifies the machine).",
         _fixed("--hostname", "sandbox"),
@@ -331,7 +352,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "solution_workdir",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, SESSION}),
         "Starts in its work dir, /work.",
         "Never in a host folder (bwrap keeps the starter's working dir where it exists inside).",
         _fixed("--chdir", "/work"),
@@ -345,7 +366,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "boot",
-        frozenset({SOLUTION, VERIFIER, WORKER}),
+        frozenset({SOLUTION, VERIFIER, WORKER, SESSION}),
         "Runs the judge's entry point in an isolated interpreter (-I -S).",
         "Nothing outside the judge (no PYTHON* variable, user site or site hook) decides what "
         "runs first.",

@@ -26,6 +26,7 @@ def _env_key(env: Environment) -> str:
             env.verifier_code,
             str(env.verifier_path) if env.verifier_path else None,
             str(env.repo_path) if env.repo_path else None,
+            str(env.tests_path) if env.tests_path else None,
         ],
         sort_keys=True,
         default=repr,
@@ -66,6 +67,8 @@ class Workspace:
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
                 dirs_exist_ok=True,
             )
+        if env.tests_path is not None:  # a session's hidden tests, beside its verifier
+            shutil.copytree(env.tests_path, d / "tests", dirs_exist_ok=True)
         self._staged[key] = d
         return d
 

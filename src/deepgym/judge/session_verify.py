@@ -1,0 +1,111 @@
+"""A session's final verifier, in a fresh sandbox of its own after the agent's phase.
+
+``python -I -S _boot.py session_verify REPORT_FD MARK_FD`` copies the snapshot of the agent's
+work dir (``/snapshot``, read-only) to ``/work`` (writable, so tests may write caches), loads the
+environment's ``verifier.py`` from ``/judge/env`` and calls ``verify(work, tests)`` with ``work``
+the work dir and ``tests`` the hidden tests (``/judge/env/tests``: never in the agent's sandbox).
+
+The verdict leaves on ``REPORT_FD``, a pipe only this process holds (not inherited by anything
+it starts, and the process is non-dumpable: the agent's code, if the verifier runs it, reaches
+neither). The instant the agent's output comes into play is the verifier's first touch of the
+work dir (an open, a listing, a change of directory into it, or a process started): it is
+written once to ``MARK_FD`` the same way. A failure before it is ours; after it, the agent's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import shutil
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+WORK = "/work"
+SNAPSHOT = "/snapshot"
+ENV = "/judge/env"
+PR_SET_DUMPABLE = 4
+
+
+class _Marker:
+    """Writes the in-play mark once, at the verifier's first touch of the work dir."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.done = False
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.done:
+            return
+        if event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.system"):
+            self._mark()
+        elif event in ("open", "os.listdir", "os.scandir", "os.chdir") and args:
+            path = args[0]
+            if isinstance(path, bytes):
+                path = path.decode(errors="replace")
+            if isinstance(path, str):
+                full = os.path.abspath(path)
+                if full == WORK or full.startswith(WORK + "/"):
+                    self._mark()
+
+    def _mark(self) -> None:
+        self.done = True
+        try:
+            os.write(self.fd, b"P")
+        except OSError:
+            pass
+
+
+def _report(fd: int, report: dict[str, Any]) -> None:
+    data = json.dumps(report).encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _plain_report(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"status": "ok", "score": 1.0 if value else 0.0, "passed": value}
+    if isinstance(value, int | float):
+        return {"status": "ok", "score": float(value)}
+    if isinstance(value, dict):
+        out = dict(value)
+        out.setdefault("status", "ok")
+        return out
+    return {"status": "invalid_score", "message": f"verify returned {type(value).__name__}"}
+
+
+def main(argv: list[str]) -> int:
+    """Run the verifier once; the exit code says whether a report was written."""
+    report_fd, mark_fd = int(argv[0]), int(argv[1])
+    for fd in (report_fd, mark_fd):
+        os.set_inheritable(fd, False)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    marker = _Marker(mark_fd)
+    try:
+        if os.path.isdir(SNAPSHOT):  # the snapshot is capped: copying it is ours to get right
+            shutil.copytree(SNAPSHOT, WORK, dirs_exist_ok=True, symlinks=True)
+        namespace: dict[str, Any] = {"__name__": "verifier"}
+        source = Path(ENV, "verifier.py").read_text()
+        code = compile(source, "verifier.py", "exec")
+        exec(code, namespace)
+        verify = namespace.get("verify")
+        if not callable(verify):
+            raise TypeError("verifier.py defines no verify(work, tests)")
+    except BaseException:  # set-up failed: before the agent's work came into play
+        _report(report_fd, {"status": "verifier_error", "message": traceback.format_exc()[-3000:]})
+        return 2
+    sys.addaudithook(marker)
+    try:
+        report = _plain_report(verify(Path(WORK), Path(ENV, "tests")))
+        score = report.get("score")
+        if not isinstance(score, int | float) or not math.isfinite(score) or not 0 <= score <= 1:
+            report = {"status": "invalid_score", "message": f"score {score!r} is not in [0, 1]"}
+    except BaseException:
+        report = {"status": "verifier_error", "message": traceback.format_exc()[-3000:]}
+    _report(report_fd, report)
+    return 0

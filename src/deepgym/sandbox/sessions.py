@@ -1,0 +1,488 @@
+"""Agent sessions on this host: one bwrap sandbox per session, driven through its supervisor.
+
+``LocalSessions.open(env)`` starts a ``session`` sandbox (``policy``: uid 65534, no capabilities,
+no network, its own pid, mount and ipc namespaces, a size-capped work dir seeded from the
+environment's ``repo``, the session's own cgroups) running ``judge/agent_shell.py``, and runs the
+environment's setup script. ``LocalSession`` sends it one request a line: ``exec``, files, and at
+``score`` a snapshot of the work dir, after which the agent's sandbox is ended and the final
+verifier runs in a fresh ``session`` sandbox over that snapshot (``judge/session_verify.py``).
+
+Failures, as the session rule reads them (``deepgym.session.failure_result``):
+
+- the supervisor gone (its sandbox killed from outside, or by the agent): ``SandboxDiedError``;
+- past the session's ``lifetime``: the sandbox is ended and ``SandboxExpiredError`` raised;
+- a start that fails: ``SandboxError``, before the agent could act.
+
+Nothing outlives a session: ``close`` kills its whole process tree and removes its cgroups and
+files; a sandbox dies with the host process (``--die-with-parent``); and each session writes its
+id, pid and cgroups to ``$DEEPGYM_HOME/sessions``, so one left by a host that was SIGKILLed is
+found and ended by id the next time sessions start on the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import io
+import json
+import math
+import os
+import secrets
+import shutil
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from deepgym.exceptions import (
+    ConfigError,
+    DeepGymError,
+    SandboxDiedError,
+    SandboxError,
+    SandboxExpiredError,
+)
+from deepgym.judge.blame import tree_pids
+from deepgym.models import Environment, RunResult
+from deepgym.results import build_result
+from deepgym.sandbox import cgroups, policy
+from deepgym.sandbox.base import RawRun
+from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.spawn import end_process, kill_tree, start_process
+from deepgym.sandbox.workspace import Workspace
+from deepgym.verdict import Outcome
+
+__all__ = ["ExecResult", "LocalSession", "LocalSessions", "reap_leftovers", "sessions_dir"]
+
+OUTPUT_CAP = 65536
+"""Bytes of a command's stdout, and of its stderr, that come back (the counts are kept)."""
+REPLY_GRACE_S = 15.0
+"""How long past a request's own time the supervisor has to answer before it counts as dead."""
+READ_CAP = 1 << 20
+"""Bytes of a file ``read_file`` returns."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecResult:
+    """What one command did: its output (each stream capped, its byte count kept), exit code,
+    whether its time ran out (its process group was killed), and how long it took."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+    stdout_bytes: int
+    stderr_bytes: int
+
+
+def sessions_dir() -> Path:
+    """``$DEEPGYM_HOME/sessions``: one file per open session, for reaping after a crash."""
+    home = os.environ.get("DEEPGYM_HOME") or str(Path.home() / ".deepgym")
+    return Path(home) / "sessions"
+
+
+def _alive_with(pid: int, marker: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return marker.encode() in f.read()
+    except OSError:
+        return False
+
+
+def reap_leftovers() -> int:
+    """End the sessions a host process left when it died without closing them (found by their
+    id in ``sessions_dir``); the number ended."""
+    d = sessions_dir()
+    if not d.is_dir():
+        return 0
+    ended = 0
+    for path in d.glob("*.json"):
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        owner = int(info.get("owner", 0))
+        if owner and owner != os.getpid() and os.path.exists(f"/proc/{owner}"):
+            continue  # its host is alive: its sessions are its own
+        pid = int(info.get("pid", 0))
+        if pid and _alive_with(pid, str(info.get("id", "?"))):
+            kill_tree(pid)
+            ended += 1
+        for group in info.get("cgroups", []):
+            with contextlib.suppress(OSError):
+                os.rmdir(group)
+        path.unlink(missing_ok=True)
+    return ended
+
+
+class LocalSession:
+    """One open session: its sandbox, its supervisor, its clock."""
+
+    def __init__(self, owner: LocalSessions, env: Environment) -> None:
+        self.owner = owner
+        self.env = env
+        self.sandbox_id = f"local-{secrets.token_hex(6)}"
+        self.acted = False
+        """Whether the agent has acted (a command, a file written): the session rule's line."""
+        self.agent_s = 0.0
+        """Time the agent's own commands ran."""
+        self.opened = 0.0
+        self.proc: asyncio.subprocess.Process | None = None
+        self.group: cgroups.RunCgroup | None = None
+        self.dir = owner.workspace.root / self.sandbox_id
+        self.closed = False
+        self.ended_by: DeepGymError | None = None
+        self._lock = asyncio.Lock()
+        self._expiry: asyncio.TimerHandle | None = None
+
+    # -- start -----------------------------------------------------------------------------
+    def _limits(self) -> dict[str, int]:
+        env = self.env
+        limits = {"fsize_bytes": env.max_file_mb * 2**20, "nproc": env.max_processes}
+        if self.group is not None and "memory" not in self.group.dirs:
+            limits["as_bytes"] = env.memory_mb * 2**20
+        return limits
+
+    def work_bytes(self) -> int:
+        """The size cap of the work dir (and of /tmp): twice the largest file allowed."""
+        return self.env.max_file_mb * 2 * 2**20
+
+    async def start(self) -> None:
+        """Start the sandbox and its supervisor, then the environment's setup script."""
+        self.dir.mkdir(mode=0o700)
+        env_dir = self.owner.workspace.env_dir(self.env)
+        self.group = cgroups.create(self.env.memory_mb, self.env.max_processes)
+        procs = self.group.procs_files
+        params = dataclasses.replace(
+            self.owner.host,
+            command=("session", json.dumps(self._limits())),
+            env={
+                "HOME": "/work",
+                "DEEPGYM_SESSION": self.sandbox_id,
+                "DEEPGYM_CGROUP_PROCS": ":".join(policy.RUN_CGROUP.format(c) for c in procs),
+            },
+            cgroups=procs,
+            size=self.work_bytes(),
+            seed_dir=str(env_dir / "repo") if (env_dir / "repo").is_dir() else "",
+        )
+        argv = policy.argv(policy.SESSION, params)
+        self.opened = time.monotonic()
+        try:
+            self.proc = await start_process(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+                limit=2**28,
+            )
+            self._record()
+            assert self.proc.stdout is not None
+            line = await asyncio.wait_for(self.proc.stdout.readline(), 30.0)
+            if not line or not json.loads(line).get("ready"):
+                raise SandboxError(f"session {self.sandbox_id}: the sandbox did not start")
+        except (OSError, ValueError, TimeoutError) as exc:
+            await self.close()
+            raise SandboxError(
+                f"session {self.sandbox_id}: the sandbox did not start: {exc}"
+            ) from exc
+        except BaseException:
+            await self.close()
+            raise
+        loop = asyncio.get_running_loop()
+        self._expiry = loop.call_later(self.env.lifetime, self._expire)
+        if self.env.setup_script:
+            done = await self._exec(self.env.setup_script, self.env.step_timeout, agent=False)
+            if done.exit_code != 0 or done.timed_out:
+                await self.close()
+                raise SandboxError(
+                    f"session {self.sandbox_id}: the environment's setup script failed "
+                    f"(exit {done.exit_code}): {done.stderr[-500:]}"
+                )
+
+    def _record(self) -> None:
+        """Note this session where ``reap_leftovers`` finds it if the host dies."""
+        assert self.proc is not None and self.group is not None
+        d = sessions_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        info = {
+            "id": self.sandbox_id,
+            "pid": self.proc.pid,
+            "owner": os.getpid(),
+            "cgroups": list(self.group.dirs.values()),
+        }
+        (d / f"{self.sandbox_id}.json").write_text(json.dumps(info))
+
+    def _expire(self) -> None:
+        if not self.closed and self.ended_by is None:
+            self.ended_by = SandboxExpiredError(
+                f"session {self.sandbox_id}: its sandbox's lifetime of {self.env.lifetime:g} s "
+                "ended"
+            )
+            if self.proc is not None and self.proc.returncode is None:
+                kill_tree(self.proc.pid)
+
+    # -- requests --------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.ended_by is not None:
+            raise self.ended_by
+        if self.closed:
+            raise ConfigError(f"session {self.sandbox_id} is closed")
+        if time.monotonic() - self.opened > self.env.lifetime:
+            self._expire()
+            assert self.ended_by is not None
+            raise self.ended_by
+
+    async def _request(self, op: str, wait_s: float, **fields: Any) -> dict[str, Any]:
+        self._check_open()
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        async with self._lock:
+            try:
+                proc.stdin.write(json.dumps({"op": op, **fields}).encode() + b"\n")
+                await proc.stdin.drain()
+                line = await asyncio.wait_for(proc.stdout.readline(), wait_s + REPLY_GRACE_S)
+            except (OSError, TimeoutError) as exc:
+                line = b""
+                cause = f"{type(exc).__name__}: {exc}"
+            else:
+                cause = "its supervisor exited"
+        if not line:
+            if self.ended_by is not None:
+                raise self.ended_by
+            self.ended_by = SandboxDiedError(
+                f"session {self.sandbox_id}: the sandbox died ({cause})"
+            )
+            raise self.ended_by
+        reply = json.loads(line)
+        if "err" in reply:
+            raise ConfigError(f"session {self.sandbox_id}: {op}: {reply['err']}")
+        result: dict[str, Any] = reply["ok"]
+        return result
+
+    async def _exec(self, command: str, timeout: float, *, agent: bool) -> ExecResult:
+        left = self.env.lifetime - (time.monotonic() - self.opened)
+        got = await self._request(
+            "exec", min(timeout, max(left, 0.0)), cmd=command, timeout=timeout, cap=OUTPUT_CAP
+        )
+        result = ExecResult(
+            stdout=got["stdout"],
+            stderr=got["stderr"],
+            exit_code=int(got["exit_code"]),
+            timed_out=bool(got["timed_out"]),
+            truncated=bool(got["truncated"]),
+            duration_s=float(got["duration_s"]),
+            stdout_bytes=int(got["stdout_bytes"]),
+            stderr_bytes=int(got["stderr_bytes"]),
+        )
+        if agent:
+            self.agent_s += result.duration_s
+        return result
+
+    async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run ``command`` in the session's shell; past ``timeout`` (the environment's step
+        limit by default) its process group is killed and the result says ``timed_out``."""
+        limit = self.env.step_timeout if timeout is None else timeout
+        if not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.acted = True
+        return await self._exec(command, float(limit), agent=True)
+
+    async def write_file(self, path: str, content: str | bytes) -> None:
+        """Write ``content`` to ``path`` under the work dir."""
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        self.acted = True
+        await self._request("write", 10.0, path=path, data=base64.b64encode(data).decode())
+
+    async def read_file(self, path: str) -> str:
+        """The text of ``path`` under the work dir (its first ``READ_CAP`` bytes)."""
+        got = await self._request("read", 10.0, path=path, cap=READ_CAP)
+        return base64.b64decode(got["data"]).decode("utf-8", "replace")
+
+    async def list_files(self, path: str = ".") -> list[str]:
+        """Every file under ``path`` in the work dir, relative to it."""
+        got = await self._request("list", 10.0, path=path)
+        return list(got["files"])
+
+    # -- the verdict -----------------------------------------------------------------------
+    async def score(self) -> RunResult:
+        """End the agent's phase, then run the final verifier over a snapshot of the work dir.
+
+        Raises the session's own failure (``SandboxDiedError``, ``SandboxExpiredError``, a
+        failed snapshot as ``SandboxDiedError``) for ``failure_result`` to read.
+        """
+        try:
+            got = await self._request("snapshot", 30.0, cap=self.work_bytes())
+        except ConfigError as exc:  # the agent's work dir could not be taken (too big)
+            raise SandboxDiedError(str(exc)) from exc
+        tar = base64.b64decode(got["tar"])
+        await self._end_sandbox()
+        snap = self.dir / "snapshot"
+        snap.mkdir()
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            archive.extractall(snap, filter="data")
+        for root, dirs, files in os.walk(snap):
+            for name in [*dirs, *files]:
+                p = os.path.join(root, name)
+                if not os.path.islink(p):
+                    os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
+        os.chmod(snap, 0o755)
+        os.chmod(self.dir, 0o755)
+        return await self.owner.verify(self, snap)
+
+    # -- the end ---------------------------------------------------------------------------
+    async def _end_sandbox(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        proc = self.proc
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            await end_process(proc)
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
+        (sessions_dir() / f"{self.sandbox_id}.json").unlink(missing_ok=True)
+
+    async def close(self) -> None:
+        """End everything the session started and remove its files."""
+        if self.closed:
+            return
+        self.closed = True
+        await self._end_sandbox()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.owner.sessions.discard(self)
+
+
+class LocalSessions:
+    """Sessions on this host: opens them, runs their final verifiers, ends what is left."""
+
+    isolation = "strict"
+
+    def __init__(self) -> None:
+        compile_judge()
+        check_bwrap()
+        reap_leftovers()
+        self.host = host_params()
+        self.workspace = Workspace()
+        self.sessions: set[LocalSession] = set()
+
+    async def open(self, env: Environment) -> LocalSession:
+        """A new session of ``env`` (a ``kind: "session"`` environment), started."""
+        if env.kind != "session":
+            raise ConfigError(f"env {env.name!r} is a {env.kind} task, not a session")
+        session = LocalSession(self, env)
+        self.sessions.add(session)
+        await session.start()
+        return session
+
+    async def verify(self, session: LocalSession, snapshot: Path) -> RunResult:
+        """The final verifier of ``session``, in a fresh sandbox over ``snapshot``."""
+        env = session.env
+        env_dir = self.workspace.env_dir(env)
+        group = cgroups.create(env.memory_mb, env.max_processes)
+        r_report, w_report = os.pipe()
+        r_mark, w_mark = os.pipe()
+        params = dataclasses.replace(
+            self.host,
+            command=("session_verify", str(w_report), str(w_mark)),
+            env={
+                "HOME": "/work",
+                "DEEPGYM_CGROUP_PROCS": ":".join(
+                    policy.RUN_CGROUP.format(c) for c in group.procs_files
+                ),
+            },
+            cgroups=group.procs_files,
+            size=session.work_bytes(),
+            env_dir=str(env_dir),
+            snapshot_dir=str(snapshot),
+        )
+        t0 = time.monotonic()
+        timed_out = False
+        try:
+            proc = await start_process(
+                *policy.argv(policy.SESSION, params),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(w_report, w_mark),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            for fd in (r_report, w_report, r_mark, w_mark):
+                os.close(fd)
+            group.remove()
+            raise SandboxError(
+                f"session {session.sandbox_id}: the verifier did not start: {exc}"
+            ) from exc
+        os.close(w_report)
+        os.close(w_mark)
+        try:
+            try:
+                out, err = await asyncio.wait_for(proc.communicate(), env.timeout)
+            except TimeoutError:
+                timed_out = True
+                out, err = b"", b""
+                await end_process(proc)
+            except BaseException:
+                await end_process(proc)
+                raise
+            report_raw = _read_all(r_report)
+            in_play = bool(_read_all(r_mark))
+        finally:
+            os.close(r_report)
+            os.close(r_mark)
+            group.remove()
+        report: dict[str, Any] | None
+        try:
+            report = json.loads(report_raw) if report_raw else None
+        except ValueError:
+            report = None
+        code = proc.returncode if proc.returncode is not None else -9
+        outcome = Outcome(
+            report=report,
+            in_play=in_play,
+            verifier_exit_code=code,
+            wall_timeout=timed_out,
+            detail=err.decode(errors="replace")[-500:],
+        )
+        raw = RawRun(
+            outcome=outcome,
+            report=report,
+            isolation="strict",
+            exit_code=code,
+            stdout=out.decode(errors="replace")[-2000:],
+            stderr=err.decode(errors="replace")[-2000:],
+            total_ms=(time.monotonic() - t0) * 1000.0,
+        )
+        result, _ = build_result(raw, env.name, env.timeout, memory_mb=env.memory_mb)
+        return result.model_copy(update={"sandbox_id": session.sandbox_id})
+
+    async def close(self) -> None:
+        """Close every session still open, and remove the provider's files."""
+        for session in list(self.sessions):
+            await session.close()
+        self.workspace.close()
+
+
+def _read_all(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def leftover_pids(session: LocalSession) -> set[int]:
+    """Processes of ``session``'s sandbox still alive (for tests)."""
+    return tree_pids(session.proc.pid) if session.proc is not None else set()

@@ -1,0 +1,370 @@
+"""Agent sessions: an agent acts step by step in one sandbox, then a verifier scores its work.
+
+``dg.session(env)`` opens a session of a ``kind: "session"`` environment (``AsyncSession`` on
+``AsyncDeepGym``, ``Session`` on ``DeepGym``; both are context managers): ``exec`` runs a command
+in a persistent shell (working dir, variables and files carry over), ``write_file``,
+``read_file`` and ``list_files`` work in the work dir, ``score`` ends the agent's phase and runs
+the environment's final verifier in a fresh sandbox over a snapshot of the work dir, and
+``close`` ends everything the session started. ``dg.run_episode(env, agent, budget=...)`` drives
+an agent (a callable from an ``Observation`` to an action) through one session and returns the
+result with the trajectory.
+
+The contract's rule for sessions is ``failure_result(exc, sandbox_id)``: before the agent has
+acted, every failure has no verdict; once it has, only a failure that is ours for certain has
+none (what ``is_infrastructure_failure`` calls infrastructure; a verifier that could not run, or
+timed out, before it read the agent's work; the sandbox's lifetime ending, unless the agent's own
+commands took at least half of it). Anything else, ``SandboxDiedError`` included, is the agent's
+0 (``policy_sandbox_failure``), and so is a failure the rule cannot read.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Self
+
+from deepgym.blocking import BlockingFace
+from deepgym.exceptions import (
+    ConfigError,
+    DeepGymError,
+    DeepGymTimeoutError,
+    SandboxExpiredError,
+    VerifierError,
+    is_infrastructure_failure,
+)
+from deepgym.models import Environment, RunResult
+from deepgym.sandbox.sessions import ExecResult, LocalSession
+from deepgym.text import one_line
+
+__all__ = [
+    "AGENT_SHARE",
+    "Action",
+    "AsyncSession",
+    "Budget",
+    "Episode",
+    "ExecResult",
+    "Observation",
+    "Session",
+    "Step",
+    "failure_result",
+    "run_episode_async",
+]
+
+AGENT_SHARE = 0.5
+"""A session that expired is the agent's 0 when its own commands took at least this share of
+the session's lifetime (it spent the time), and has no verdict otherwise."""
+
+
+def failure_result(
+    exc: BaseException,
+    sandbox_id: str | None,
+    *,
+    acted: bool = True,
+    agent_share: float | None = None,
+) -> RunResult:
+    """The result of a session that failed with ``exc``: no verdict where the failure is ours
+    for certain, the agent's 0 (``policy_sandbox_failure``) otherwise.
+
+    ``acted``: whether the agent had acted (before that, every failure has no verdict).
+    ``agent_share``: the share of the session's lifetime its own commands took (for a
+    ``SandboxExpiredError``; unknown counts as less than half).
+    """
+    cause = one_line(f"{type(exc).__name__}: {exc}", 2000)
+    error_type = "timeout" if isinstance(exc, TimeoutError) else "sandbox_error"
+    if isinstance(exc, VerifierError):
+        error_type = "verifier_error"
+    if not acted:
+        return RunResult.no_verdict(error_type, cause, sandbox_id=sandbox_id)
+    if isinstance(exc, SandboxExpiredError):
+        if agent_share is not None and agent_share >= AGENT_SHARE:
+            return _agents_zero(cause, sandbox_id)
+        return RunResult.no_verdict("sandbox_error", cause, sandbox_id=sandbox_id)
+    if is_infrastructure_failure(exc):
+        return RunResult.no_verdict(error_type, cause, sandbox_id=sandbox_id)
+    if isinstance(exc, VerifierError | DeepGymTimeoutError):
+        got = getattr(exc, "result", None)
+        if isinstance(got, RunResult) and not got.has_verdict:  # before it read the work
+            return got.model_copy(update={"sandbox_id": sandbox_id})
+    return _agents_zero(cause, sandbox_id)
+
+
+def _agents_zero(cause: str, sandbox_id: str | None) -> RunResult:
+    return RunResult(
+        score=0.0,
+        passed=False,
+        error_type="policy_sandbox_failure",
+        error=cause,
+        sandbox_id=sandbox_id,
+    )
+
+
+class AsyncSession:
+    """One agent session (see the module): ``async with await dg.session(env) as s``."""
+
+    def __init__(self, inner: LocalSession) -> None:
+        self._inner = inner
+
+    @property
+    def sandbox_id(self) -> str:
+        """The session's sandbox, named in its result."""
+        return self._inner.sandbox_id
+
+    @property
+    def env(self) -> Environment:
+        """The session's environment."""
+        return self._inner.env
+
+    @property
+    def acted(self) -> bool:
+        """Whether the agent has acted (run a command, written a file)."""
+        return self._inner.acted
+
+    @property
+    def agent_share(self) -> float:
+        """The share of the session's lifetime the agent's own commands took."""
+        return self._inner.agent_s / self._inner.env.lifetime
+
+    async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run ``command`` in the session's persistent shell (see ``ExecResult``). A command
+        past its ``timeout`` is killed with its process group and comes back ``timed_out``."""
+        if not isinstance(command, str):
+            raise ConfigError(f"command must be a str, got {type(command).__name__}")
+        return await self._inner.exec(command, timeout)
+
+    async def write_file(self, path: str, content: str | bytes) -> None:
+        """Write a file under the work dir."""
+        await self._inner.write_file(path, content)
+
+    async def read_file(self, path: str) -> str:
+        """Read a file under the work dir."""
+        return await self._inner.read_file(path)
+
+    async def list_files(self, path: str = ".") -> list[str]:
+        """The files under ``path`` in the work dir."""
+        return await self._inner.list_files(path)
+
+    async def score(self) -> RunResult:
+        """The final verifier's result over the agent's work; a failure of the session itself
+        is read by ``failure_result``, so this returns a result (with or without a verdict)."""
+        try:
+            return await self._inner.score()
+        except DeepGymError as exc:
+            return failure_result(
+                exc, self.sandbox_id, acted=self.acted, agent_share=self.agent_share
+            )
+
+    async def close(self) -> None:
+        """End everything the session started."""
+        await self._inner.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Session:
+    """The blocking face of ``AsyncSession``, for ``DeepGym`` (same methods, same results),
+    on the client's own portal."""
+
+    def __init__(self, core: AsyncSession, client: BlockingFace) -> None:
+        self._core = core
+        self._client = client
+
+    def _call(self, coro: Any) -> Any:
+        return self._client._call(coro)
+
+    @property
+    def sandbox_id(self) -> str:
+        """See ``AsyncSession.sandbox_id``."""
+        return self._core.sandbox_id
+
+    @property
+    def acted(self) -> bool:
+        """See ``AsyncSession.acted``."""
+        return self._core.acted
+
+    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """See ``AsyncSession.exec``."""
+        result: ExecResult = self._call(self._core.exec(command, timeout))
+        return result
+
+    def write_file(self, path: str, content: str | bytes) -> None:
+        """See ``AsyncSession.write_file``."""
+        self._call(self._core.write_file(path, content))
+
+    def read_file(self, path: str) -> str:
+        """See ``AsyncSession.read_file``."""
+        text: str = self._call(self._core.read_file(path))
+        return text
+
+    def list_files(self, path: str = ".") -> list[str]:
+        """See ``AsyncSession.list_files``."""
+        names: list[str] = self._call(self._core.list_files(path))
+        return names
+
+    def score(self) -> RunResult:
+        """See ``AsyncSession.score``."""
+        result: RunResult = self._call(self._core.score())
+        return result
+
+    def close(self) -> None:
+        """See ``AsyncSession.close``."""
+        self._call(self._core.close())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- episodes --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much an episode may take: ``turns`` actions (None: the environment's ``max_steps``)
+    and ``seconds`` of wall time (None: the session's lifetime)."""
+
+    turns: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.turns is not None and (isinstance(self.turns, bool) or self.turns < 1):
+            raise ConfigError(f"turns must be a positive int or None, got {self.turns!r}")
+        if self.seconds is not None and not self.seconds > 0:
+            raise ConfigError(f"seconds must be positive or None, got {self.seconds!r}")
+
+
+@dataclass(frozen=True)
+class Action:
+    """What an agent does next: ``tool`` is ``bash`` (``command``), ``write_file`` (``path``,
+    ``content``) or ``done``. A dict with the same keys is read as an ``Action``."""
+
+    tool: str
+    command: str = ""
+    path: str = ""
+    content: str = ""
+
+    @classmethod
+    def of(cls, value: Action | Mapping[str, Any]) -> Action:
+        """``value`` as an ``Action``; ``ConfigError`` for anything else."""
+        if isinstance(value, Action):
+            action = value
+        elif isinstance(value, Mapping):
+            unknown = set(value) - {"tool", "command", "path", "content"}
+            if unknown:
+                raise ConfigError(f"an action has no field {sorted(unknown)[0]!r}")
+            action = cls(**value)
+        else:
+            raise ConfigError(
+                f"an agent must return an Action or a dict, got {type(value).__name__}"
+            )
+        if action.tool not in ("bash", "write_file", "done"):
+            raise ConfigError(
+                f"an action's tool must be bash, write_file or done, got {action.tool!r}"
+            )
+        return action
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent sees before each action: the task, the step number and the last
+    action's outcome (``None`` before the first)."""
+
+    task: str
+    step: int
+    last: ExecResult | None = None
+    note: str = ""
+    """A line about the last action when it was not a command (a file written)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a trajectory: the action, and what it did."""
+
+    action: Action
+    output: ExecResult | None
+    duration_s: float
+
+
+@dataclass
+class Episode:
+    """An episode's result (a verdict, or plainly none) and its trajectory."""
+
+    result: RunResult
+    trajectory: list[Step] = field(default_factory=list)
+    sandbox_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The episode as plain data: one JSON trajectory."""
+        return {
+            "sandbox_id": self.sandbox_id,
+            "result": self.result.model_dump(mode="json"),
+            "steps": [
+                {
+                    "action": asdict(s.action),
+                    "output": asdict(s.output) if s.output is not None else None,
+                    "duration_s": s.duration_s,
+                }
+                for s in self.trajectory
+            ],
+        }
+
+
+Agent = Callable[
+    [Observation], "Action | Mapping[str, Any] | Awaitable[Action | Mapping[str, Any]]"
+]
+
+
+async def run_episode_async(
+    open_session: Callable[[], Awaitable[AsyncSession]],
+    env: Environment,
+    agent: Agent,
+    budget: Budget,
+) -> Episode:
+    """One episode: open a session, let ``agent`` act until it says ``done`` or the budget is
+    spent, then score. A failure of the session becomes ``failure_result``'s result; an error
+    in ``agent`` itself is the caller's and is raised."""
+    turns = budget.turns or env.max_steps
+    try:
+        session = await open_session()
+    except DeepGymError as exc:  # the session never started: the agent never acted
+        return Episode(failure_result(exc, None, acted=False))
+    trajectory: list[Step] = []
+    async with session:
+        deadline = time.monotonic() + (budget.seconds or env.lifetime)
+        obs = Observation(task=env.task, step=0)
+        try:
+            for step in range(turns):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                chosen = agent(obs)
+                if inspect.isawaitable(chosen):
+                    chosen = await chosen
+                action = Action.of(chosen)
+                if action.tool == "done":
+                    trajectory.append(Step(action, None, 0.0))
+                    break
+                t0 = time.monotonic()
+                output: ExecResult | None = None
+                note = ""
+                if action.tool == "bash":
+                    output = await session.exec(action.command, min(env.step_timeout, left))
+                else:
+                    await session.write_file(action.path, action.content)
+                    note = f"wrote {action.path} ({len(action.content.encode())} bytes)"
+                trajectory.append(Step(action, output, time.monotonic() - t0))
+                obs = Observation(task=env.task, step=step + 1, last=output, note=note)
+        except DeepGymError as exc:
+            result = failure_result(
+                exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
+            )
+            return Episode(result, trajectory, session.sandbox_id)
+        result = await session.score()
+    return Episode(result, trajectory, session.sandbox_id)
