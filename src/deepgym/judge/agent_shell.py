@@ -123,16 +123,33 @@ def _exec(req: dict[str, Any]) -> dict[str, Any]:
     cap = int(req.get("cap") or 65536)
     script = _RESTORE.format(s=STATE) + _SAVE.format(s=STATE) + command + "\n"
     start = time.monotonic()
-    proc = subprocess.Popen(
-        ["/bin/bash", "--norc", "--noprofile", "-c", script],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        cwd=WORK,
-        env={**os.environ, "HOME": WORK},
-        close_fds=True,
-    )
+    for attempt in range(5):
+        try:
+            proc = subprocess.Popen(
+                ["/bin/bash", "--norc", "--noprofile", "-c", script],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                cwd=WORK,
+                env={**os.environ, "HOME": WORK},
+                close_fds=True,
+            )
+            break
+        except BlockingIOError:  # the session's process limit is reached (the agent's doing)
+            time.sleep(0.05 * (attempt + 1))
+    else:
+        return {
+            "stdout": "",
+            "stderr": "deepgym: the command could not start: the session's process limit is "
+            "reached\n",
+            "stdout_bytes": 0,
+            "stderr_bytes": 0,
+            "truncated": False,
+            "timed_out": False,
+            "exit_code": 126,
+            "duration_s": time.monotonic() - start,
+        }
     out = _read_capped(proc, cap, start + timeout)
     if out["timed_out"]:
         try:

@@ -1,0 +1,215 @@
+"""Local sessions: the shell, files, the verdict, episodes, and the rule with real faults."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+
+import pytest
+
+from deepgym import AsyncDeepGym, DeepGym
+from deepgym.exceptions import ConfigError
+from deepgym.models import Environment
+from deepgym.sandbox.spawn import kill_tree
+from deepgym.session import Action, Budget, Observation
+from tests.sessions.conftest import FIX
+
+pytestmark = pytest.mark.sandbox
+
+
+def test_the_shell_keeps_its_state_between_steps(dg: DeepGym, example: Environment) -> None:
+    with dg.session(example) as s:
+        assert s.sandbox_id.startswith("local-")
+        s.exec("mkdir -p sub && cd sub && export GREETING=hi && COUNT=3 && f() { echo f$1; }")
+        r = s.exec('pwd; echo "$GREETING $COUNT"; f 7; ls ..')
+        assert r.stdout.splitlines()[:3] == ["/work/sub", "hi 3", "f7"]
+        assert "calc.py" in r.stdout.splitlines()[3:]
+        assert (r.exit_code, r.timed_out, r.truncated) == (0, False, False)
+        r = s.exec("exit 4")
+        assert r.exit_code == 4 and s.exec("pwd").stdout == "/work/sub\n"  # still there
+
+
+def test_a_command_past_its_timeout_is_killed_and_the_shell_stays(
+    dg: DeepGym, example: Environment
+) -> None:
+    with dg.session(example) as s:
+        t0 = time.monotonic()
+        r = s.exec("echo started; sleep 30 & sleep 30", timeout=0.5)
+        assert r.timed_out and r.exit_code == 137 and r.stdout == "started\n"
+        assert time.monotonic() - t0 < 5
+        assert s.exec("pgrep -c sleep || true").stdout.strip() == "0"  # the group went with it
+        assert s.exec("echo fine").stdout == "fine\n"
+
+
+def test_output_is_capped_and_counted(dg: DeepGym, example: Environment) -> None:
+    with dg.session(example) as s:
+        r = s.exec("head -c 300000 /dev/zero | tr '\\0' x; echo oops >&2")
+        assert r.truncated and r.stdout_bytes == 300000 and len(r.stdout) == 65536
+        assert r.stderr == "oops\n" and r.stderr_bytes == 5
+
+
+def test_files_in_the_work_dir(dg: DeepGym, example: Environment) -> None:
+    with dg.session(example) as s:
+        s.write_file("notes/a.txt", "one\ntwo\n")
+        assert s.read_file("notes/a.txt") == "one\ntwo\n"
+        assert s.exec("wc -l < notes/a.txt").stdout.strip() == "2"
+        assert s.list_files() == ["README.md", "calc.py", "notes/a.txt"]
+        assert s.list_files("notes") == ["a.txt"]
+        with pytest.raises(ConfigError, match="outside the work dir"):
+            s.read_file("../etc/passwd")
+        with pytest.raises(ConfigError, match="outside the work dir"):
+            s.write_file("/tmp/x", "x")
+
+
+def test_the_final_verifier_scores_the_work_dir(dg: DeepGym, example: Environment) -> None:
+    with dg.session(example) as s:
+        unfixed = s.score()
+    assert unfixed.has_verdict and unfixed.score == 0.6 and not unfixed.passed
+    assert unfixed.sandbox_id == s.sandbox_id
+    with dg.session(example) as s:
+        s.exec(FIX)
+        fixed = s.score()
+    assert (fixed.score, fixed.passed, fixed.has_verdict) == (1.0, True, True)
+    assert [c.passed for c in fixed.cases] == [True] * 5
+
+
+def test_an_episode_with_a_sync_agent_and_an_async_one(dg: DeepGym, example: Environment) -> None:
+    seen: list[Observation] = []
+
+    def agent(obs: Observation) -> dict[str, str]:
+        seen.append(obs)
+        script = [
+            {"tool": "bash", "command": "cat calc.py"},
+            {"tool": "bash", "command": FIX},
+            {"tool": "write_file", "path": "NOTES.md", "content": "fixed add\n"},
+            {"tool": "done"},
+        ]
+        return script[obs.step]
+
+    episode = dg.run_episode(example, agent, budget=Budget(turns=10))
+    assert episode.result.passed and episode.result.sandbox_id == episode.sandbox_id
+    assert [s.action.tool for s in episode.trajectory] == ["bash", "bash", "write_file", "done"]
+    assert "a - b" in (episode.trajectory[0].output.stdout if episode.trajectory[0].output else "")
+    assert seen[0].last is None and seen[0].task == example.task
+    assert seen[3].note == "wrote NOTES.md (10 bytes)"
+    data = episode.to_json()
+    assert data["steps"][1]["action"]["command"] == FIX and data["result"]["score"] == 1.0
+
+    async def lazy(obs: Observation) -> Action:
+        return Action("bash", command="true")
+
+    async def go() -> None:
+        async with AsyncDeepGym() as adg:
+            ep = await adg.run_episode(example, lazy, budget=Budget(turns=2))
+        assert len(ep.trajectory) == 2 and ep.result.has_verdict and ep.result.score == 0.6
+
+    asyncio.run(go())
+
+
+def test_a_single_run_refuses_a_session_environment(dg: DeepGym, example: Environment) -> None:
+    with pytest.raises(ConfigError, match="is a session"):
+        dg.run(example, "x")
+    with pytest.raises(ConfigError, match="not a session"):
+        dg.session("two_sum")
+
+
+def test_a_failed_setup_has_no_verdict(dg: DeepGym, make_env: Callable[..., Environment]) -> None:
+    env = make_env(setup_script="echo setting up; exit 3")
+    episode = dg.run_episode(env, lambda obs: {"tool": "done"})
+    assert not episode.result.has_verdict and "setup script failed" in episode.result.error
+
+
+def test_a_verifier_that_crashes_before_it_reads_has_no_verdict(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    env = make_env(verifier="import no_such_module\ndef verify(work, tests):\n    return 1.0\n")
+    with dg.session(env) as s:
+        s.exec(FIX)
+        r = s.score()
+    assert not r.has_verdict and r.error_type == "verifier_error" and "no_such_module" in r.error
+    env = make_env(verifier="def verify(work, tests):\n    raise RuntimeError('broke first')\n")
+    with dg.session(env) as s:
+        s.exec(FIX)
+        r = s.score()
+    assert not r.has_verdict and "broke first" in r.error
+
+
+def test_a_verifier_that_crashes_after_it_reads_is_the_agents_zero(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    verifier = (
+        "def verify(work, tests):\n"
+        "    (work / 'calc.py').read_text()\n"
+        "    raise RuntimeError('choked on the work')\n"
+    )
+    with dg.session(make_env(verifier=verifier)) as s:
+        s.exec(FIX)
+        r = s.score()
+    assert r.has_verdict and r.score == 0.0 and r.error_type == "solution_error"
+
+
+def test_a_sandbox_killed_from_outside_is_the_agents_zero(
+    dg: DeepGym, example: Environment
+) -> None:
+    def agent(obs: Observation) -> Action:
+        if obs.step == 1:  # after its first action: kill the whole sandbox, as an outage would
+            inner = session_of[0]
+            assert inner.proc is not None
+            kill_tree(inner.proc.pid)
+        return Action("bash", command="true")
+
+    session_of: list[object] = []
+    original = dg._core._engine.open_session  # type: ignore[attr-defined]
+
+    async def spy(env: Environment) -> object:
+        inner = await original(env)
+        session_of.append(inner)
+        return inner
+
+    dg._core._engine.open_session = spy  # type: ignore[attr-defined]
+    episode = dg.run_episode(example, agent, budget=Budget(turns=5))
+    r = episode.result
+    assert r.has_verdict and r.score == 0.0 and r.error_type == "policy_sandbox_failure"
+    assert "SandboxDiedError" in r.error
+
+
+def test_an_expired_session_with_an_idle_agent_has_no_verdict(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    env = make_env(lifetime=1.5)
+
+    def idle(obs: Observation) -> Action:
+        time.sleep(0.9)  # thinking: the agent's commands take no time
+        return Action("bash", command="true")
+
+    episode = dg.run_episode(env, idle, budget=Budget(turns=5, seconds=30))
+    r = episode.result
+    assert not r.has_verdict and "SandboxExpiredError" in r.error
+
+
+def test_an_expired_session_with_a_busy_agent_is_its_zero(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    env = make_env(lifetime=1.5, step_timeout=5)
+
+    def busy(obs: Observation) -> Action:
+        return Action("bash", command="sleep 0.6")
+
+    episode = dg.run_episode(env, busy, budget=Budget(turns=6, seconds=30))
+    r = episode.result
+    assert r.has_verdict and r.error_type == "policy_sandbox_failure"
+    assert "SandboxExpiredError" in r.error
+
+
+def test_closing_the_client_ends_open_sessions(example: Environment) -> None:
+    from tests.procs import descendants
+
+    before = descendants(os.getpid())
+    dg = DeepGym()
+    s = dg.session(example)
+    s.exec("sleep 100 >/dev/null 2>&1 &")
+    assert descendants(os.getpid()) - before
+    dg.close()
+    assert not descendants(os.getpid()) - before
