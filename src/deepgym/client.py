@@ -30,6 +30,7 @@ from deepgym.validation import optional_positive_int, optional_seconds, positive
 
 if TYPE_CHECKING:
     from deepgym.session import Agent, AsyncSession, Budget, Episode, Session
+    from deepgym.store import RunStore
 
 __all__ = ["MODES", "SANDBOXES", "AsyncDeepGym", "DeepGym"]
 
@@ -248,15 +249,21 @@ class AsyncDeepGym:
                 f"env {environment.name!r} is a {environment.kind} task, not a session"
             )
         open_session = getattr(self._engine, "open_session", None)
-        if open_session is None:
-            raise ConfigError(f"agent sessions run in mode='local'; this client is {self.mode!r}")
+        if open_session is None:  # an engine of one's own may have no sessions
+            raise ConfigError(f"this client's engine ({self.mode!r}) has no agent sessions")
         return AsyncSession(await open_session(environment))
 
     async def run_episode(
-        self, env: EnvLike, agent: Agent, *, budget: Budget | None = None
+        self,
+        env: EnvLike,
+        agent: Agent,
+        *,
+        budget: Budget | None = None,
+        store: RunStore | None = None,
     ) -> Episode:
         """One episode of ``agent`` in a session of ``env``: the result and the trajectory. A
-        failure of the session is read by ``deepgym.session.failure_result``."""
+        failure of the session is read by ``deepgym.session.failure_result``. With ``store``
+        (a ``RunStore``), its trace is recorded as it happens (``deepgym episodes``)."""
         from deepgym.envs.registry import resolve
         from deepgym.session import Budget, run_episode_async
 
@@ -264,7 +271,7 @@ class AsyncDeepGym:
         if not callable(agent):
             raise ConfigError(f"agent must be callable, got {type(agent).__name__}")
         return await run_episode_async(
-            lambda: self.session(environment), environment, agent, budget or Budget()
+            lambda: self.session(environment), environment, agent, budget or Budget(), store
         )
 
     async def sandbox_stats(self) -> dict[str, Any]:
@@ -400,9 +407,16 @@ class DeepGym(BlockingFace):
 
         return Session(self._call(self._core.session(env)), self)
 
-    def run_episode(self, env: EnvLike, agent: Agent, *, budget: Budget | None = None) -> Episode:
+    def run_episode(
+        self,
+        env: EnvLike,
+        agent: Agent,
+        *,
+        budget: Budget | None = None,
+        store: RunStore | None = None,
+    ) -> Episode:
         """See ``AsyncDeepGym.run_episode``."""
-        return self._call(self._core.run_episode(env, agent, budget=budget))
+        return self._call(self._core.run_episode(env, agent, budget=budget, store=store))
 
     def sandbox_stats(self) -> dict[str, Any]:
         """See ``AsyncDeepGym.sandbox_stats``."""

@@ -212,6 +212,23 @@ class ServiceTime(BaseModel):
         return max(self.total_ms - self.queue_ms, 0.0)
 
 
+class ExecResult(BaseModel):
+    """What one command of an agent session did: its output (each stream capped, its byte count
+    kept), exit code, whether its time ran out (its process group was killed), and how long it
+    took. The same object on the wire (``POST /v1/sessions/{id}/exec``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+    stdout_bytes: int
+    stderr_bytes: int
+
+
 class RunResult(BaseModel):
     """The outcome of one answer: a verdict (a score the policy earned) or no verdict."""
 

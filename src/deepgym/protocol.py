@@ -11,9 +11,15 @@ Both sides import this module, so the wire has one definition:
   valid and the runs began), ``progress``, ``group`` (one complete group's results), ``heartbeat``
   (nothing new for a while), ``end``. A stream that stops before ``end`` lost only the groups it
   did not send: the client turns each of those runs into a result without a verdict.
+- Agent sessions: ``POST /v1/sessions`` (``SessionOpenRequest``) opens one and answers its
+  ``sandbox_id``; ``/v1/sessions/{sandbox_id}/exec`` (``SessionExecRequest``, answers
+  ``SessionExecReply``), ``/files/write``, ``/files/read``, ``/files/list`` and ``/score``
+  (``SessionScoreReply``) act in it, and ``DELETE /v1/sessions/{sandbox_id}`` closes it.
 - An error is ``{"error": {"code": ..., "message": ...}}`` with a 4xx or 5xx status;
-  ``error_for`` maps it to the exception local mode raises for the same input (bad input) or to
-  ``TransportError`` (credentials, overload, the service failing).
+  ``error_for`` maps it to the exception local mode raises for the same input (bad input), for
+  the same failure of a session's sandbox (``sandbox_died``: ``SandboxDiedError``,
+  ``sandbox_expired``: ``SandboxExpiredError``), or to ``TransportError`` (credentials,
+  overload, the service failing, a session the service no longer has).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from deepgym.exceptions import (
     VerifierCodeRefusedError,
     VerifierError,
 )
-from deepgym.models import RunResult
+from deepgym.models import ExecResult, RunResult
 
 __all__ = [
     "RAISABLE",
@@ -46,6 +52,14 @@ __all__ = [
     "Raised",
     "RunReply",
     "RunRequest",
+    "SessionExecReply",
+    "SessionExecRequest",
+    "SessionListRequest",
+    "SessionOpenReply",
+    "SessionOpenRequest",
+    "SessionReadRequest",
+    "SessionScoreReply",
+    "SessionWriteRequest",
     "StreamEvent",
     "TimeLimitRequest",
     "encode_event",
@@ -67,6 +81,10 @@ ErrorCode = Literal[
     "unauthorized",
     "shutting_down",
     "internal",
+    "unknown_session",
+    "too_many_sessions",
+    "sandbox_died",
+    "sandbox_expired",
 ]
 
 _Raisable = type[SandboxError] | type[DeepGymTimeoutError] | type[VerifierError]
@@ -145,6 +163,72 @@ class EvalRequest(_Request):
     """Every run's time limit in seconds; null: derived per environment."""
 
 
+class SessionOpenRequest(_Request):
+    """``POST /v1/sessions``: open an agent session (a sandbox of its own) of a session
+    environment."""
+
+    env: EnvSpec = Field(
+        description="A `kind: session` environment: an example's name (`agent/fix_add`), or an "
+        "object with `Environment`'s fields (verifier code only where the service allows it; a "
+        "repository or hidden tests folder cannot travel)."
+    )
+
+
+class SessionOpenReply(BaseModel):
+    """The session opened: its id, in every later route's path."""
+
+    sandbox_id: str
+
+
+class SessionExecRequest(_Request):
+    """``POST /v1/sessions/{sandbox_id}/exec``: run a command in the session's persistent
+    shell."""
+
+    command: str
+    """A bash command; the working dir, variables and files carry over to the next one."""
+    timeout: float | None = None
+    """Seconds before the command is killed with its process group (it comes back
+    `timed_out`); null: the environment's `step_timeout`."""
+
+
+SessionExecReply = ExecResult
+"""``/v1/sessions/{sandbox_id}/exec``'s reply: the ``ExecResult`` itself."""
+
+
+class SessionWriteRequest(_Request):
+    """``POST /v1/sessions/{sandbox_id}/files/write``: write a file under the work dir."""
+
+    path: str
+    """The file's path, relative to the work dir."""
+    content_b64: str
+    """The file's bytes, base64-encoded."""
+
+
+class SessionReadRequest(_Request):
+    """``POST /v1/sessions/{sandbox_id}/files/read``: read a file under the work dir (answers
+    `content`, its text)."""
+
+    path: str
+    """The file's path, relative to the work dir."""
+
+
+class SessionListRequest(_Request):
+    """``POST /v1/sessions/{sandbox_id}/files/list``: the files under a folder of the work dir
+    (answers `files`, their paths)."""
+
+    path: str = "."
+    """The folder, relative to the work dir."""
+
+
+class SessionScoreReply(BaseModel):
+    """The final verifier's result over the agent's work, or, where the session itself failed,
+    ``deepgym.session.failure_result``'s (a verdict or plainly none)."""
+
+    result: RunResult
+    diff: str = ""
+    """The work dir's changes from its seed, as a unified diff (empty where none was taken)."""
+
+
 class Raised(BaseModel):
     """The exception ``run`` raised on the service, by type name and message."""
 
@@ -207,11 +291,20 @@ def error_for(status: int, body: bytes) -> DeepGymError:
     """The exception for an error reply: local mode's for bad input, ``TransportError`` otherwise.
 
     401, 403 (other than a refused verifier), 429 and 5xx are the service's or the credentials'
-    failure, never the answer's (``is_infrastructure_failure`` is true for them).
+    failure, never the answer's (``is_infrastructure_failure`` is true for them), and so is a
+    session the service no longer has (404 ``unknown_session``).
     """
     code, message = _error_fields(body)
     if status == 404 and code == "unknown_environment":
         return UnknownEnvironmentError(message)
+    if status == 409 and code == "sandbox_died":
+        return SandboxDiedError(message)
+    if status == 410 and code == "sandbox_expired":
+        return SandboxExpiredError(message)
+    if status == 404 and code == "unknown_session":
+        # The service handed this id out and no longer has it (it restarted, or it forgot a
+        # session long expired): the session is lost, ours, as if the service had stopped.
+        return TransportError(f"the service has lost the session: {message}")
     if status == 403 and code == "verifier_code_refused":
         return VerifierCodeRefusedError(message)
     if status in (400, 413, 422) and code:

@@ -23,7 +23,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from deepgym.blocking import BlockingFace
 from deepgym.exceptions import (
@@ -34,9 +34,11 @@ from deepgym.exceptions import (
     VerifierError,
     is_infrastructure_failure,
 )
-from deepgym.models import Environment, RunResult
-from deepgym.sandbox.sessions import ExecResult, LocalSession
+from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.text import one_line
+
+if TYPE_CHECKING:
+    from deepgym.store import RunStore
 
 __all__ = [
     "AGENT_SHARE",
@@ -46,6 +48,7 @@ __all__ = [
     "Episode",
     "ExecResult",
     "Observation",
+    "ProviderSession",
     "Session",
     "Step",
     "failure_result",
@@ -100,10 +103,44 @@ def _agents_zero(cause: str, sandbox_id: str | None) -> RunResult:
     )
 
 
+class ProviderSession(Protocol):
+    """What a provider's session gives ``AsyncSession``: ``LocalSession`` (a sandbox on this
+    host) or ``RemoteSession`` (one on a ``deepgym serve``)."""
+
+    sandbox_id: str
+    env: Environment
+    acted: bool
+    agent_s: float
+
+    async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run a command in the session's shell."""
+        ...
+
+    async def write_file(self, path: str, content: str | bytes) -> None:
+        """Write a file under the work dir."""
+        ...
+
+    async def read_file(self, path: str) -> str:
+        """Read a file under the work dir."""
+        ...
+
+    async def list_files(self, path: str = ".") -> list[str]:
+        """The files under ``path`` in the work dir."""
+        ...
+
+    async def score(self) -> RunResult:
+        """The final verifier's result; raises the session's own failure."""
+        ...
+
+    async def close(self) -> None:
+        """End everything the session started."""
+        ...
+
+
 class AsyncSession:
     """One agent session (see the module): ``async with await dg.session(env) as s``."""
 
-    def __init__(self, inner: LocalSession) -> None:
+    def __init__(self, inner: ProviderSession) -> None:
         self._inner = inner
 
     @property
@@ -125,6 +162,11 @@ class AsyncSession:
     def agent_share(self) -> float:
         """The share of the session's lifetime the agent's own commands took."""
         return self._inner.agent_s / self._inner.env.lifetime
+
+    @property
+    def diff(self) -> str:
+        """The work dir's changes from its seed, as a unified diff (after ``score``)."""
+        return str(getattr(self._inner, "diff", ""))
 
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         """Run ``command`` in the session's persistent shell (see ``ExecResult``). A command
@@ -292,27 +334,38 @@ class Step:
     duration_s: float
 
 
+def step_record(step: Step) -> dict[str, Any]:
+    """One step as plain data (a trace's line): the action, its output, exit code, duration
+    and ``timed_out``."""
+    out = step.output
+    return {
+        "action": asdict(step.action),
+        "output": out.model_dump() if out is not None else None,
+        "exit_code": out.exit_code if out is not None else None,
+        "timed_out": out.timed_out if out is not None else False,
+        "duration_s": step.duration_s,
+    }
+
+
 @dataclass
 class Episode:
-    """An episode's result (a verdict, or plainly none) and its trajectory."""
+    """An episode's result (a verdict, or plainly none), its trajectory, and the work dir's
+    changes (``diff``); ``episode_id`` where it was recorded in a run store."""
 
     result: RunResult
     trajectory: list[Step] = field(default_factory=list)
     sandbox_id: str | None = None
+    diff: str = ""
+    episode_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The episode as plain data: one JSON trajectory."""
         return {
+            "id": self.episode_id,
             "sandbox_id": self.sandbox_id,
+            "steps": [step_record(s) for s in self.trajectory],
+            "diff": self.diff,
             "result": self.result.model_dump(mode="json"),
-            "steps": [
-                {
-                    "action": asdict(s.action),
-                    "output": asdict(s.output) if s.output is not None else None,
-                    "duration_s": s.duration_s,
-                }
-                for s in self.trajectory
-            ],
         }
 
 
@@ -326,16 +379,49 @@ async def run_episode_async(
     env: Environment,
     agent: Agent,
     budget: Budget,
+    store: RunStore | None = None,
 ) -> Episode:
     """One episode: open a session, let ``agent`` act until it says ``done`` or the budget is
     spent, then score. A failure of the session becomes ``failure_result``'s result; an error
-    in ``agent`` itself is the caller's and is raised."""
+    in ``agent`` itself is the caller's and is raised. With ``store``, the trace is recorded as
+    it happens: each step, then the work dir's diff and the result."""
     turns = budget.turns or env.max_steps
     try:
         session = await open_session()
     except DeepGymError as exc:  # the session never started: the agent never acted
-        return Episode(failure_result(exc, None, acted=False))
-    trajectory: list[Step] = []
+        episode = Episode(failure_result(exc, None, acted=False))
+        if store is not None:
+            episode.episode_id = store.start_episode(env.name, None)
+            store.finish_episode(episode.episode_id, episode.result, "")
+        return episode
+    episode = Episode(RunResult.no_verdict("sandbox_error", "unfinished"), [], session.sandbox_id)
+    if store is not None:
+        episode.episode_id = store.start_episode(env.name, session.sandbox_id)
+    try:
+        await _act(session, env, agent, budget, turns, episode, store)
+    finally:
+        if store is not None and episode.episode_id is not None:
+            store.finish_episode(episode.episode_id, episode.result, episode.diff)
+    return episode
+
+
+async def _act(
+    session: AsyncSession,
+    env: Environment,
+    agent: Agent,
+    budget: Budget,
+    turns: int,
+    episode: Episode,
+    store: RunStore | None,
+) -> None:
+    """The agent's phase and the verdict, into ``episode`` (each step recorded in ``store``)."""
+    trajectory = episode.trajectory
+
+    def keep(step: Step) -> None:
+        trajectory.append(step)
+        if store is not None and episode.episode_id is not None:
+            store.record_step(episode.episode_id, len(trajectory) - 1, step_record(step))
+
     async with session:
         deadline = time.monotonic() + (budget.seconds or env.lifetime)
         obs = Observation(task=env.task, step=0)
@@ -349,7 +435,7 @@ async def run_episode_async(
                     chosen = await chosen
                 action = Action.of(chosen)
                 if action.tool == "done":
-                    trajectory.append(Step(action, None, 0.0))
+                    keep(Step(action, None, 0.0))
                     break
                 t0 = time.monotonic()
                 output: ExecResult | None = None
@@ -359,12 +445,12 @@ async def run_episode_async(
                 else:
                     await session.write_file(action.path, action.content)
                     note = f"wrote {action.path} ({len(action.content.encode())} bytes)"
-                trajectory.append(Step(action, output, time.monotonic() - t0))
+                keep(Step(action, output, time.monotonic() - t0))
                 obs = Observation(task=env.task, step=step + 1, last=output, note=note)
         except DeepGymError as exc:
-            result = failure_result(
+            episode.result = failure_result(
                 exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
             )
-            return Episode(result, trajectory, session.sandbox_id)
-        result = await session.score()
-    return Episode(result, trajectory, session.sandbox_id)
+            return
+        episode.result = await session.score()
+        episode.diff = session.diff

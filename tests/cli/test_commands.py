@@ -354,7 +354,7 @@ def test_show() -> None:
 # --- demo ---------------------------------------------------------------------------------------
 
 
-def test_stub_answers_define_the_entry_point_and_do_nothing() -> None:
+def test_wrong_answers_define_the_entry_point_and_only_raise() -> None:
     for name in list_environments():
         env = load_environment(name)
         stub = demo._wrong_answer(env)
@@ -367,7 +367,7 @@ def test_stub_answers_define_the_entry_point_and_do_nothing() -> None:
         assert env.entry_point in top, name
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                assert ast.unparse(node.body[0]) == "pass" and len(node.body) == 1
+                assert ast.unparse(node.body[0]) == f"{demo.RAISE}" and len(node.body) == 1
 
 
 def test_demo_suites_cover_every_reference() -> None:

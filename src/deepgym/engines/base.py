@@ -12,6 +12,11 @@ exceptions; ``run_batch``, ``stream_groups`` and ``eval`` never raise for one ru
 result without a verdict). Engines may assume their arguments were checked: outputs are a
 sequence of ``str``, ``max_parallel`` a positive int, ``time_limit`` None or finite seconds,
 ``group_size`` None or a positive int. A test holds every engine's signatures to this protocol.
+
+Agent sessions are not part of the protocol (an engine of one's own need not have them): an engine
+that has them defines ``async open_session(env: Environment)``, returning a provider session
+(``deepgym.session.ProviderSession``: ``LocalSession``, ``RemoteSession``), which
+``AsyncDeepGym.session`` looks for.
 """
 
 from __future__ import annotations

@@ -19,52 +19,79 @@ Failure rules (the contract's, unchanged by the network):
   ``TransportError`` if the stream fails before the service said what it holds (nothing was lost:
   nothing had come back).
 
+Agent sessions (``open_session``, for ``dg.session``) are ``RemoteSession``: each call one request
+under ``/v1/sessions``. A failure of the session's sandbox on the service raises the class local
+mode raises (``SandboxDiedError``, ``SandboxExpiredError``), a transport failure or a session the
+service no longer has raises ``TransportError``, so ``deepgym.session.failure_result`` reads them
+as it reads a local session's.
+
 httpx errors are translated once, here, with ``raise ... from exc``.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import math
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from pydantic import BaseModel
 
 from deepgym.envs.registry import list_environments, load_environment, load_folder
 from deepgym.exceptions import ConfigError, DeepGymError, TransportError, is_misconfiguration
-from deepgym.models import BatchResult, Environment, EvalResult, RunResult
+from deepgym.models import BatchResult, Environment, EvalResult, ExecResult, RunResult
 from deepgym.protocol import (
     BatchRequest,
     EnvSpec,
     EvalRequest,
     RunReply,
     RunRequest,
+    SessionExecReply,
+    SessionExecRequest,
+    SessionListRequest,
+    SessionOpenReply,
+    SessionOpenRequest,
+    SessionReadRequest,
+    SessionScoreReply,
+    SessionWriteRequest,
     StreamEvent,
     TimeLimitRequest,
     error_for,
     parse_event,
     raised_error,
 )
+from deepgym.sandbox.sessions import REPLY_GRACE_S
 from deepgym.scheduling import broadcast_envs, group_slices
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["RemoteEngine", "env_spec", "lost"]
+M = TypeVar("M", bound=BaseModel)
+
+__all__ = ["RemoteEngine", "RemoteSession", "env_spec", "lost"]
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 """The service sends a heartbeat every few seconds on a stream, so a healthy one never idles
 this long."""
+SESSION_SLACK_S = 30.0
+"""A session request waits this long past the time the service may take for it (a command's
+timeout, the verifier's), before it counts as lost."""
 
 
 def env_spec(env: EnvLike) -> EnvSpec:
     """How an environment travels: a name the service resolves, or its fields by value.
 
-    A built-in passes by name when it is the built-in unchanged. A folder or a changed environment
-    passes by value; its ``verifier.py`` travels as ``verifier_code``, which the service refuses
-    unless it was started with ``--allow-verifier-code``. A patch task's repository does not travel.
+    A built-in (or an example session, ``agent/<id>``) passes by name when it is that environment
+    unchanged. A folder or a changed environment passes by value; its ``verifier.py`` travels as
+    ``verifier_code``, which the service refuses unless it was started with
+    ``--allow-verifier-code``. A patch task's repository, and a session's repository and hidden
+    tests, do not travel.
     """
     if isinstance(env, str) and not (env not in list_environments() and Path(env).is_dir()):
         return env
@@ -72,20 +99,39 @@ def env_spec(env: EnvLike) -> EnvSpec:
         env = load_folder(env)
     if not isinstance(env, Environment):
         raise ConfigError(f"env must be an Environment, a name or a path, got {type(env).__name__}")
-    if env.name in list_environments() and load_environment(env.name) == env:
+    if _registered(env):
         return env.name
-    if env.repo_path is not None:
+    if env.repo_path is not None and env.kind != "session":
         raise ConfigError(
             f"env {env.name!r}: a patch environment's repository cannot be sent to the service; "
             "name an environment the service has"
         )
-    fields = env.model_dump(mode="json", exclude={"source_dir", "verifier_path", "repo_path"})
+    if env.repo_path is not None or env.tests_path is not None:
+        raise ConfigError(
+            f"env {env.name!r}: a session environment's repo/ and tests/ folders cannot be sent to "
+            "the service; name an environment the service has (such as agent/fix_add)"
+        )
+    fields = env.model_dump(
+        mode="json", exclude={"source_dir", "verifier_path", "repo_path", "tests_path"}
+    )
     if env.verifier_path is not None:
         try:
             fields["verifier_code"] = Path(env.verifier_path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"env {env.name!r}: cannot read {env.verifier_path}: {exc}") from exc
     return fields
+
+
+def _registered(env: Environment) -> bool:
+    """Whether ``env`` is a built-in or an example session, unchanged: it travels by name."""
+    if env.name in list_environments():
+        return load_environment(env.name) == env
+    if env.name.startswith("agent/") and not Path(env.name).exists():
+        try:
+            return load_environment(env.name) == env
+        except DeepGymError:
+            return False
+    return False
 
 
 def _spec_name(spec: EnvSpec) -> str:
@@ -133,10 +179,22 @@ class RemoteEngine:
 
     async def _post(self, path: str, body: Any) -> bytes:
         """POST and read the whole reply; any failure to get a 2xx raises."""
+        return await self._send("POST", path, body)
+
+    async def _send(
+        self, method: str, path: str, body: Any = None, *, wait_s: float | None = None
+    ) -> bytes:
+        """One request (``wait_s``: its read timeout, else ``READ_TIMEOUT_S``) and its whole
+        reply; any failure to get a 2xx raises."""
         import httpx
 
+        extra: dict[str, Any] = {}
+        if body is not None:
+            extra["content"] = body.model_dump_json()
+        if wait_s is not None:
+            extra["timeout"] = httpx.Timeout(wait_s, connect=CONNECT_TIMEOUT_S)
         try:
-            response = await self._client().post(path, content=body.model_dump_json())
+            response = await self._client().request(method, path, **extra)
             content = await response.aread()
         except httpx.HTTPError as exc:
             raise self._failed(path, exc) from exc
@@ -349,11 +407,110 @@ class RemoteEngine:
         """Nothing: the sandboxes are the service's."""
         return {}
 
+    # -- agent sessions ---------------------------------------------------------------------
+    async def open_session(self, env: Environment) -> RemoteSession:
+        """A new agent session of ``env`` in a sandbox of its own on the service."""
+        spec = env_spec(env)
+        # The service starts the sandbox (bounded by 30 s) and runs the setup script.
+        wait_s = 30.0 + env.step_timeout + REPLY_GRACE_S + SESSION_SLACK_S
+        content = await self._send(
+            "POST", "/v1/sessions", SessionOpenRequest(env=spec), wait_s=wait_s
+        )
+        reply = _reply(SessionOpenReply, content)
+        return RemoteSession(self, env, reply.sandbox_id)
+
     async def close(self) -> None:
         """Close the HTTP connection pool."""
         if self._http is not None:
             http, self._http = self._http, None
             await http.aclose()
+
+
+class RemoteSession:
+    """An agent session on a ``deepgym serve``: ``LocalSession``'s interface, each call one
+    request. ``acted`` and ``agent_s`` are kept here as ``LocalSession`` keeps them."""
+
+    def __init__(self, engine: RemoteEngine, env: Environment, sandbox_id: str) -> None:
+        self.engine = engine
+        self.env = env
+        self.sandbox_id = sandbox_id
+        self.acted = False
+        """Whether the agent has acted (a command, a file written): the session rule's line."""
+        self.agent_s = 0.0
+        """Time the agent's own commands ran (as the service measured them)."""
+        self.diff = ""
+        """The work dir's changes from its seed, as a unified diff (set by ``score``)."""
+        self.closed = False
+        self._path = f"/v1/sessions/{sandbox_id}"
+
+    async def _call(self, op: str, body: Any = None, *, wait_s: float = READ_TIMEOUT_S) -> bytes:
+        if self.closed:
+            raise ConfigError(f"session {self.sandbox_id} is closed")
+        return await self.engine._send("POST", f"{self._path}/{op}", body, wait_s=wait_s)
+
+    async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run ``command`` in the session's shell on the service (see ``LocalSession.exec``)."""
+        limit = self.env.step_timeout if timeout is None else timeout
+        if not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.acted = True
+        body = SessionExecRequest(command=command, timeout=float(limit))
+        content = await self._call("exec", body, wait_s=limit + REPLY_GRACE_S + SESSION_SLACK_S)
+        got: ExecResult = _reply(SessionExecReply, content)
+        self.agent_s += got.duration_s
+        return got
+
+    async def write_file(self, path: str, content: str | bytes) -> None:
+        """Write ``content`` to ``path`` under the work dir."""
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        self.acted = True
+        body = SessionWriteRequest(path=path, content_b64=base64.b64encode(data).decode())
+        await self._call("files/write", body)
+
+    async def read_file(self, path: str) -> str:
+        """The text of ``path`` under the work dir (its first megabyte)."""
+        got = _json(await self._call("files/read", SessionReadRequest(path=path)))
+        if not isinstance(got, dict) or not isinstance(got.get("content"), str):
+            raise TransportError(f"malformed reply from the service: {str(got)[:200]!r}")
+        content: str = got["content"]
+        return content
+
+    async def list_files(self, path: str = ".") -> list[str]:
+        """Every file under ``path`` in the work dir, relative to it."""
+        got = _json(await self._call("files/list", SessionListRequest(path=path)))
+        files = got.get("files") if isinstance(got, dict) else None
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise TransportError(f"malformed reply from the service: {str(got)[:200]!r}")
+        return list(files)
+
+    async def score(self) -> RunResult:
+        """The service's result for the session: its final verifier's, or, where the session
+        failed there, ``failure_result``'s (the service read the failure as this side would)."""
+        # The snapshot (30 s), then the verifier in a fresh sandbox (the environment's timeout).
+        wait_s = 30.0 + self.env.timeout + 2 * REPLY_GRACE_S + SESSION_SLACK_S
+        reply = _reply(SessionScoreReply, await self._call("score", wait_s=wait_s))
+        self.diff = reply.diff
+        return reply.result
+
+    async def close(self) -> None:
+        """Close the session on the service. Never raises: a service that cannot be reached
+        ends the session itself (at its lifetime, or as it stops)."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(DeepGymError):
+            await self.engine._send("DELETE", self._path)
+
+    def __repr__(self) -> str:
+        return f"RemoteSession({self.sandbox_id!r}, env={self.env.name!r})"
+
+
+def _reply(model: type[M], content: bytes) -> M:
+    """``content`` as ``model``; a malformed reply is the service's failure."""
+    try:
+        return model.model_validate_json(content)
+    except ValueError as exc:
+        raise TransportError(f"malformed reply from the service: {exc}") from exc
 
 
 def _json(content: bytes) -> Any:

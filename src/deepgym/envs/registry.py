@@ -4,7 +4,8 @@ A folder holds ``task.md`` (the prompt), ``metadata.json`` (validated strictly: 
 an error naming it), ``test_cases.json`` and/or ``verifier.py``, and a reference answer
 (``reference_solution.py``, or ``reference_solution.diff`` with a ``repo/`` for a patch task,
 whose test cases each name a ``call``, ``"package.module:function"`` in that repository).
-Names resolve to built-in folders, registered suites, or a path to a third-party folder.
+Names resolve to built-in folders, the example session environments (``agent/<id>``, under
+``envs/agent``), registered suites, or a path to a third-party folder.
 
 The registry is data (``SUITES``): a suite is named by entry points, strings imported only when
 the suite is first loaded, never registered as a side effect of importing a module, so
@@ -28,6 +29,10 @@ from deepgym.exceptions import ConfigError, UnknownEnvironmentError
 from deepgym.models import Environment
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+AGENT_DIR = Path(__file__).resolve().parent / "agent"
+"""The example session environments, named ``agent/<id>`` (``agent/fix_add``): a name travels
+to a service where a session's repository and hidden tests cannot."""
+AGENT_PREFIX = "agent"
 
 METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str,
@@ -224,6 +229,25 @@ def _load_builtin(name: str) -> Environment:
     return load_folder(BUILTIN_DIR / name)
 
 
+@functools.cache
+def _agent_names() -> tuple[str, ...]:
+    if not AGENT_DIR.is_dir():
+        return ()
+    return tuple(
+        sorted(
+            f"{AGENT_PREFIX}/{p.name}"
+            for p in AGENT_DIR.iterdir()
+            if (p / "metadata.json").is_file()
+        )
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _load_agent(name: str) -> Environment:
+    env = load_folder(AGENT_DIR / name.partition("/")[2])
+    return env.model_copy(update={"name": name})
+
+
 def _unknown(name: str, known: list[str]) -> UnknownEnvironmentError:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -231,12 +255,15 @@ def _unknown(name: str, known: list[str]) -> UnknownEnvironmentError:
 
 
 def load_environment(name: str | Path) -> Environment:
-    """A built-in by name, ``prefix/<id>`` of a registered family, or a folder by path."""
+    """A built-in by name, an example session (``agent/<id>``), ``prefix/<id>`` of a registered
+    family, or a folder by path."""
     if isinstance(name, Path) or ("/" in str(name) and Path(name).is_dir()):
         return load_folder(name)
     key = str(name)
     if key in _builtin_names():
         return _load_builtin(key)
+    if key in _agent_names():
+        return _load_agent(key)
     prefix, _, ident = key.partition("/")
     suites = _suites()
     suite = suites.get(prefix)
@@ -244,7 +271,7 @@ def load_environment(name: str | Path) -> Environment:
         loaded: Environment = _entry(suite.problem, f"suite {prefix!r}")(ident)
         return loaded
     prefixed = [f"{p}/<id>" for p, s in suites.items() if s.problem is not None]
-    raise _unknown(key, list(_builtin_names()) + prefixed)
+    raise _unknown(key, list(_builtin_names()) + list(_agent_names()) + prefixed)
 
 
 def load_suite(name: str) -> list[Environment]:

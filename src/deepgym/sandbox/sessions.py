@@ -44,7 +44,7 @@ from deepgym.exceptions import (
     SandboxExpiredError,
 )
 from deepgym.judge.blame import tree_pids
-from deepgym.models import Environment, RunResult
+from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.results import build_result
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import RawRun
@@ -61,21 +61,6 @@ REPLY_GRACE_S = 15.0
 """How long past a request's own time the supervisor has to answer before it counts as dead."""
 READ_CAP = 1 << 20
 """Bytes of a file ``read_file`` returns."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ExecResult:
-    """What one command did: its output (each stream capped, its byte count kept), exit code,
-    whether its time ran out (its process group was killed), and how long it took."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    timed_out: bool
-    truncated: bool
-    duration_s: float
-    stdout_bytes: int
-    stderr_bytes: int
 
 
 def sessions_dir() -> Path:
@@ -138,6 +123,8 @@ class LocalSession:
         self.ended_by: DeepGymError | None = None
         self._lock = asyncio.Lock()
         self._expiry: asyncio.TimerHandle | None = None
+        self.diff = ""
+        """The work dir's changes from its seed, as a unified diff (set by ``score``)."""
 
     # -- start -----------------------------------------------------------------------------
     def _limits(self) -> dict[str, int]:
@@ -332,6 +319,7 @@ class LocalSession:
                     os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
         os.chmod(snap, 0o755)
         os.chmod(self.dir, 0o755)
+        self.diff = work_diff(self.env.repo_path, snap)
         return await self.owner.verify(self, snap)
 
     # -- the end ---------------------------------------------------------------------------
@@ -467,6 +455,51 @@ class LocalSessions:
         for session in list(self.sessions):
             await session.close()
         self.workspace.close()
+
+
+DIFF_CAP = 256 * 1024
+"""Characters of a work dir's diff that are kept."""
+
+
+def _files(root: Path | None) -> dict[str, Path]:
+    if root is None or not root.is_dir():
+        return {}
+    return {
+        str(p.relative_to(root)): p
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
+    }
+
+
+def work_diff(seed: Path | None, work: Path) -> str:
+    """What the agent changed: a unified diff from the seed files to the work dir (binary files
+    named only), capped at ``DIFF_CAP`` characters."""
+    import difflib
+
+    before, after = _files(seed), _files(work)
+    out: list[str] = []
+    for name in sorted(before.keys() | after.keys()):
+        a = before[name].read_bytes() if name in before else b""
+        b = after[name].read_bytes() if name in after else b""
+        if a == b:
+            continue
+        try:
+            a_text, b_text = a.decode(), b.decode()
+        except UnicodeDecodeError:
+            out.append(f"Binary files a/{name} and b/{name} differ\n")
+            continue
+        out.extend(
+            difflib.unified_diff(
+                a_text.splitlines(keepends=True),
+                b_text.splitlines(keepends=True),
+                f"a/{name}" if name in before else "/dev/null",
+                f"b/{name}" if name in after else "/dev/null",
+            )
+        )
+        if sum(map(len, out)) > DIFF_CAP:
+            break
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in out)
+    return text if len(text) <= DIFF_CAP else text[:DIFF_CAP] + "\n... (cut)\n"
 
 
 def _read_all(fd: int) -> bytes:

@@ -1,8 +1,9 @@
 """``create_app``: the FastAPI app behind ``deepgym serve`` (API, metrics, console).
 
 Routes: ``POST /v1/run``, ``/v1/run_batch`` and ``/v1/eval`` (NDJSON streamed by group),
-``/v1/time_limit``; ``GET /v1/environments``, ``/health``, ``/metrics`` (Prometheus) and
-``/console`` (when a console token is given). The wire format is ``deepgym.protocol``.
+``/v1/time_limit``; agent sessions under ``/v1/sessions`` (open, exec, files, score, ``DELETE``
+to close); ``GET /v1/environments``, ``/health``, ``/metrics`` (Prometheus) and ``/console``
+(when a console token is given). The wire format is ``deepgym.protocol``.
 
 Every request passes ``_Guard`` first: the bearer token (for ``/v1``, ``/metrics`` and a mounted
 OpenRLHF route, when the service has one), the body size limit (the body is read, bounded, before
@@ -12,6 +13,8 @@ any route sees it), 503 while draining, and the request counter. Errors are one 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -28,6 +31,8 @@ from deepgym.envs.registry import list_environments, list_suites, load_environme
 from deepgym.exceptions import (
     ConfigError,
     DeepGymError,
+    SandboxDiedError,
+    SandboxExpiredError,
     TransportError,
     UnknownEnvironmentError,
     VerifierCodeRefusedError,
@@ -37,6 +42,13 @@ from deepgym.protocol import (
     ErrorCode,
     EvalRequest,
     RunRequest,
+    SessionExecRequest,
+    SessionListRequest,
+    SessionOpenReply,
+    SessionOpenRequest,
+    SessionReadRequest,
+    SessionScoreReply,
+    SessionWriteRequest,
     TimeLimitRequest,
     error_body,
 )
@@ -48,10 +60,12 @@ from deepgym.server.service import (
     MESSAGE_CHARS,
     Limits,
     Service,
+    UnknownSessionError,
     check_time_limit,
     eval_plan,
     parse_env,
 )
+from deepgym.session import AsyncSession
 from deepgym.store import RunStore
 from deepgym.text import one_line
 
@@ -72,8 +86,16 @@ ROUTES = (
     "/v1/eval",
     "/v1/run",
     "/v1/run_batch",
+    "/v1/sessions",
+    "/v1/sessions/{sandbox_id}",
+    "/v1/sessions/{sandbox_id}/exec",
+    "/v1/sessions/{sandbox_id}/files/list",
+    "/v1/sessions/{sandbox_id}/files/read",
+    "/v1/sessions/{sandbox_id}/files/write",
+    "/v1/sessions/{sandbox_id}/score",
     "/v1/time_limit",
 )
+_SESSION_PREFIX = "/v1/sessions/"
 OPENRLHF_PREFIX = "/openrlhf"
 
 
@@ -86,13 +108,35 @@ def error_response(exc: DeepGymError) -> JSONResponse:
     message = one_line(str(exc), MESSAGE_CHARS)
     if isinstance(exc, UnknownEnvironmentError):
         return _json_error(404, "unknown_environment", message)
+    if isinstance(exc, UnknownSessionError):
+        return _json_error(404, "unknown_session", message)
+    if isinstance(exc, SandboxDiedError):
+        return _json_error(409, "sandbox_died", message)
+    if isinstance(exc, SandboxExpiredError):
+        return _json_error(410, "sandbox_expired", message)
     if isinstance(exc, VerifierCodeRefusedError):
         return _json_error(403, "verifier_code_refused", message)
     if isinstance(exc, ConfigError):
         return _json_error(400, "bad_request", message)
     if isinstance(exc, TransportError) and exc.status_code == 503:
         return _json_error(503, "shutting_down", message)
+    if isinstance(exc, TransportError) and exc.status_code == 429:
+        return _json_error(429, "too_many_sessions", message)
     return _json_error(500, "internal", f"{type(exc).__name__}: {message}")
+
+
+def _route_label(path: str) -> str:
+    """The route a request counts under: its template (a session's id is not a label)."""
+    if path in ROUTES:
+        return path
+    if path.startswith("/console"):
+        return "/console"
+    if path.startswith(_SESSION_PREFIX):
+        sid, _, tail = path[len(_SESSION_PREFIX) :].partition("/")
+        template = _SESSION_PREFIX + "{sandbox_id}" + (f"/{tail}" if tail else "")
+        if sid and template in ROUTES:
+            return template
+    return "other"
 
 
 class _Guard:
@@ -126,7 +170,7 @@ class _Guard:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        route = path if path in ROUTES else "/console" if path.startswith("/console") else "other"
+        route = _route_label(path)
         metrics = self.service.metrics
 
         async def counted(message: Message) -> None:
@@ -285,6 +329,63 @@ def _add_api(app: FastAPI, service: Service) -> None:
         )
         return _NDJSONResponse(service.open_stream(plan))
 
+    _add_sessions(app, service)
+
+
+def _json(model: BaseModel) -> Response:
+    return Response(model.model_dump_json(), media_type="application/json")
+
+
+def _add_sessions(app: FastAPI, service: Service) -> None:
+    """Agent sessions over HTTP: each route is one call of ``deepgym.session.AsyncSession`` on
+    the service's client, the session found by its ``sandbox_id``."""
+    allow = service.allow_verifier_code
+
+    @app.post("/v1/sessions")
+    async def open_session(request: Request) -> Response:
+        body = await _parse(request, SessionOpenRequest)
+        env = parse_env(body.env, allow_verifier_code=allow)
+        return _json(SessionOpenReply(sandbox_id=await service.open_session(env)))
+
+    @app.post("/v1/sessions/{sandbox_id}/exec")
+    async def session_exec(sandbox_id: str, request: Request) -> Response:
+        body = await _parse(request, SessionExecRequest)
+        done = await service.in_session(sandbox_id, lambda s: s.exec(body.command, body.timeout))
+        return _json(done)
+
+    @app.post("/v1/sessions/{sandbox_id}/files/write")
+    async def session_write(sandbox_id: str, request: Request) -> dict[str, bool]:
+        body = await _parse(request, SessionWriteRequest)
+        try:
+            data = base64.b64decode(body.content_b64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ConfigError(f"content_b64 is not base64: {exc}") from exc
+        await service.in_session(sandbox_id, lambda s: s.write_file(body.path, data))
+        return {"written": True}
+
+    @app.post("/v1/sessions/{sandbox_id}/files/read")
+    async def session_read(sandbox_id: str, request: Request) -> dict[str, str]:
+        body = await _parse(request, SessionReadRequest)
+        return {"content": await service.in_session(sandbox_id, lambda s: s.read_file(body.path))}
+
+    @app.post("/v1/sessions/{sandbox_id}/files/list")
+    async def session_list(sandbox_id: str, request: Request) -> dict[str, list[str]]:
+        body = await _parse(request, SessionListRequest)
+        return {"files": await service.in_session(sandbox_id, lambda s: s.list_files(body.path))}
+
+    @app.post("/v1/sessions/{sandbox_id}/score")
+    async def session_score(sandbox_id: str) -> Response:
+        async def score(s: AsyncSession) -> SessionScoreReply:
+            result = await s.score()
+            return SessionScoreReply(result=result, diff=str(getattr(s, "diff", "") or ""))
+
+        return _json(await service.in_session(sandbox_id, score))
+
+    @app.delete("/v1/sessions/{sandbox_id}")
+    async def session_close(sandbox_id: str) -> dict[str, bool]:
+        await service.close_session(sandbox_id)
+        return {"closed": True}
+
 
 def _mount_openrlhf(app: FastAPI, service: Service) -> None:
     """Mount OpenRLHF's reward endpoint (``deepgym.integrations.openrlhf.create_app``) under
@@ -340,6 +441,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await service.close_sessions()  # the service's own, whoever owns the backend
         if owned:
             await service.close()
 

@@ -23,6 +23,14 @@ from deepgym.protocol import (
     EvalRequest,
     RunReply,
     RunRequest,
+    SessionExecReply,
+    SessionExecRequest,
+    SessionListRequest,
+    SessionOpenReply,
+    SessionOpenRequest,
+    SessionReadRequest,
+    SessionScoreReply,
+    SessionWriteRequest,
     StreamEvent,
     TimeLimitRequest,
 )
@@ -60,6 +68,58 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
             "required": ["time_limit"],
         },
     },
+    ("post", "/v1/sessions"): {
+        "summary": "Open an agent session of a session environment",
+        "body": SessionOpenRequest,
+        "reply": SessionOpenReply,
+        "about": "The session's id, in the path of every other session route.",
+    },
+    ("post", "/v1/sessions/{sandbox_id}/exec"): {
+        "summary": "Run a command in the session's persistent shell",
+        "body": SessionExecRequest,
+        "reply": SessionExecReply,
+        "about": "What the command did.",
+    },
+    ("post", "/v1/sessions/{sandbox_id}/files/write"): {
+        "summary": "Write a file under the session's work dir",
+        "body": SessionWriteRequest,
+        "reply_schema": {
+            "type": "object",
+            "properties": {"written": {"type": "boolean"}},
+            "required": ["written"],
+        },
+    },
+    ("post", "/v1/sessions/{sandbox_id}/files/read"): {
+        "summary": "Read a file under the session's work dir",
+        "body": SessionReadRequest,
+        "reply_schema": {
+            "type": "object",
+            "properties": {"content": {"type": "string"}},
+            "required": ["content"],
+        },
+    },
+    ("post", "/v1/sessions/{sandbox_id}/files/list"): {
+        "summary": "The files under a folder of the session's work dir",
+        "body": SessionListRequest,
+        "reply_schema": {
+            "type": "object",
+            "properties": {"files": {"type": "array", "items": {"type": "string"}}},
+            "required": ["files"],
+        },
+    },
+    ("post", "/v1/sessions/{sandbox_id}/score"): {
+        "summary": "End the agent's phase and run the final verifier over its work (no body)",
+        "reply": SessionScoreReply,
+        "about": "The result: a verdict, or plainly none where the session failed.",
+    },
+    ("delete", "/v1/sessions/{sandbox_id}"): {
+        "summary": "Close the session: end everything it started",
+        "reply_schema": {
+            "type": "object",
+            "properties": {"closed": {"type": "boolean"}},
+            "required": ["closed"],
+        },
+    },
     ("get", "/v1/environments"): {
         "summary": "The built-in environments and the suites",
         "reply_schema": {"type": "object"},
@@ -92,6 +152,15 @@ _ERROR_SCHEMA = {
         }
     },
     "required": ["error"],
+}
+
+
+_SANDBOX_ID = {
+    "name": "sandbox_id",
+    "in": "path",
+    "required": True,
+    "description": "The session's id, as `POST /v1/sessions` answered it.",
+    "schema": {"type": "string"},
 }
 
 
@@ -144,7 +213,10 @@ def openapi_schema(version: str) -> dict[str, Any]:
     schemas = dict(sorted({**defs.get("$defs", {}), "ErrorReply": _ERROR_SCHEMA}.items()))
     paths: dict[str, dict[str, Any]] = {}
     for (method, path), route in ROUTES.items():
-        paths.setdefault(path, {})[method] = _operation(route)
+        op = _operation(route)
+        if "{sandbox_id}" in path:
+            op["parameters"] = [_SANDBOX_ID]
+        paths.setdefault(path, {})[method] = op
     return {
         "openapi": "3.1.0",
         "info": {

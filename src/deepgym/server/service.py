@@ -9,6 +9,9 @@ Invariants:
   recorded in the store the moment it is known.
 - At shutdown (``begin_drain``) new requests are refused with 503; runs in flight get ``grace_s``
   to finish, then the rest are cancelled and come back without a verdict.
+- Agent sessions are opened on the service's own client and kept by ``sandbox_id``; one is
+  closed by its client, at its environment's ``lifetime`` (reaped once no request of it is in
+  flight; its id then answers ``SandboxExpiredError``), or at shutdown (``close_sessions``).
 
 Pure asyncio: no FastAPI here, so the rules are tested without a server.
 """
@@ -19,11 +22,12 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -31,8 +35,10 @@ from deepgym.client import AsyncDeepGym
 from deepgym.envs.registry import list_environments, load_environment
 from deepgym.exceptions import (
     ConfigError,
+    DeepGymError,
     DeepGymTimeoutError,
     SandboxError,
+    SandboxExpiredError,
     TransportError,
     UnknownEnvironmentError,
     VerifierCodeRefusedError,
@@ -44,11 +50,13 @@ from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job, RawRun
 from deepgym.scheduling import TimeLimitPolicy, group_slices
 from deepgym.server.metrics import Metrics
+from deepgym.session import AsyncSession
 from deepgym.store import RunKind, RunStatus, RunStore
 from deepgym.text import one_line
 from deepgym.validation import optional_seconds, positive_int
 
 log = logging.getLogger("deepgym.server")
+T = TypeVar("T")
 
 HEARTBEAT_S = 5.0
 SHUTDOWN_CAUSE = "the service shut down before this run finished"
@@ -64,6 +72,19 @@ class Limits:
     max_answers: int = 10_000
     max_parallel: int = 256
     """A request's ``max_parallel`` is clamped to this; ``concurrency`` caps the whole service."""
+    max_sessions: int = 64
+    """Agent sessions open at once (each is a sandbox); one more is refused with 429."""
+
+
+REAP_GRACE_S = 2.0
+"""How long past its lifetime a session is kept (its sandbox already ended) before the service
+closes it, so that a request at the very end still answers ``SandboxExpiredError``."""
+REMEMBERED_EXPIRED = 4096
+"""How many reaped sessions' ids the service still answers ``SandboxExpiredError`` for."""
+
+
+class UnknownSessionError(DeepGymError):
+    """No open session has that id here (404 ``unknown_session``)."""
 
 
 class MeteredBackend:
@@ -124,7 +145,7 @@ class MeteredBackend:
 # Input
 # ---------------------------------------------------------------------------------------------
 
-_PATH_FIELDS = ("verifier_path", "repo_path", "source_dir")
+_PATH_FIELDS = ("verifier_path", "repo_path", "tests_path", "source_dir")
 
 
 def _looks_like_path(name: str) -> bool:
@@ -228,6 +249,17 @@ class BatchPlan:
     """Send the environments' names in the ``start`` event (an eval of a named suite)."""
 
 
+@dataclass
+class _OpenSession:
+    """One agent session the service keeps: its requests in flight, its reaping."""
+
+    session: AsyncSession
+    reaper: asyncio.TimerHandle | None = None
+    busy: int = 0
+    expired: bool = False
+    """Past its lifetime: closed once no request of it is in flight."""
+
+
 class Service:
     """The state behind the routes: the client, the store, the metrics and the drain.
 
@@ -258,6 +290,11 @@ class Service:
         self._flights: set[_Flight] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        self.sessions: dict[str, _OpenSession] = {}
+        """The agent sessions open now, by ``sandbox_id``."""
+        self._opening = 0
+        self._expired: OrderedDict[str, str] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()
 
     # -- flights and the drain ------------------------------------------------------------
     def _enter(self) -> _Flight:
@@ -427,8 +464,99 @@ class Service:
         finally:
             queue.put_nowait(None)
 
+    # -- agent sessions -------------------------------------------------------------------
+    async def open_session(self, env: Environment) -> str:
+        """Open a session of ``env`` on the service's client; its ``sandbox_id``."""
+        if len(self.sessions) + self._opening >= self.limits.max_sessions:
+            raise TransportError(
+                f"{self.limits.max_sessions} sessions are open: the service's limit",
+                status_code=429,
+            )
+        self._opening += 1
+        try:
+            session: AsyncSession = await self._abandonable(self.client.session(env))
+        finally:
+            self._opening -= 1
+        sid = session.sandbox_id
+        entry = _OpenSession(session)
+        loop = asyncio.get_running_loop()
+        entry.reaper = loop.call_later(env.lifetime + REAP_GRACE_S, self._reap, sid)
+        self.sessions[sid] = entry
+        return sid
+
+    def _entry(self, sid: str) -> _OpenSession:
+        entry = self.sessions.get(sid)
+        if entry is not None and not entry.expired:
+            return entry
+        cause = self._expired.get(sid)
+        if cause is not None or entry is not None:
+            raise SandboxExpiredError(cause or f"session {sid}: its sandbox's lifetime ended")
+        raise UnknownSessionError(
+            f"unknown session {one_line(sid, 80)!r}: closed, or never opened on this service"
+        )
+
+    async def in_session(self, sid: str, op: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        """``op`` on session ``sid`` as one request (the drain waits for it); a session past
+        its lifetime is closed once its last request is done."""
+        entry = self._entry(sid)
+        entry.busy += 1
+        try:
+            result: T = await self._abandonable(op(entry.session))
+            return result
+        finally:
+            entry.busy -= 1
+            if entry.expired and entry.busy == 0:
+                self._end_later(sid)
+
+    async def close_session(self, sid: str) -> None:
+        """Close session ``sid`` (its client is done with it)."""
+        entry = self.sessions.get(sid)
+        if entry is None:
+            if sid not in self._expired:  # one reaped at its lifetime is closed already
+                self._entry(sid)  # raises: unknown
+            return
+        await self._drop(sid, entry)
+
+    def _reap(self, sid: str) -> None:
+        """The session's lifetime is over: close it now, or once its requests are done."""
+        entry = self.sessions.get(sid)
+        if entry is None:
+            return
+        entry.expired = True
+        lifetime = entry.session.env.lifetime
+        self._expired[sid] = f"session {sid}: its sandbox's lifetime of {lifetime:g} s ended"
+        while len(self._expired) > REMEMBERED_EXPIRED:
+            self._expired.popitem(last=False)
+        if entry.busy == 0:
+            self._end_later(sid)
+
+    def _end_later(self, sid: str) -> None:
+        entry = self.sessions.get(sid)
+        if entry is None:
+            return
+        task = asyncio.ensure_future(self._drop(sid, entry))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _drop(self, sid: str, entry: _OpenSession) -> None:
+        if self.sessions.get(sid) is entry:
+            del self.sessions[sid]
+        if entry.reaper is not None:
+            entry.reaper.cancel()
+        try:
+            await entry.session.close()
+        except (DeepGymError, OSError) as exc:  # the session is gone either way
+            log.warning("session %s: closing it failed: %s", sid, exc)
+
+    async def close_sessions(self) -> None:
+        """Close every session still open (at shutdown)."""
+        entries = list(self.sessions.items())
+        await asyncio.gather(*(self._drop(sid, e) for sid, e in entries))
+        await asyncio.gather(*list(self._closing), return_exceptions=True)
+
     async def close(self) -> None:
-        """Close the client, and with it the backend."""
+        """Close every session, then the client, and with it the backend."""
+        await self.close_sessions()
         await self.client.close()
 
 
