@@ -28,7 +28,13 @@ from deepgym.client import DeepGym
 from deepgym.exceptions import ConfigError
 from deepgym.models import RunResult, ServiceTime, Totals
 from deepgym.scheduling import TimeLimitPolicy
-from deepgym.store import RunStore, default_store_path, record_eval, resume_inputs
+from deepgym.store import (
+    SCHEMA_VERSION,
+    RunStore,
+    default_store_path,
+    record_eval,
+    resume_inputs,
+)
 from tests.fakes import FakeBackend
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -412,5 +418,5 @@ def test_a_version_2_store_gets_run_times_without_the_wait(tmp_path: Path) -> No
         assert s.run_times(run_id) == {"e": [12.0]}
         s.record(run_id, 1, cold)  # written under the new column name
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("SELECT run_ms FROM results ORDER BY idx").fetchall() == [(12.0,)] * 2

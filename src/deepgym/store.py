@@ -10,6 +10,8 @@ Invariants:
   contract's one definition (a run without a verdict is a failed 0 in the headline numbers).
 - A result's ``run_ms`` is its service time, ``ServiceTime.run_ms``: the run itself, without the
   time it waited for a sandbox.
+- An agent episode's trace (``episodes``, ``episode_steps``) is written step by step as the
+  episode goes, then finished with the work dir's diff and the verifier's result.
 
 The default file is ``$DEEPGYM_HOME/runs.sqlite`` (``~/.deepgym`` when unset). One connection per
 ``RunStore``, shared between threads under a lock; other processes may read and write the same file
@@ -55,10 +57,11 @@ RunStatus = Literal["running", "complete", "cancelled", "stopped"]
 it finished) or ``stopped`` (interrupted, or its process is gone: ``--resume`` finishes an
 eval)."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: ``runs.owner``, the process recording the run (a run whose owner is gone is stopped).
 3: ``results.run_ms`` (``ServiceTime.run_ms``, no wait for a sandbox) replaces ``service_ms``
-(which included the wait); an older store's rows are recomputed from their results."""
+(which included the wait); an older store's rows are recomputed from their results.
+4: ``episodes`` and ``episode_steps``: agent episodes' traces."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -93,6 +96,21 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (run_id, idx)
 );
 CREATE INDEX IF NOT EXISTS results_env ON results (env_name);
+CREATE TABLE IF NOT EXISTS episodes (
+    id TEXT PRIMARY KEY,
+    env_name TEXT NOT NULL,
+    sandbox_id TEXT,
+    created REAL NOT NULL,
+    finished REAL,
+    result TEXT,
+    diff TEXT
+);
+CREATE TABLE IF NOT EXISTS episode_steps (
+    episode TEXT NOT NULL REFERENCES episodes(id),
+    idx INTEGER NOT NULL,
+    step TEXT NOT NULL,
+    PRIMARY KEY (episode, idx)
+);
 """
 _RUN_MS_FROM_RESULT = """
 UPDATE results SET run_ms = MAX(
@@ -367,6 +385,83 @@ class RunStore:
         for name, ms in rows:
             out.setdefault(name, []).append(float(ms))
         return dict(sorted(out.items()))
+
+    # -- agent episodes -------------------------------------------------------------------
+    def start_episode(self, env_name: str, sandbox_id: str | None) -> str:
+        """A new episode's trace; returns its id. Steps are recorded as they happen."""
+        episode_id = "ep-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO episodes (id, env_name, sandbox_id, created) VALUES (?, ?, ?, ?)",
+                (episode_id, env_name, sandbox_id, time.time()),
+            )
+        return episode_id
+
+    def record_step(self, episode_id: str, index: int, step: dict[str, Any]) -> None:
+        """One step of an episode (its action, output, exit code, duration, ``timed_out``)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO episode_steps (episode, idx, step) VALUES (?, ?, ?)",
+                (episode_id, index, json.dumps(step)),
+            )
+
+    def finish_episode(self, episode_id: str, result: RunResult, diff: str) -> None:
+        """An episode's end: the verifier's result and the work dir's diff."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE episodes SET finished = ?, result = ?, diff = ? WHERE id = ?",
+                (time.time(), result.model_dump_json(), diff, episode_id),
+            )
+
+    def episodes(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest episodes, newest first: id, environment, sandbox, when, steps, score."""
+        rows = self._query(
+            "SELECT e.id, e.env_name, e.sandbox_id, e.created, e.finished, e.result, "
+            "(SELECT COUNT(*) FROM episode_steps s WHERE s.episode = e.id) "
+            "FROM episodes e ORDER BY e.created DESC, e.id DESC LIMIT ?",
+            (limit,),
+        )
+        out = []
+        for eid, env_name, sandbox_id, created, finished, result, steps in rows:
+            r = RunResult.model_validate_json(result) if result else None
+            out.append(
+                {
+                    "id": eid,
+                    "env_name": env_name,
+                    "sandbox_id": sandbox_id,
+                    "created": created,
+                    "finished": finished,
+                    "steps": steps,
+                    "has_verdict": r.has_verdict if r else None,
+                    "score": r.score if r else None,
+                    "error_type": r.error_type if r else None,
+                }
+            )
+        return out
+
+    def episode(self, episode_id: str) -> dict[str, Any]:
+        """One episode as one JSON trajectory: its steps, the work dir's diff, the result."""
+        rows = self._query(
+            "SELECT env_name, sandbox_id, created, finished, result, diff FROM episodes "
+            "WHERE id = ?",
+            (episode_id,),
+        )
+        if not rows:
+            raise ConfigError(f"store {self.path}: no episode {episode_id!r}")
+        env_name, sandbox_id, created, finished, result, diff = rows[0]
+        steps = self._query(
+            "SELECT step FROM episode_steps WHERE episode = ? ORDER BY idx", (episode_id,)
+        )
+        return {
+            "id": episode_id,
+            "env_name": env_name,
+            "sandbox_id": sandbox_id,
+            "created": created,
+            "finished": finished,
+            "steps": [json.loads(s) for (s,) in steps],
+            "diff": diff or "",
+            "result": json.loads(result) if result else None,
+        }
 
     def close(self) -> None:
         """Close the database."""

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import click
 
 from deepgym import __version__
-from deepgym.cli import common, demo, environments, latency, runs, service
+from deepgym.cli import common, demo, environments, episodes, latency, runs, service
 from deepgym.cli.common import DeepGymGroup
 
 __all__ = ["EXIT_CODES", "cli", "main"]
@@ -68,6 +68,7 @@ for _command in (
     runs.run_batch,
     runs.eval_cmd,
     runs.runs_cmd,
+    episodes.episodes_cmd,
     environments.list_cmd,
     environments.show,
     environments.check,

@@ -24,7 +24,7 @@ import secrets
 import time
 from html import escape
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -63,8 +63,8 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} · deepgym console</title><style>{_STYLE}</style></head>"
-        f'<body><nav><a href="/console">Runs</a> · <a href="/console/environments">'
-        f"Environments</a></nav>{body}</body></html>"
+        f'<body><nav><a href="/console">Runs</a> · <a href="/console/episodes">Episodes</a> · '
+        f'<a href="/console/environments">Environments</a></nav>{body}</body></html>'
     )
     headers = {
         "Content-Security-Policy": CSP,
@@ -231,6 +231,80 @@ def _charts(times: dict[str, list[float]]) -> str:
     )
 
 
+def _episodes_page(store: RunStore | None) -> str:
+    if store is None:
+        return "<h1>Episodes</h1><p>This service keeps no run store.</p>"
+    rows = store.episodes(limit=200)
+    if not rows:
+        return "<h1>Episodes</h1><p>No agent episodes recorded yet.</p>"
+    body = []
+    for r in rows:
+        if r["finished"] is None:
+            verdict = "unfinished"
+        elif not r["has_verdict"]:
+            verdict = f"No verdict ({escape(str(r['error_type']))})"
+        else:
+            verdict = f"{r['score']:.3f}"
+        body.append(
+            f'<tr><td><a href="/console/episodes/{quote(r["id"])}">{escape(r["id"])}</a></td>'
+            f"<td>{escape(r['env_name'])}</td><td>{_when(r['created'])}</td>"
+            f'<td class="num">{r["steps"]}</td><td>{verdict}</td></tr>'
+        )
+    head = "<tr><th>Episode</th><th>Environment</th><th>Started</th>"
+    head += '<th class="num">Steps</th><th>Verdict</th></tr>'
+    return f"<h1>Episodes</h1><table>{head}{''.join(body)}</table>"
+
+
+def _episode_page(store: RunStore, episode_id: str) -> str:
+    """One episode, replayed step by step (each step links to the one before and after it),
+    then the work dir's diff and the verdict."""
+    ep = store.episode(episode_id)
+    steps = ep["steps"]
+    n = len(steps)
+    parts = [
+        f"<h1>Episode {escape(episode_id)}</h1>",
+        f'<p class="muted">{escape(ep["env_name"])} · sandbox {escape(str(ep["sandbox_id"]))}'
+        f" · started {_when(ep['created'])} · {n} steps · "
+        f'<a href="#step-1">replay from the first step</a></p>',
+    ]
+    for i, step in enumerate(steps, 1):
+        action = step["action"]
+        what = action.get("command") or action.get("path") or ""
+        nav = " · ".join(
+            x
+            for x in (
+                f'<a href="#step-{i - 1}">previous</a>' if i > 1 else "",
+                f'<a href="#step-{i + 1}">next</a>' if i < n else '<a href="#result">result</a>',
+            )
+            if x
+        )
+        out = step.get("output")
+        detail = ""
+        if out is not None:
+            flag = " · timed out" if step.get("timed_out") else ""
+            detail = (
+                f'<p class="muted">exit {step.get("exit_code")} · '
+                f"{step['duration_s'] * 1000:.0f} ms{flag} · stdout {out['stdout_bytes']} bytes,"
+                f" stderr {out['stderr_bytes']} bytes</p>"
+                f"<pre>{escape(out['stdout'])}</pre>"
+                + (f"<pre>{escape(out['stderr'])}</pre>" if out["stderr"] else "")
+            )
+        parts.append(
+            f'<section id="step-{i}"><h2>Step {i} of {n}: {escape(action["tool"])}</h2>'
+            f"<p><code>{escape(what)}</code></p>{detail}<p>{nav}</p></section>"
+        )
+    parts.append(f'<h2 id="result">The work dir\'s diff</h2><pre>{escape(ep["diff"])}</pre>')
+    result = ep["result"]
+    if result is None:
+        parts.append("<h2>Verdict</h2><p>unfinished</p>")
+    else:
+        r = RunResult.model_validate(result)
+        verdict = f"{r.score:.3f}" if r.has_verdict else f"No verdict ({r.error_type})"
+        cause = f"<p>{_cause(r)}</p>" if _cause(r) else ""
+        parts.append(f"<h2>Verdict</h2><p>{escape(verdict)}</p>{cause}{_cases_html(r)}")
+    return "".join(parts)
+
+
 def _run_page(store: RunStore, run_id: str, page: int) -> str:
     info = store.run(run_id)
     results = store.results(run_id)
@@ -331,6 +405,23 @@ def add_console(app: FastAPI, store: RunStore | None, token: str) -> None:
         except ConfigError as exc:  # no such run
             return _page("Run", f"<h1>No such run</h1><p>{escape(str(exc))}</p>", status=404)
         return _page(f"Run {run_id}", body)
+
+    @app.get("/console/episodes", response_class=HTMLResponse)
+    async def episodes(request: Request) -> Response:
+        return gate(request) or _page("Episodes", _episodes_page(store))
+
+    @app.get("/console/episodes/{episode_id}", response_class=HTMLResponse)
+    async def episode(request: Request, episode_id: str) -> Response:
+        refused = gate(request)
+        if refused is not None:
+            return refused
+        if store is None:
+            return _page("Episode", "<h1>No run store</h1>", status=404)
+        try:
+            body = _episode_page(store, episode_id)
+        except ConfigError as exc:
+            return _page("Episode", f"<h1>No such episode</h1><p>{escape(str(exc))}</p>", 404)
+        return _page(f"Episode {episode_id}", body)
 
     @app.get("/console/environments", response_class=HTMLResponse)
     async def environments(request: Request) -> Response:
