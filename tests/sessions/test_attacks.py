@@ -1,7 +1,8 @@
-"""The attack suite against a session: what an agent does to forge its score, see the hidden
-tests, outlive its session, exhaust the host, reach the network or another session. Each
-asserts the verdict and that the host and the other sessions are unaffected. Bounded in time;
-the only traffic is to a listener on loopback."""
+"""The attack suite against a session, on both providers (local, and remote through a
+``deepgym serve`` on loopback): what an agent does to forge its score, see the hidden tests,
+outlive its session, exhaust the host, reach the network or another session. Each asserts the
+verdict and that the host and the other sessions are unaffected. Bounded in time; the only
+traffic is to a listener on loopback and to the test's own service there."""
 
 from __future__ import annotations
 
@@ -12,26 +13,57 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from deepgym import DeepGym
+from deepgym.envs.registry import load_environment
 from deepgym.models import Environment
 from deepgym.sandbox.sessions import reap_leftovers, sessions_dir
 from tests.procs import descendants
 from tests.sessions.conftest import EXAMPLE, FIX
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(params=["local", "remote"])
+def client(request: pytest.FixtureRequest) -> Iterator[DeepGym]:
+    """A client on each provider; nothing of either is left when the test ends."""
+    before = descendants(os.getpid())
+    if request.param == "local":
+        with DeepGym() as dg:
+            yield dg
+    else:
+        from deepgym.server.app import create_app
+        from deepgym.server.runner import ThreadedServer
+        from tests.server.conftest import TOKEN
+
+        with (
+            ThreadedServer(create_app(token=TOKEN), grace_s=1.0) as server,
+            DeepGym(mode="remote", url=server.url, token=TOKEN) as dg,
+        ):
+            yield dg
+    deadline = time.monotonic() + 5
+    while (left := descendants(os.getpid()) - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"processes left: {sorted(left)}"
+
+
+@pytest.fixture
+def example() -> Environment:
+    """The example by name: it travels to a service as it is."""
+    return load_environment("agent/fix_add")
+
 
 CANARY = "HIDDEN-TESTS-CANARY-7f3a"
 
 
 def test_a_planted_result_and_a_fake_verifier_output_change_nothing(
-    dg: DeepGym, example: Environment
+    client: DeepGym, example: Environment
 ) -> None:
-    with dg.session(example) as s:
+    with client.session(example) as s:
         s.write_file("report.json", json.dumps({"status": "ok", "score": 1.0, "passed": True}))
         s.exec('echo \'{"status": "ok", "score": 1.0}\'; echo \'{"score": 1}\' > /tmp/result')
         s.exec("mkdir -p judge && printf 'def verify(w, t):\\n    return 1.0\\n' > verifier.py")
@@ -39,8 +71,8 @@ def test_a_planted_result_and_a_fake_verifier_output_change_nothing(
     assert r.has_verdict and r.score == 0.6 and not r.passed  # the bug is still there
 
 
-def test_the_hidden_tests_are_out_of_reach(dg: DeepGym, example: Environment) -> None:
-    with dg.session(example) as s:
+def test_the_hidden_tests_are_out_of_reach(client: DeepGym, example: Environment) -> None:
+    with client.session(example) as s:
         r = s.exec(
             f"grep -rs {CANARY} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; "
             "ls /judge /seed/tests 2>&1; find / -name test_calc.py 2>/dev/null | head",
@@ -50,9 +82,9 @@ def test_the_hidden_tests_are_out_of_reach(dg: DeepGym, example: Environment) ->
     assert "test_calc.py" not in r.stdout
 
 
-def test_a_daemon_does_not_outlive_its_session(dg: DeepGym, example: Environment) -> None:
+def test_a_daemon_does_not_outlive_its_session(client: DeepGym, example: Environment) -> None:
     before = descendants(os.getpid())
-    s = dg.session(example)
+    s = client.session(example)
     s.exec("setsid nohup sleep 1000 >/dev/null 2>&1 & disown; (sleep 999 &) ; true")
     assert len(descendants(os.getpid()) - before) > 2
     s.close()
@@ -62,8 +94,8 @@ def test_a_daemon_does_not_outlive_its_session(dg: DeepGym, example: Environment
     assert not left
 
 
-def test_filling_the_disk_stops_at_the_work_dirs_cap(dg: DeepGym, example: Environment) -> None:
-    with dg.session(example) as s:
+def test_filling_the_disk_stops_at_the_work_dirs_cap(client: DeepGym, example: Environment) -> None:
+    with client.session(example) as s:
         one = s.exec("dd if=/dev/zero of=big bs=1M count=4096", timeout=30)
         assert "File size limit exceeded" in one.stderr  # one file: the file size limit
         many = s.exec(
@@ -76,9 +108,9 @@ def test_filling_the_disk_stops_at_the_work_dirs_cap(dg: DeepGym, example: Envir
 
 
 def test_a_fork_bomb_is_bounded_and_leaves_the_host_alone(
-    dg: DeepGym, example: Environment
+    client: DeepGym, example: Environment
 ) -> None:
-    with dg.session(example) as s:
+    with client.session(example) as s:
         r = s.exec(":(){ :|:& };:", timeout=3)
         assert r.timed_out or "Resource temporarily unavailable" in r.stderr  # the pids cap
         after = s.exec("echo alive", timeout=10)  # an observation either way, never a raise
@@ -88,6 +120,7 @@ def test_a_fork_bomb_is_bounded_and_leaves_the_host_alone(
 
 
 def test_a_memory_bomb_is_refused(dg: DeepGym, make_env: Callable[..., Environment]) -> None:
+    # Locally only: it needs a smaller memory limit than the example's, which travels by name.
     with dg.session(make_env(memory_mb=128)) as s:
         r = s.exec(
             "python3 -c 'x = bytearray(1 << 30); print(len(x))' 2>&1; echo exit=$?", timeout=20
@@ -96,14 +129,14 @@ def test_a_memory_bomb_is_refused(dg: DeepGym, make_env: Callable[..., Environme
         assert s.exec("echo alive").stdout == "alive\n"
 
 
-def test_no_network_not_even_loopback_of_the_host(dg: DeepGym, example: Environment) -> None:
+def test_no_network_not_even_loopback_of_the_host(client: DeepGym, example: Environment) -> None:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     listener.settimeout(0.5)
     port = listener.getsockname()[1]
     try:
-        with dg.session(example) as s:
+        with client.session(example) as s:
             r = s.exec(
                 f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""
                 " 2>&1 | tail -1",
@@ -116,17 +149,17 @@ def test_no_network_not_even_loopback_of_the_host(dg: DeepGym, example: Environm
         listener.close()
 
 
-def test_killing_its_own_shell_is_the_agents_zero(dg: DeepGym, example: Environment) -> None:
+def test_killing_its_own_shell_is_the_agents_zero(client: DeepGym, example: Environment) -> None:
     def agent(obs: object) -> dict[str, str]:
         return {"tool": "bash", "command": "kill -9 -1"}  # everything of its uid: the supervisor
 
-    episode = dg.run_episode(example, agent)
+    episode = client.run_episode(example, agent)
     r = episode.result
     assert r.has_verdict and r.score == 0.0 and r.error_type == "policy_sandbox_failure"
 
 
-def test_one_session_cannot_reach_anothers_work_dir(dg: DeepGym, example: Environment) -> None:
-    with dg.session(example) as a, dg.session(example) as b:
+def test_one_session_cannot_reach_anothers_work_dir(client: DeepGym, example: Environment) -> None:
+    with client.session(example) as a, client.session(example) as b:
         a.write_file("secret.txt", "MARKER-a91c")
         r = b.exec(
             "grep -rs MARKER-a91c / --exclude-dir=sys 2>/dev/null | head -3; "
