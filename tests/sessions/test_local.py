@@ -213,3 +213,31 @@ def test_closing_the_client_ends_open_sessions(example: Environment) -> None:
     assert descendants(os.getpid()) - before
     dg.close()
     assert not descendants(os.getpid()) - before
+
+
+def test_a_warm_start_hands_over_a_fresh_standby(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    env = make_env(lifetime=1.0)
+    first = dg.session(env)
+    first.exec("touch left-by-first; export X=1")
+    first.close()
+    time.sleep(1.5)  # the standby waits longer than the lifetime: its clock has not started
+    second = dg.session(env)
+    assert second.sandbox_id != first.sandbox_id
+    assert second.list_files() == ["README.md", "calc.py"]  # nothing of the first session
+    assert second.exec("echo ${X:-unset}").stdout == "unset\n"
+    second.close()
+    provider = dg._core._engine._sessions  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while not all(t.done() for t in provider._standby.values()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for task in provider._standby.values():  # a standby that died while waiting
+        kill_tree(task.result().proc.pid)
+    time.sleep(0.2)
+    third = dg.session(env)  # is not handed out: a new sandbox starts
+    assert third.exec("echo ok").stdout == "ok\n"
+    third.close()
+    other = dg.session(make_env(lifetime=1.0, memory_mb=128))  # other limits: its own sandbox
+    assert other.exec("echo ok").stdout == "ok\n"
+    other.close()

@@ -25,6 +25,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import math
@@ -55,6 +56,8 @@ from deepgym.verdict import Outcome
 
 __all__ = ["ExecResult", "LocalSession", "LocalSessions", "reap_leftovers", "sessions_dir"]
 
+STANDBY_ENVS = 4
+"""Environments that keep a standby sandbox (the most recently opened)."""
 OUTPUT_CAP = 65536
 """Bytes of a command's stdout, and of its stderr, that come back (the counts are kept)."""
 REPLY_GRACE_S = 15.0
@@ -139,7 +142,12 @@ class LocalSession:
         return self.env.max_file_mb * 2 * 2**20
 
     async def start(self) -> None:
-        """Start the sandbox and its supervisor, then the environment's setup script."""
+        """Start the sandbox and its supervisor, then begin the session."""
+        await self.boot()
+        await self.begin()
+
+    async def boot(self) -> None:
+        """Start the sandbox and its supervisor (a standby stops here until it is taken)."""
         self.dir.mkdir(mode=0o700)
         env_dir = self.owner.workspace.env_dir(self.env)
         self.group = cgroups.create(self.env.memory_mb, self.env.max_processes)
@@ -157,7 +165,6 @@ class LocalSession:
             seed_dir=str(env_dir / "repo") if (env_dir / "repo").is_dir() else "",
         )
         argv = policy.argv(policy.SESSION, params)
-        self.opened = time.monotonic()
         try:
             self.proc = await start_process(
                 *argv,
@@ -180,6 +187,14 @@ class LocalSession:
         except BaseException:
             await self.close()
             raise
+
+    def alive(self) -> bool:
+        """Whether the sandbox is still running (a standby that died is not handed out)."""
+        return self.proc is not None and self.proc.returncode is None and not self.closed
+
+    async def begin(self) -> None:
+        """The session's clock starts (its lifetime), then the environment's setup script."""
+        self.opened = time.monotonic()
         loop = asyncio.get_running_loop()
         self._expiry = loop.call_later(self.env.lifetime, self._expire)
         if self.env.setup_script:
@@ -358,15 +373,56 @@ class LocalSessions:
         self.host = host_params()
         self.workspace = Workspace()
         self.sessions: set[LocalSession] = set()
+        self._standby: dict[str, asyncio.Task[LocalSession]] = {}
 
     async def open(self, env: Environment) -> LocalSession:
-        """A new session of ``env`` (a ``kind: "session"`` environment), started."""
+        """A new session of ``env`` (a ``kind: "session"`` environment), started.
+
+        A warm start: the sandbox of the environment's last session already started the next
+        one's (a standby, booted but not begun: its lifetime starts when it is handed out).
+        """
         if env.kind != "session":
             raise ConfigError(f"env {env.name!r} is a {env.kind} task, not a session")
-        session = LocalSession(self, env)
-        self.sessions.add(session)
-        await session.start()
+        key = hashlib.sha256(env.model_dump_json().encode()).hexdigest()  # limits included
+        session = await self._take_standby(key)
+        if session is None:
+            session = LocalSession(self, env)
+            self.sessions.add(session)
+            await session.boot()
+        else:
+            session.env = env
+        if key not in self._standby:
+            self._standby[key] = asyncio.ensure_future(self._prepare(env))
+            while len(self._standby) > STANDBY_ENVS:  # the oldest environment's goes
+                await self._drop_standby(next(iter(self._standby)))
+        await session.begin()
         return session
+
+    async def _prepare(self, env: Environment) -> LocalSession:
+        standby = LocalSession(self, env)
+        self.sessions.add(standby)
+        await standby.boot()
+        return standby
+
+    async def _take_standby(self, key: str) -> LocalSession | None:
+        task = self._standby.pop(key, None)
+        if task is None:
+            return None
+        try:
+            standby = await task
+        except DeepGymError:  # it did not start: this open starts its own
+            return None
+        if standby.alive():
+            return standby
+        await standby.close()
+        return None
+
+    async def _drop_standby(self, key: str) -> None:
+        task = self._standby.pop(key)
+        task.cancel()
+        done = await asyncio.gather(task, return_exceptions=True)
+        if isinstance(done[0], LocalSession):
+            await done[0].close()
 
     async def verify(self, session: LocalSession, snapshot: Path) -> RunResult:
         """The final verifier of ``session``, in a fresh sandbox over ``snapshot``."""
@@ -451,7 +507,10 @@ class LocalSessions:
         return result.model_copy(update={"sandbox_id": session.sandbox_id})
 
     async def close(self) -> None:
-        """Close every session still open, and remove the provider's files."""
+        """Close every session still open (the standbys too), and remove the provider's
+        files."""
+        for key in list(self._standby):
+            await self._drop_standby(key)
         for session in list(self.sessions):
             await session.close()
         self.workspace.close()
