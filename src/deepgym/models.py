@@ -75,6 +75,9 @@ class Environment(BaseModel):
     """A session: a bash script run in the work dir when it opens, before the agent acts."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
+    step_verifier_code: str | None = None
+    """A session: an optional per-step verifier, ``verify_step(work, tests)``, run after each
+    action over a snapshot of the work dir (a shaping reward; never the episode's verdict)."""
     seed: int | None = None
     """The random seed a built-in's ``generate.py`` makes its ``test_cases.json`` from (the
     same seed, the same cases); deepgym itself does not read it."""

@@ -59,6 +59,7 @@ __all__ = [
     "SessionOpenRequest",
     "SessionReadRequest",
     "SessionScoreReply",
+    "SessionStepReply",
     "SessionWriteRequest",
     "StreamEvent",
     "TimeLimitRequest",
@@ -227,6 +228,13 @@ class SessionScoreReply(BaseModel):
     result: RunResult
     diff: str = ""
     """The work dir's changes from its seed, as a unified diff (empty where none was taken)."""
+
+
+class SessionStepReply(BaseModel):
+    """The per-step verifier's result over the work dir as it is now; null where the
+    environment has no per-step verifier."""
+
+    result: RunResult | None = None
 
 
 class Raised(BaseModel):

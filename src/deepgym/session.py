@@ -187,6 +187,16 @@ class AsyncSession:
         """The files under ``path`` in the work dir."""
         return await self._inner.list_files(path)
 
+    async def step_reward(self) -> RunResult | None:
+        """The environment's per-step verifier over the work dir as it is now (the agent's
+        processes go on): a shaping reward, never the verdict. None where the environment has no
+        per-step verifier (or a provider of your own runs none)."""
+        step_reward = getattr(self._inner, "step_reward", None)
+        if step_reward is None:
+            return None
+        result: RunResult | None = await step_reward()
+        return result
+
     async def score(self) -> RunResult:
         """The final verifier's result over the agent's work; a failure of the session itself
         is read by ``failure_result``, so this returns a result (with or without a verdict)."""
@@ -247,6 +257,11 @@ class Session:
         """See ``AsyncSession.list_files``."""
         names: list[str] = self._call(self._core.list_files(path))
         return names
+
+    def step_reward(self) -> RunResult | None:
+        """See ``AsyncSession.step_reward``."""
+        result: RunResult | None = self._call(self._core.step_reward())
+        return result
 
     def score(self) -> RunResult:
         """See ``AsyncSession.score``."""
@@ -323,6 +338,8 @@ class Observation:
     last: ExecResult | None = None
     note: str = ""
     """A line about the last action when it was not a command (a file written)."""
+    reward: float | None = None
+    """The per-step verifier's score of the work dir after the last action (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -332,6 +349,8 @@ class Step:
     action: Action
     output: ExecResult | None
     duration_s: float
+    reward: float | None = None
+    """The per-step verifier's score after this step, where the environment has one."""
 
 
 def step_record(step: Step) -> dict[str, Any]:
@@ -344,6 +363,7 @@ def step_record(step: Step) -> dict[str, Any]:
         "exit_code": out.exit_code if out is not None else None,
         "timed_out": out.timed_out if out is not None else False,
         "duration_s": step.duration_s,
+        "reward": step.reward,
     }
 
 
@@ -445,8 +465,13 @@ async def _act(
                 else:
                     await session.write_file(action.path, action.content)
                     note = f"wrote {action.path} ({len(action.content.encode())} bytes)"
-                keep(Step(action, output, time.monotonic() - t0))
-                obs = Observation(task=env.task, step=step + 1, last=output, note=note)
+                took = time.monotonic() - t0
+                shaped = await session.step_reward() if env.step_verifier_code else None
+                reward = shaped.score if shaped is not None and shaped.has_verdict else None
+                keep(Step(action, output, took, reward))
+                obs = Observation(
+                    task=env.task, step=step + 1, last=output, note=note, reward=reward
+                )
         except DeepGymError as exc:
             episode.result = failure_result(
                 exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share

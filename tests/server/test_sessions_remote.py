@@ -355,3 +355,44 @@ def test_a_session_busy_at_its_lifetime_is_reaped_once_its_request_is_done(
         assert providers[1].closed and not service.sessions
 
     asyncio.run(asyncio.wait_for(go(), 30.0))
+
+
+INLINE = Environment(
+    name="inline",
+    kind="session",
+    task="Set x to 1 in state.py.",
+    setup_script="printf 'x = 0\\n' > state.py",
+    verifier_code=(
+        "def verify(work, tests):\n    return (work / 'state.py').read_text().strip() == 'x = 1'\n"
+    ),
+    step_verifier_code=(
+        "def verify_step(work, tests):\n"
+        "    return 1.0 if 'x = 1' in (work / 'state.py').read_text() else 0.0\n"
+    ),
+    lifetime=60,
+)
+
+
+def test_a_per_step_verifier_over_http() -> None:
+    with (
+        serve(allow_verifier_code=True) as server,
+        DeepGym(mode="remote", url=server.url, token=TOKEN) as dg,
+    ):
+        plan = [
+            Action("bash", command="cat state.py"),
+            Action("write_file", path="state.py", content="x = 1\n"),
+            Action("done"),
+        ]
+        episode = dg.run_episode(INLINE, lambda obs: plan[obs.step])
+    assert [s.reward for s in episode.trajectory] == [0.0, 1.0, None]
+    assert episode.result.passed
+
+
+def test_step_verifier_code_is_refused_unless_allowed() -> None:
+    from deepgym.exceptions import VerifierCodeRefusedError
+    from deepgym.server.service import parse_env
+
+    spec = INLINE.model_dump(mode="json", exclude={"verifier_code"})
+    with pytest.raises(VerifierCodeRefusedError, match=r"env\.step_verifier_code"):
+        parse_env(spec, allow_verifier_code=False)
+    assert parse_env(INLINE.model_dump(mode="json"), allow_verifier_code=True).step_verifier_code

@@ -6,6 +6,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -241,3 +242,79 @@ def test_a_warm_start_hands_over_a_fresh_standby(
     other = dg.session(make_env(lifetime=1.0, memory_mb=128))  # other limits: its own sandbox
     assert other.exec("echo ok").stdout == "ok\n"
     other.close()
+
+
+STEP_VERIFIER = """
+def verify_step(work, tests):
+    source = (work / "calc.py").read_text()
+    return 1.0 if "a + b" in source else 0.0
+"""
+
+
+def test_a_per_step_verifier_rewards_each_step_and_never_decides_the_verdict(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    env = make_env(step_verifier_code=STEP_VERIFIER)
+    plan = [
+        Action("bash", command="sleep 1000 >/dev/null 2>&1 & echo started"),
+        Action("bash", command=FIX),
+        Action("bash", command="pgrep -c sleep"),  # the agent's processes went on
+        Action("done"),
+    ]
+    seen: list[float | None] = []
+
+    def agent(obs: Observation) -> Action:
+        seen.append(obs.reward)
+        return plan[obs.step]
+
+    episode = dg.run_episode(env, agent)
+    assert [s.reward for s in episode.trajectory] == [0.0, 1.0, 1.0, None]
+    assert seen == [None, 0.0, 1.0, 1.0]
+    assert episode.trajectory[2].output is not None
+    assert episode.trajectory[2].output.stdout.strip() == "1"
+    assert episode.result.passed and episode.to_json()["steps"][1]["reward"] == 1.0
+    with dg.session(make_env()) as s:  # no per-step verifier: no reward
+        assert s.step_reward() is None
+
+
+def test_a_folders_step_verifier_is_loaded(tmp_path: Path) -> None:
+    import shutil
+
+    from deepgym.envs.registry import load_folder
+    from tests.sessions.conftest import EXAMPLE
+
+    folder = tmp_path / "env"
+    shutil.copytree(EXAMPLE, folder)
+    (folder / "step_verifier.py").write_text(STEP_VERIFIER)
+    env = load_folder(folder)
+    assert env.kind == "session" and env.step_verifier_code == STEP_VERIFIER
+    assert env.tests_path == folder / "tests" and env.repo_path == folder / "repo"
+
+
+# Unclosed on purpose: asyncio says so of the transports the collected provider held.
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_client_collected_without_close_leaves_no_sandbox(example: Environment) -> None:
+    import gc
+
+    from tests.procs import descendants
+
+    before = descendants(os.getpid())
+
+    async def go() -> None:
+        dg = AsyncDeepGym()
+        s = await dg.session(example)
+        await s.exec("sleep 100 >/dev/null 2>&1 &")
+        await asyncio.sleep(0.5)  # the standby for the next open has started too
+        assert len(descendants(os.getpid()) - before) >= 4
+        del s, dg
+        gc.collect()  # no close(): the provider's finaliser ends its sandboxes
+        deadline = time.monotonic() + 5
+        while descendants(os.getpid()) - before and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not descendants(os.getpid()) - before
+
+    asyncio.run(go())
+    for _ in range(3):  # what the collected provider held goes here, inside this test's filters
+        gc.collect()
+        time.sleep(0.1)

@@ -57,6 +57,7 @@ from deepgym.protocol import (
     SessionOpenRequest,
     SessionReadRequest,
     SessionScoreReply,
+    SessionStepReply,
     SessionWriteRequest,
     StreamEvent,
     TimeLimitRequest,
@@ -491,6 +492,13 @@ class RemoteSession:
         reply = _reply(SessionScoreReply, await self._call("score", wait_s=wait_s))
         self.diff = reply.diff
         return reply.result
+
+    async def step_reward(self) -> RunResult | None:
+        """The per-step verifier's result on the service (see ``LocalSession.step_reward``)."""
+        if self.env.step_verifier_code is None:
+            return None
+        wait_s = 30.0 + self.env.timeout + 2 * REPLY_GRACE_S + SESSION_SLACK_S
+        return _reply(SessionStepReply, await self._call("step_reward", wait_s=wait_s)).result
 
     async def close(self) -> None:
         """Close the session on the service. Never raises: a service that cannot be reached

@@ -199,6 +199,8 @@ def load_folder(folder: str | Path) -> Environment:
         fields["setup_script"] = (d / "setup.sh").read_text()
     if (d / "tests").is_dir():
         fields["tests_path"] = d / "tests"
+    if (d / "step_verifier.py").is_file():
+        fields["step_verifier_code"] = (d / "step_verifier.py").read_text()
     fields["source_dir"] = d
     try:
         return Environment(**fields)

@@ -215,7 +215,8 @@ def _end_others() -> None:
 
 
 def _snapshot(req: dict[str, Any]) -> dict[str, Any]:
-    _end_others()
+    if req.get("end", True):  # the final snapshot: the agent's phase is over
+        _end_others()
     cap = int(req.get("cap") or 1 << 26)
     total = 0
     for root, _, files in os.walk(WORK):

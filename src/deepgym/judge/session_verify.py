@@ -1,9 +1,10 @@
 """A session's final verifier, in a fresh sandbox of its own after the agent's phase.
 
-``python -I -S _boot.py session_verify REPORT_FD MARK_FD`` copies the snapshot of the agent's
+``python -I -S _boot.py session_verify REPORT_FD MARK_FD [step]`` copies the snapshot of the agent's
 work dir (``/snapshot``, read-only) to ``/work`` (writable, so tests may write caches), loads the
 environment's ``verifier.py`` from ``/judge/env`` and calls ``verify(work, tests)`` with ``work``
-the work dir and ``tests`` the hidden tests (``/judge/env/tests``: never in the agent's sandbox).
+the work dir and ``tests`` the hidden tests (``/judge/env/tests``: never in the agent's sandbox);
+with ``step``, ``step_verifier.py``'s ``verify_step(work, tests)`` (a per-step reward).
 
 The verdict leaves on ``REPORT_FD``, a pipe only this process holds (not inherited by anything
 it starts, and the process is non-dumpable: the agent's code, if the verifier runs it, reaches
@@ -81,6 +82,10 @@ def _plain_report(value: Any) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     """Run the verifier once; the exit code says whether a report was written."""
     report_fd, mark_fd = int(argv[0]), int(argv[1])
+    step = len(argv) > 2 and argv[2] == "step"  # the per-step verifier: verify_step(work, tests)
+    source_name, function = "verifier.py", "verify"
+    if step:
+        source_name, function = "step_verifier.py", "verify_step"
     for fd in (report_fd, mark_fd):
         os.set_inheritable(fd, False)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -90,12 +95,12 @@ def main(argv: list[str]) -> int:
         if os.path.isdir(SNAPSHOT):  # the snapshot is capped: copying it is ours to get right
             shutil.copytree(SNAPSHOT, WORK, dirs_exist_ok=True, symlinks=True)
         namespace: dict[str, Any] = {"__name__": "verifier"}
-        source = Path(ENV, "verifier.py").read_text()
-        code = compile(source, "verifier.py", "exec")
+        source = Path(ENV, source_name).read_text()
+        code = compile(source, source_name, "exec")
         exec(code, namespace)
-        verify = namespace.get("verify")
+        verify = namespace.get(function)
         if not callable(verify):
-            raise TypeError("verifier.py defines no verify(work, tests)")
+            raise TypeError(f"{source_name} defines no {function}(work, tests)")
     except BaseException:  # set-up failed: before the agent's work came into play
         _report(report_fd, {"status": "verifier_error", "message": traceback.format_exc()[-3000:]})
         return 2

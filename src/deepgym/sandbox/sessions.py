@@ -34,6 +34,7 @@ import secrets
 import shutil
 import tarfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,7 @@ class LocalSession:
         self._expiry: asyncio.TimerHandle | None = None
         self.diff = ""
         """The work dir's changes from its seed, as a unified diff (set by ``score``)."""
+        self._steps = 0
 
     # -- start -----------------------------------------------------------------------------
     def _limits(self) -> dict[str, int]:
@@ -175,6 +177,7 @@ class LocalSession:
                 limit=2**28,
             )
             self._record()
+            self.owner.live[self.sandbox_id] = self.proc.pid
             assert self.proc.stdout is not None
             line = await asyncio.wait_for(self.proc.stdout.readline(), 30.0)
             if not line or not json.loads(line).get("ready"):
@@ -196,7 +199,8 @@ class LocalSession:
         """The session's clock starts (its lifetime), then the environment's setup script."""
         self.opened = time.monotonic()
         loop = asyncio.get_running_loop()
-        self._expiry = loop.call_later(self.env.lifetime, self._expire)
+        # A weak reference: a pending timer must not keep a session (and its provider) alive.
+        self._expiry = loop.call_later(self.env.lifetime, _expire_later, weakref.ref(self))
         if self.env.setup_script:
             done = await self._exec(self.env.setup_script, self.env.step_timeout, agent=False)
             if done.exit_code != 0 or done.timed_out:
@@ -321,21 +325,40 @@ class LocalSession:
             got = await self._request("snapshot", 30.0, cap=self.work_bytes())
         except ConfigError as exc:  # the agent's work dir could not be taken (too big)
             raise SandboxDiedError(str(exc)) from exc
-        tar = base64.b64decode(got["tar"])
         await self._end_sandbox()
-        snap = self.dir / "snapshot"
+        snap = self._unpack(got["tar"], "snapshot")
+        self.diff = work_diff(self.env.repo_path, snap)
+        return await self.owner.verify(self, snap)
+
+    async def step_reward(self) -> RunResult | None:
+        """The environment's per-step verifier over a snapshot of the work dir as it is now
+        (the agent's processes go on); None where the environment has none. A shaping reward:
+        never the episode's verdict, and a failure of it is a result without a verdict."""
+        if self.env.step_verifier_code is None:
+            return None
+        got = await self._request("snapshot", 30.0, cap=self.work_bytes(), end=False)
+        self._steps += 1
+        snap = self._unpack(got["tar"], f"step-{self._steps}")
+        try:
+            return await self.owner.verify(self, snap, step=True)
+        finally:
+            shutil.rmtree(snap, ignore_errors=True)
+
+    def _unpack(self, tar_b64: str, name: str) -> Path:
+        """A snapshot's tar into ``name`` under the session's folder, readable by the verifier's
+        sandbox (modes normalised; links kept as links)."""
+        snap = self.dir / name
         snap.mkdir()
-        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(tar_b64))) as archive:
             archive.extractall(snap, filter="data")
         for root, dirs, files in os.walk(snap):
-            for name in [*dirs, *files]:
-                p = os.path.join(root, name)
+            for entry in [*dirs, *files]:
+                p = os.path.join(root, entry)
                 if not os.path.islink(p):
                     os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
         os.chmod(snap, 0o755)
         os.chmod(self.dir, 0o755)
-        self.diff = work_diff(self.env.repo_path, snap)
-        return await self.owner.verify(self, snap)
+        return snap
 
     # -- the end ---------------------------------------------------------------------------
     async def _end_sandbox(self) -> None:
@@ -346,6 +369,7 @@ class LocalSession:
             if proc.stdin is not None:
                 proc.stdin.close()
             await end_process(proc)
+        self.owner.live.pop(self.sandbox_id, None)
         if self.group is not None:
             self.group.remove()
             self.group = None
@@ -373,6 +397,9 @@ class LocalSessions:
         self.host = host_params()
         self.workspace = Workspace()
         self.sessions: set[LocalSession] = set()
+        self.live: dict[str, int] = {}
+        """Each running session's sandbox pid: what a provider collected unclosed kills."""
+        weakref.finalize(self, _kill_all, self.live)
         self._standby: dict[str, asyncio.Task[LocalSession]] = {}
 
     async def open(self, env: Environment) -> LocalSession:
@@ -424,8 +451,9 @@ class LocalSessions:
         if isinstance(done[0], LocalSession):
             await done[0].close()
 
-    async def verify(self, session: LocalSession, snapshot: Path) -> RunResult:
-        """The final verifier of ``session``, in a fresh sandbox over ``snapshot``."""
+    async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
+        """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
+        sandbox over ``snapshot``."""
         env = session.env
         env_dir = self.workspace.env_dir(env)
         group = cgroups.create(env.memory_mb, env.max_processes)
@@ -433,7 +461,7 @@ class LocalSessions:
         r_mark, w_mark = os.pipe()
         params = dataclasses.replace(
             self.host,
-            command=("session_verify", str(w_report), str(w_mark)),
+            command=("session_verify", str(w_report), str(w_mark), *(["step"] if step else [])),
             env={
                 "HOME": "/work",
                 "DEEPGYM_CGROUP_PROCS": ":".join(
@@ -514,6 +542,20 @@ class LocalSessions:
         for session in list(self.sessions):
             await session.close()
         self.workspace.close()
+
+
+def _expire_later(ref: weakref.ref[LocalSession]) -> None:
+    session = ref()
+    if session is not None:
+        session._expire()
+
+
+def _kill_all(live: dict[str, int]) -> None:
+    """End the sandboxes of a provider that was garbage-collected without ``close``."""
+    for sandbox_id, pid in list(live.items()):
+        if _alive_with(pid, sandbox_id):
+            kill_tree(pid)
+    live.clear()
 
 
 DIFF_CAP = 256 * 1024

@@ -27,6 +27,7 @@ def _env_key(env: Environment) -> str:
             str(env.verifier_path) if env.verifier_path else None,
             str(env.repo_path) if env.repo_path else None,
             str(env.tests_path) if env.tests_path else None,
+            env.step_verifier_code,
         ],
         sort_keys=True,
         default=repr,
@@ -67,6 +68,8 @@ class Workspace:
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
                 dirs_exist_ok=True,
             )
+        if env.step_verifier_code is not None:  # a session's per-step verifier
+            (d / "step_verifier.py").write_text(env.step_verifier_code)
         if env.tests_path is not None:  # a session's hidden tests, beside its verifier
             shutil.copytree(env.tests_path, d / "tests", dirs_exist_ok=True)
         self._staged[key] = d

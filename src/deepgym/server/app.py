@@ -48,6 +48,7 @@ from deepgym.protocol import (
     SessionOpenRequest,
     SessionReadRequest,
     SessionScoreReply,
+    SessionStepReply,
     SessionWriteRequest,
     TimeLimitRequest,
     error_body,
@@ -93,6 +94,7 @@ ROUTES = (
     "/v1/sessions/{sandbox_id}/files/read",
     "/v1/sessions/{sandbox_id}/files/write",
     "/v1/sessions/{sandbox_id}/score",
+    "/v1/sessions/{sandbox_id}/step_reward",
     "/v1/time_limit",
 )
 _SESSION_PREFIX = "/v1/sessions/"
@@ -380,6 +382,13 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
             return SessionScoreReply(result=result, diff=str(getattr(s, "diff", "") or ""))
 
         return _json(await service.in_session(sandbox_id, score))
+
+    @app.post("/v1/sessions/{sandbox_id}/step_reward")
+    async def session_step_reward(sandbox_id: str) -> Response:
+        async def step(s: AsyncSession) -> SessionStepReply:
+            return SessionStepReply(result=await s.step_reward())
+
+        return _json(await service.in_session(sandbox_id, step))
 
     @app.delete("/v1/sessions/{sandbox_id}")
     async def session_close(sandbox_id: str) -> dict[str, bool]:

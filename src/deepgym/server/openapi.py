@@ -30,6 +30,7 @@ from deepgym.protocol import (
     SessionOpenRequest,
     SessionReadRequest,
     SessionScoreReply,
+    SessionStepReply,
     SessionWriteRequest,
     StreamEvent,
     TimeLimitRequest,
@@ -111,6 +112,11 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "End the agent's phase and run the final verifier over its work (no body)",
         "reply": SessionScoreReply,
         "about": "The result: a verdict, or plainly none where the session failed.",
+    },
+    ("post", "/v1/sessions/{sandbox_id}/step_reward"): {
+        "summary": "Run the per-step verifier over the work dir as it is now (no body)",
+        "reply": SessionStepReply,
+        "about": "Its result (a shaping reward), or null where the environment has none.",
     },
     ("delete", "/v1/sessions/{sandbox_id}"): {
         "summary": "Close the session: end everything it started",

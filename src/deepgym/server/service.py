@@ -179,11 +179,12 @@ def parse_env(spec: EnvSpec, *, allow_verifier_code: bool, where: str = "env") -
     for key in _PATH_FIELDS:
         if spec.get(key) is not None:
             raise ConfigError(f"{where}.{key}: a client cannot name a path on the service")
-    if spec.get("verifier_code") is not None and not allow_verifier_code:
-        raise VerifierCodeRefusedError(
-            f"{where}.verifier_code: this service does not run verifier code sent by a client "
-            "(start it with --allow-verifier-code to allow that)"
-        )
+    for key in ("verifier_code", "step_verifier_code"):
+        if spec.get(key) is not None and not allow_verifier_code:
+            raise VerifierCodeRefusedError(
+                f"{where}.{key}: this service does not run verifier code sent by a client "
+                "(start it with --allow-verifier-code to allow that)"
+            )
     try:
         return Environment.model_validate(spec)
     except ValidationError as exc:
