@@ -73,6 +73,7 @@ for _command in (
     environments.show,
     environments.check,
     environments.qa,
+    environments.limits_cmd,
     demo.demo,
     latency.price_cmd,
     latency.sweep_cmd,

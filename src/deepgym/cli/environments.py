@@ -20,6 +20,7 @@ from deepgym.cli.common import (
     json_option,
     line,
     load_env,
+    load_targets,
     out,
     parallel_option,
     progress,
@@ -29,7 +30,7 @@ from deepgym.cli.tables import Cell, Column, print_table
 from deepgym.envs.check import CheckReport, check_environment, check_environments
 from deepgym.envs.registry import list_environments, load_environment, load_suite
 
-__all__ = ["check", "list_cmd", "qa", "show"]
+__all__ = ["check", "limits_cmd", "list_cmd", "qa", "show"]
 
 
 @click.command("list")
@@ -141,3 +142,34 @@ def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
         click.echo(f"{good}/{len(reports)} environments pass every check")
     if not all(r.ok for r in reports):
         raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@click.command("limits")
+@click.argument("suite_or_envs")
+@sandbox_option
+@json_option
+def limits_cmd(suite_or_envs: str, sandbox: str | None, as_json: bool) -> None:
+    """Derive the time limit of every environment of a suite (builtin, humaneval) or a list
+    (a,b,c) ahead of training, and print them.
+
+    Each limit comes from the reference's runtime, measured once per environment and machine
+    and kept in $DEEPGYM_HOME/limits.sqlite, where every client on the machine reads it.
+    """
+    envs = load_targets(suite_or_envs)
+    limits: list[tuple[str, float, bool]] = []
+    with common.make_client(sandbox) as dg, progress("limits") as advance:
+        for i, env in enumerate(envs):
+            derived = env.time_limit is None and env.reference_solution is not None
+            limits.append((env.name, dg.time_limit(env), derived))
+            advance(i + 1, len(envs))
+    if as_json:
+        click.echo(
+            json.dumps([{"env": n, "time_limit": t, "derived": d} for n, t, d in limits], indent=2)
+        )
+        return
+    rows: list[list[Cell]] = [
+        [n, f"{t:.2f}", "derived" if d else "fixed (no reference, or a time_limit)"]
+        for n, t, d in limits
+    ]
+    columns = [Column("environment"), Column("limit s", justify="right"), Column("from")]
+    print_table(out(), f"time limits ({len(limits)} environments)", columns, rows)

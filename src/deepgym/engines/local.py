@@ -18,6 +18,7 @@ from typing import Any
 
 from deepgym.envs.registry import load_suite, resolve
 from deepgym.exceptions import ConfigError, DeepGymError, SandboxUnavailableError
+from deepgym.limits import LimitStore, content_key
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.results import build_result, raise_for
 from deepgym.sandbox import make_backend
@@ -74,6 +75,7 @@ class LocalEngine:
         self.time_limits = time_limits if time_limits is not None else TimeLimitPolicy()
         self._limits: dict[tuple[str, int], asyncio.Future[float]] = {}
         self._sessions: LocalSessions | None = None
+        self._limit_store: LimitStore | None = None
 
     @property
     def backend(self) -> Backend:
@@ -110,7 +112,31 @@ class LocalEngine:
                 raise
         return await asyncio.shield(fut)
 
+    def _stored_runtimes(self) -> LimitStore | None:
+        """The machine's store of reference runtimes (None: the policy keeps none)."""
+        if not self.time_limits.persist:
+            return None
+        if self._limit_store is None:
+            self._limit_store = LimitStore()
+        return self._limit_store
+
     async def _measure_limit(self, env: Environment) -> float:
+        """The derived limit: from the stored runtime of this content on this kind of machine
+        (``deepgym.limits``), or from the reference run here (then stored)."""
+        store = self._stored_runtimes()
+        key = content_key(env, self.sandbox) if store is not None else ""
+        stored = store.get(key) if store is not None else None
+        if stored is not None:
+            return self.time_limits.limit(stored / 1000.0, env.timeout)
+        best = await self._reference_ms(env)
+        if best is None:  # no trustworthy measurement: keep the cap
+            return env.timeout
+        if store is not None:
+            store.put(key, env.name, best)
+        return self.time_limits.limit(best / 1000.0, env.timeout)
+
+    async def _reference_ms(self, env: Environment) -> float | None:
+        """The reference's runtime here (ms, the faster of two runs); None if it failed."""
         assert env.reference_solution is not None
         job = Job(
             env=env,
@@ -122,15 +148,14 @@ class LocalEngine:
         for _ in range(2):  # the faster of two runs: one-off start-up costs are not the task's
             raw = await self.backend.run(job)
             result, _ = build_result(raw, env.name, env.timeout)
-            if not result.passed:  # no trustworthy measurement: keep the cap
-                return env.timeout
+            if not result.passed:
+                return None
             elapsed = (raw.report or {}).get("elapsed_ms")
             ms = float(elapsed) if isinstance(elapsed, int | float) else raw.total_ms
             best = ms if best is None else min(best, ms)
             if self.time_limits.limit(best / 1000.0, env.timeout) <= self.time_limits.floor:
                 break  # already at the floor: a second measurement cannot lower it
-        assert best is not None
-        return self.time_limits.limit(best / 1000.0, env.timeout)
+        return best
 
     # -- one run --------------------------------------------------------------------------
     async def _attempt(
@@ -311,6 +336,9 @@ class LocalEngine:
         if self._sessions is not None:
             sessions, self._sessions = self._sessions, None
             await sessions.close()
+        if self._limit_store is not None:
+            store, self._limit_store = self._limit_store, None
+            store.close()
         if self._backend is not None:
             backend, self._backend = self._backend, None
             await backend.close()

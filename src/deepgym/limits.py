@@ -1,0 +1,136 @@
+"""Derived time limits that persist: measured once per machine, shared by every client on it.
+
+A derived limit is ``clamp(factor * reference runtime, floor, cap)``; measuring the reference
+costs a run or two before an environment's first answer may start. ``LimitStore`` keeps the
+reference runtime in ``$DEEPGYM_HOME/limits.sqlite`` (SQLite, WAL: safe for concurrent
+processes), so a new process, a ``deepgym`` command or another worker on the machine reads it
+instead of measuring again.
+
+Invariants:
+
+- The key is the environment's content (``content_key``: everything that decides how the
+  reference runs, the verifier file's and repository's bytes included, never its name) and the
+  sandbox backend: a changed reference or environment gets a new entry.
+- The machine is part of the key (``machine_id``: its CPU model and core count): a runtime
+  measured on a fast machine is never applied on a slow one that shares the same home folder
+  (a network home, a container image); that machine measures its own.
+- Only a trustworthy measurement is stored (the reference passed); the limit itself is never
+  stored, so a different ``TimeLimitPolicy`` reads the same runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from deepgym.exceptions import ConfigError
+from deepgym.models import Environment
+
+__all__ = ["LimitStore", "content_key", "default_limits_path", "machine_id"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runtimes (
+    key TEXT PRIMARY KEY,
+    env_name TEXT NOT NULL,
+    reference_ms REAL NOT NULL,
+    machine TEXT NOT NULL,
+    measured REAL NOT NULL
+);
+"""
+
+
+def default_limits_path() -> Path:
+    """``$DEEPGYM_HOME/limits.sqlite`` (``~/.deepgym`` when unset)."""
+    home = os.environ.get("DEEPGYM_HOME") or str(Path.home() / ".deepgym")
+    return Path(home) / "limits.sqlite"
+
+
+def _file_digest(h: Any, path: Path) -> None:
+    if path.is_file():
+        h.update(path.read_bytes())
+    elif path.is_dir():
+        for p in sorted(path.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(path)).encode() + b"\0" + p.read_bytes())
+
+
+@functools.cache
+def machine_id() -> str:
+    """This machine's speed class: its CPU model and core count (``/proc/cpuinfo``)."""
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.partition(":")[2].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model} x{os.cpu_count() or 0}"
+
+
+def content_key(env: Environment, backend: str, machine: str | None = None) -> str:
+    """A hash of what decides how ``env``'s reference runs on ``backend`` on ``machine`` (this
+    one by default): its fields (not its name, task or description), the bytes of its verifier
+    file and repository, and the machine's speed class."""
+    h = hashlib.sha256(f"{backend}\0{machine if machine is not None else machine_id()}\0".encode())
+    data = env.model_dump_json(
+        exclude={"name", "task", "description", "difficulty", "tags", "seed", "source_dir"}
+    )
+    h.update(data.encode())
+    for path in (env.verifier_path, env.repo_path, env.tests_path):
+        if path is not None:
+            _file_digest(h, Path(path))
+    return h.hexdigest()
+
+
+class LimitStore:
+    """Reference runtimes by content key, in one SQLite file shared by the machine's clients."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_limits_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, timeout=10.0, check_same_thread=False, isolation_level=None
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"limit store {self.path}: cannot open ({exc})") from exc
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> float | None:
+        """The stored reference runtime (ms) for ``key``, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT reference_ms FROM runtimes WHERE key = ?", (key,)
+            ).fetchone()
+        return float(row[0]) if row else None
+
+    def put(self, key: str, env_name: str, reference_ms: float) -> None:
+        """Store a measured runtime (the last writer wins: every writer measured the same
+        content on the same kind of machine)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO runtimes (key, env_name, reference_ms, machine, measured) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (key, env_name, reference_ms, machine_id(), time.time()),
+            )
+
+    def count(self) -> int:
+        """How many runtimes are stored."""
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM runtimes").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
