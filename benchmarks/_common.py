@@ -68,8 +68,9 @@ def print_table(rows: list[list[str]], header: list[str]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
-def write_json(name: str, data: dict[str, Any]) -> Path:
-    OUT_DIR.mkdir(exist_ok=True)
+def write_json(name: str | Path, data: dict[str, Any]) -> Path:
+    """``data`` with the machine's facts, to ``OUT_DIR/<name>.json`` (or to ``name`` itself
+    when it is a path)."""
     data = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -78,7 +79,8 @@ def write_json(name: str, data: dict[str, Any]) -> Path:
         },
         **data,
     }
-    path = OUT_DIR / f"{name}.json"
+    path = name if isinstance(name, Path) else OUT_DIR / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2))
     return path
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import OUT_DIR, CpuMeter, print_table
+from _common import OUT_DIR, CpuMeter, print_table, write_json
 
 MAX_PARALLEL = 8
 WARMUP_RUNS = 16
@@ -249,20 +248,6 @@ def _spread(rounds: list[dict[str, Any]], key: str) -> str:
     vals = [r["ratios"][key] for r in rounds]
     med = statistics.median(vals)
     return f"{med:.2f}x" if len(vals) == 1 else f"{med:.2f}x ({min(vals):.2f}-{max(vals):.2f})"
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """The shape ``_common.write_json`` writes, at a path of the caller's choosing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "kernel": platform.release(),
-        },
-        **data,
-    }
-    path.write_text(json.dumps(data, indent=2))
 
 
 def main() -> int:

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import OUT_DIR, interleaved, print_table, summarise
+from _common import OUT_DIR, interleaved, print_table, summarise, write_json
 
 from deepgym import DeepGym, load_environment
 from deepgym.client import AsyncDeepGym
@@ -52,15 +50,6 @@ BASH_TRUE = ["/bin/bash", "-c", "true"]
 # -- /proc ---------------------------------------------------------------------------------
 
 
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return int(raw[raw.rfind(b")") + 2 :].split()[1])
-
-
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -71,19 +60,8 @@ def _state(pid: int) -> str:
 
 
 def descendants(pid: int) -> set[int]:
-    """Every process below ``pid``, from ``/proc``."""
-    tree: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit() and (ppid := _parent(int(name))) is not None:
-            tree.setdefault(ppid, []).append(int(name))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
+    """Every process below ``pid``, from ``/proc`` (``deepgym.judge.blame.tree_pids``)."""
+    return tree_pids(pid) - {pid}
 
 
 def rss_kib(pid: int) -> int:
@@ -341,20 +319,6 @@ async def concurrency(env: Environment, n: int) -> dict[str, Any]:
         "all_open_at_once": all_open,
         "nothing_left": clean,
     }
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """The shape ``_common.write_json`` writes, at a path of the caller's choosing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "kernel": platform.release(),
-        },
-        **data,
-    }
-    path.write_text(json.dumps(data, indent=2))
 
 
 def main() -> int:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError
+from deepgym.home import deepgym_home
 from deepgym.models import Environment
 
 __all__ = ["LimitStore", "content_key", "default_limits_path", "machine_id"]
@@ -47,8 +48,7 @@ CREATE TABLE IF NOT EXISTS runtimes (
 
 def default_limits_path() -> Path:
     """``$DEEPGYM_HOME/limits.sqlite`` (``~/.deepgym`` when unset)."""
-    home = os.environ.get("DEEPGYM_HOME") or str(Path.home() / ".deepgym")
-    return Path(home) / "limits.sqlite"
+    return deepgym_home() / "limits.sqlite"
 
 
 def _file_digest(h: Any, path: Path) -> None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from deepgym.exceptions import ConfigError
+from deepgym.home import deepgym_home
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
 
 if TYPE_CHECKING:
@@ -151,8 +152,7 @@ def owner_alive(owner: str | None) -> bool:
 
 def default_store_path() -> Path:
     """``$DEEPGYM_HOME/runs.sqlite``, with ``~/.deepgym`` as the home when unset."""
-    home = os.environ.get("DEEPGYM_HOME") or str(Path.home() / ".deepgym")
-    return Path(home) / "runs.sqlite"
+    return deepgym_home() / "runs.sqlite"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepgym.envs.registry import load_suite, resolve
 from deepgym.exceptions import ConfigError, DeepGymError, SandboxUnavailableError
@@ -23,10 +23,12 @@ from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.results import build_result, raise_for
 from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job
-from deepgym.sandbox.sessions import LocalSession, LocalSessions
 from deepgym.scheduling import TimeLimitPolicy, broadcast_envs, group_slices, should_retry
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 from deepgym.verdict import Classification
+
+if TYPE_CHECKING:
+    from deepgym.sandbox.sessions import LocalSession, LocalSessions
 
 __all__ = ["LocalEngine"]
 
@@ -327,6 +329,8 @@ class LocalEngine:
     async def open_session(self, env: Environment) -> LocalSession:
         """A new agent session of ``env`` in a sandbox of its own on this host."""
         if self._sessions is None:
+            from deepgym.sandbox.sessions import LocalSessions  # only for those who open one
+
             self._sessions = LocalSessions()
         return await self._sessions.open(env)
 

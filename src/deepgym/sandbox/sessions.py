@@ -45,6 +45,7 @@ from deepgym.exceptions import (
     SandboxError,
     SandboxExpiredError,
 )
+from deepgym.home import deepgym_home
 from deepgym.judge.blame import tree_pids
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.results import build_result
@@ -69,8 +70,7 @@ READ_CAP = 1 << 20
 
 def sessions_dir() -> Path:
     """``$DEEPGYM_HOME/sessions``: one file per open session, for reaping after a crash."""
-    home = os.environ.get("DEEPGYM_HOME") or str(Path.home() / ".deepgym")
-    return Path(home) / "sessions"
+    return deepgym_home() / "sessions"
 
 
 def _alive_with(pid: int, marker: str) -> bool:
