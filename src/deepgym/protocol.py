@@ -18,8 +18,9 @@ Both sides import this module, so the wire has one definition:
 - An error is ``{"error": {"code": ..., "message": ...}}`` with a 4xx or 5xx status;
   ``error_for`` maps it to the exception local mode raises for the same input (bad input), for
   the same failure of a session's sandbox (``sandbox_died``: ``SandboxDiedError``,
-  ``sandbox_expired``: ``SandboxExpiredError``), or to ``TransportError`` (credentials,
-  overload, the service failing, a session the service no longer has).
+  ``sandbox_expired``: ``SandboxExpiredError``, ``sandbox_error``: ``SandboxError``), or to
+  ``TransportError`` (credentials, overload, the service failing, a session the service no
+  longer has).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ ErrorCode = Literal[
     "too_many_sessions",
     "sandbox_died",
     "sandbox_expired",
+    "sandbox_error",
 ]
 
 _Raisable = type[SandboxError] | type[DeepGymTimeoutError] | type[VerifierError]
@@ -309,6 +311,8 @@ def error_for(status: int, body: bytes) -> DeepGymError:
         return SandboxDiedError(message)
     if status == 410 and code == "sandbox_expired":
         return SandboxExpiredError(message)
+    if status == 500 and code == "sandbox_error":  # a session's sandbox failed otherwise
+        return SandboxError(message)
     if status == 404 and code == "unknown_session":
         # The service handed this id out and no longer has it (it restarted, or it forgot a
         # session long expired): the session is lost, ours, as if the service had stopped.

@@ -173,6 +173,7 @@ ERRORS = [
     (403, "forbidden", TransportError, True),
     (429, "busy", TransportError, True),
     (500, "internal", TransportError, True),
+    (500, "sandbox_error", SandboxError, False),  # a session's sandbox: the class local mode has
     (503, "shutting_down", TransportError, True),
     (502, "", TransportError, True),
 ]

@@ -396,3 +396,18 @@ def test_step_verifier_code_is_refused_unless_allowed() -> None:
     with pytest.raises(VerifierCodeRefusedError, match=r"env\.step_verifier_code"):
         parse_env(spec, allow_verifier_code=False)
     assert parse_env(INLINE.model_dump(mode="json"), allow_verifier_code=True).step_verifier_code
+
+
+def test_a_sessions_other_sandbox_failure_keeps_its_class_over_http() -> None:
+    """A session's sandbox that failed otherwise than dying or expiring (a verifier that did not
+    start) is a ``SandboxError`` on the client too: the rule reads it as it would locally."""
+    from deepgym.exceptions import SandboxError
+    from deepgym.protocol import error_for
+    from deepgym.server.app import error_response
+
+    reply = error_response(SandboxError("the verifier did not start"))
+    assert reply.status_code == 500
+    exc = error_for(500, bytes(reply.body))
+    assert type(exc) is SandboxError and "did not start" in str(exc)
+    assert failure_result(exc, "s1").error_type == "policy_sandbox_failure"  # after acting
+    assert not failure_result(exc, "s1", acted=False).has_verdict  # before

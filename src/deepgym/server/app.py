@@ -32,6 +32,7 @@ from deepgym.exceptions import (
     ConfigError,
     DeepGymError,
     SandboxDiedError,
+    SandboxError,
     SandboxExpiredError,
     TransportError,
     UnknownEnvironmentError,
@@ -116,6 +117,8 @@ def error_response(exc: DeepGymError) -> JSONResponse:
         return _json_error(409, "sandbox_died", message)
     if isinstance(exc, SandboxExpiredError):
         return _json_error(410, "sandbox_expired", message)
+    if isinstance(exc, SandboxError):  # a session's sandbox failed otherwise: the same class there
+        return _json_error(500, "sandbox_error", message)
     if isinstance(exc, VerifierCodeRefusedError):
         return _json_error(403, "verifier_code_refused", message)
     if isinstance(exc, ConfigError):
