@@ -17,7 +17,7 @@ def ok(score: float = 1.0) -> Outcome:
 class FakeBackend:
     """``answer`` -> outcome: "pass", "fail", "flaky" (start fails once, then passes),
     "down" (start always fails), "unavailable" (this host cannot run the sandbox), "sleep:<s>"
-    (passes after s seconds)."""
+    (passes after s seconds, or runs into the job's time limit, busy, if that is sooner)."""
 
     name = "fake"
 
@@ -32,8 +32,14 @@ class FakeBackend:
         answer = job.answer
         if answer == "unavailable":
             raise SandboxUnavailableError("bwrap cannot run here: user namespaces are off")
+        took = 0.005
         if answer.startswith("sleep:"):
-            await asyncio.sleep(float(answer.split(":")[1]))
+            took = float(answer.split(":")[1])
+            if took > job.timeout:  # the sandbox's clock fires, the solution busy
+                await asyncio.sleep(job.timeout)
+                outcome = Outcome(report=None, in_play=True, wall_timeout=True, solution_busy=True)
+                return RawRun(outcome, None, isolation="fake", total_ms=job.timeout * 1000.0)
+            await asyncio.sleep(took)
             outcome = ok()
         elif answer == "fail":
             outcome = ok(0.0)
@@ -41,7 +47,9 @@ class FakeBackend:
             outcome = Outcome(report=None, in_play=False, start_failed=True, detail="no sandbox")
         else:
             outcome = ok()
-        return RawRun(outcome=outcome, report=outcome.report, isolation="fake", total_ms=5.0)
+        return RawRun(
+            outcome=outcome, report=outcome.report, isolation="fake", total_ms=took * 1000.0
+        )
 
     async def close(self) -> None:
         self.closed = True

@@ -51,7 +51,12 @@ def test_run_raises_what_kept_failing() -> None:
 
 def test_time_limit_from_reference_is_recorded_on_every_result() -> None:
     dg, fake = _client(time_limits=TimeLimitPolicy(factor=10, floor=2.0))
-    batch = asyncio.run(dg.run_batch(ENV, ["pass", "fail"]))
+
+    async def go() -> Any:
+        await dg.time_limit(ENV)  # known before the batch (tests/test_first_touch.py: unknown)
+        return await dg.run_batch(ENV, ["pass", "fail"])
+
+    batch = asyncio.run(go())
     assert [r.time_limit_s for r in batch.results] == [2.0, 2.0]  # 10 x 5 ms, floored
     assert fake.calls["ref"] == 1  # the reference, measured once for the env (at the floor)
     assert all(j.timeout == 2.0 for j in fake.jobs if j.answer != "ref")

@@ -7,8 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deepgym.exceptions import ConfigError
-from deepgym.models import Evidence, RunResult
-from deepgym.scheduling import TimeLimitPolicy, broadcast_envs, group_slices, should_retry
+from deepgym.models import Evidence, RunResult, ServiceTime
+from deepgym.scheduling import (
+    TimeLimitPolicy,
+    broadcast_envs,
+    group_slices,
+    holds_under,
+    should_retry,
+)
 
 
 @given(
@@ -79,3 +85,20 @@ def test_broadcast_envs() -> None:
 def test_a_sandbox_failure_with_the_answer_in_play_is_not_retried() -> None:
     assert not should_retry(_nv("sandbox_error", in_play=2.0), 1, 10.0)
     assert should_retry(_nv("sandbox_error"), 1, 10.0)
+
+
+def test_a_result_holds_under_a_shorter_limit_only_if_no_clock_or_rlimit_could_fire() -> None:
+    def run(total: float, queue: float = 0.0, start: float = 0.0, cpu: float = 0.0) -> RunResult:
+        return RunResult(
+            score=1.0,
+            passed=True,
+            service=ServiceTime(total_ms=total, queue_ms=queue, start_ms=start),
+            evidence=Evidence(solution_cpu_ms=cpu),
+        )
+
+    assert holds_under(run(900.0), 1.0)
+    assert not holds_under(run(1100.0), 1.0)
+    # Waiting for a worker or for the sandbox to start is not the run's own time.
+    assert holds_under(run(1900.0, queue=600.0, start=400.0), 1.0)
+    # Threads that used more CPU than the limit: the CPU rlimit that follows it may fire.
+    assert not holds_under(run(600.0, cpu=1500.0), 1.0)

@@ -6,6 +6,10 @@
   ``clamp(k * reference, floor, cap)`` with the environment's ``timeout`` as the cap, so the
   barrier constant is as small as the task allows. A correct answer slower than that is the
   answer's fault (``solution_timeout``).
+- A run whose environment's derived limit is not known yet starts at once under the cap; it keeps
+  its result only if that result would have been the same under the derived limit
+  (``holds_under``), and is otherwise run again under it, so the verdict never depends on
+  whether the limit was known when the run started.
 - A run that failed for a reason that is ours before the answer came into play (or whose answer
   the host starved) is retried once inside its deadline; a run that keeps failing has no verdict.
 """
@@ -44,6 +48,19 @@ class TimeLimitPolicy:
         if self.factor is None or reference_seconds is None:
             return cap
         return min(max(self.factor * reference_seconds, self.floor), cap)
+
+
+def holds_under(result: RunResult, limit: float) -> bool:
+    """Whether ``result``, from a run held to a longer time limit, is the result the same run
+    gets under ``limit``: it took no longer than ``limit`` from the moment its sandbox took the
+    job (its verifier, its solution and its report: more than the judge's own clock, which
+    starts later) and its solution used no more CPU than that (the CPU rlimit, ``ceil(limit) +
+    1`` seconds, follows the limit). Then no clock and no rlimit that ``limit`` sets could have
+    fired, and every case's own timeout (``min(case_timeout, limit)``) was out of reach too."""
+    s = result.service
+    took_ms = s.total_ms - s.queue_ms - s.start_ms
+    cpu_ms = result.evidence.solution_cpu_ms or 0.0
+    return took_ms <= limit * 1000.0 and cpu_ms <= limit * 1000.0
 
 
 def _positive_number(value: float, name: str) -> float:

@@ -2,11 +2,13 @@
 
 Batches are scheduled group-major (a fair semaphore admits answers in index order), each
 environment's time limit comes from its reference answer's measured runtime (measured once per
-environment and client, ``deepgym.scheduling``), and a failure that was ours before the answer
-came into play is retried once inside the run's deadline. ``run`` raises the contract's
-no-verdict exceptions; the batch methods turn every failure of one run into a result without a
-verdict, except ``SandboxUnavailableError`` (this host cannot run the sandbox at all), which
-they raise: every run would fail alike, and a batch of rewards all ``None`` would go unnoticed.
+environment and machine, ``deepgym.limits``, and only once a run goes past the floor: runs start
+at once under the cap and are held to the limit when it arrives, ``deepgym.scheduling``), and a
+failure that was ours before the answer came into play is retried once inside the run's deadline.
+``run`` raises the contract's no-verdict exceptions; the batch methods turn every failure of one
+run into a result without a verdict, except ``SandboxUnavailableError`` (this host cannot run the
+sandbox at all), which they raise: every run would fail alike, and a batch of rewards all
+``None`` would go unnoticed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.results import build_result, raise_for
 from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job
-from deepgym.scheduling import TimeLimitPolicy, broadcast_envs, group_slices, should_retry
+from deepgym.scheduling import (
+    TimeLimitPolicy,
+    broadcast_envs,
+    group_slices,
+    holds_under,
+    should_retry,
+)
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 from deepgym.verdict import Classification
 
@@ -75,7 +83,9 @@ class LocalEngine:
         self.sandbox = sandbox if backend is None else str(getattr(backend, "name", sandbox))
         self.workers = workers
         self.time_limits = time_limits if time_limits is not None else TimeLimitPolicy()
-        self._limits: dict[tuple[str, int], asyncio.Future[float]] = {}
+        self._limits: dict[tuple[str, int], float] = {}
+        self._unstored: set[tuple[str, int]] = set()
+        self._measuring: dict[tuple[str, int], asyncio.Task[float]] = {}
         self._sessions: LocalSessions | None = None
         self._limit_store: LimitStore | None = None
 
@@ -91,28 +101,52 @@ class LocalEngine:
         """The call's limit, the environment's ``time_limit``, or ``clamp(k * reference
         runtime, floor, env.timeout)`` measured once per environment and cached."""
         e = _single(resolve(env))
+        known = self._limit_now(e, time_limit)
+        return known if known is not None else await self._derive(e)
+
+    def _limit_key(self, env: Environment) -> tuple[str, int]:
+        return (env.name, hash(env.model_dump_json(exclude={"source_dir"})))
+
+    def _limit_now(self, env: Environment, time_limit: float | None) -> float | None:
+        """The run's limit where it is known without running anything (the call's, the
+        environment's own, its cap, or a derived one measured here or read from the machine's
+        store); None while the derived limit is still to be measured."""
         if time_limit is not None:  # an explicit choice stands as given
             return float(time_limit)
-        if e.time_limit is not None:
-            return e.time_limit
-        if self.time_limits.factor is None or not e.reference_solution:
-            return e.timeout
-        key = (e.name, hash(e.model_dump_json(exclude={"source_dir"})))
-        fut = self._limits.get(key)
-        if fut is None:
-            fut = asyncio.get_running_loop().create_future()
-            self._limits[key] = fut
-            try:
-                fut.set_result(await self._measure_limit(e))
-            except BaseException as exc:
-                del self._limits[key]
-                if isinstance(exc, asyncio.CancelledError):
-                    fut.cancel()  # the runs waiting on this measurement stop with it
-                else:
-                    fut.set_exception(exc)
-                    fut.exception()  # raised below: never "an exception never retrieved"
-                raise
-        return await asyncio.shield(fut)
+        if env.time_limit is not None:
+            return env.time_limit
+        if self.time_limits.factor is None or not env.reference_solution:
+            return env.timeout
+        key = self._limit_key(env)
+        known = self._limits.get(key)
+        if known is None and key not in self._unstored:
+            store = self._stored_runtimes()
+            stored = store.get(content_key(env, self.sandbox)) if store is not None else None
+            if stored is None:
+                self._unstored.add(key)  # looked up once per client: measured here if needed
+            else:
+                known = self._limits[key] = self.time_limits.limit(stored / 1000.0, env.timeout)
+        return known
+
+    async def _derive(self, env: Environment) -> float:
+        """The derived limit, measured once per environment and client: the runs that need it
+        meanwhile wait on the same measurement (which a caller's cancellation does not stop)."""
+        key = self._limit_key(env)
+        known = self._limits.get(key)
+        if known is not None:
+            return known
+        task = self._measuring.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._measure_limit(env))
+            self._measuring[key] = task
+
+            def keep(t: asyncio.Task[float]) -> None:
+                self._measuring.pop(key, None)
+                if not t.cancelled() and t.exception() is None:  # a failure: the next one retries
+                    self._limits[key] = t.result()
+
+            task.add_done_callback(keep)
+        return await asyncio.shield(task)
 
     def _stored_runtimes(self) -> LimitStore | None:
         """The machine's store of reference runtimes (None: the policy keeps none)."""
@@ -181,14 +215,57 @@ class LocalEngine:
                 return result, c
             attempt += 1
 
+    async def _judged(
+        self, env: Environment, answer: str, time_limit: float | None, queued: float
+    ) -> tuple[RunResult, Classification]:
+        """One answer's result under its time limit, without waiting for a limit that is still
+        to be derived (``_provisional``)."""
+        limit = self._limit_now(env, time_limit)
+        if limit is not None:
+            return await self._run_with_retry(env, answer, limit, queued)
+        return await self._provisional(env, answer, queued)
+
+    async def _provisional(
+        self, env: Environment, answer: str, queued: float
+    ) -> tuple[RunResult, Classification]:
+        """No serial wait for a derived limit: the run starts at once under the environment's
+        cap. Any derived limit is at least ``min(floor, cap)``, so a run that ends within that
+        (``holds_under``) has its result whatever the limit; one that goes on has the limit
+        measured beside it (once per environment) and is held to it: a run still going when
+        its limit has passed is stopped, and one whose result the limit would have changed
+        (it took longer, or its solution used more CPU) runs again under the limit, as if the
+        limit had been known from the start: the verdict never depends on which came first."""
+        cap = env.timeout
+        started = time.monotonic()
+        run = asyncio.ensure_future(self._run_with_retry(env, answer, cap, queued))
+        try:
+            sure = min(self.time_limits.floor, cap)
+            await asyncio.wait({run}, timeout=sure)
+            if run.done() and holds_under(run.result()[0], sure):
+                return run.result()
+            limit = await self._derive(env)
+            if limit >= cap:  # the limit is the cap the run is held to already
+                return await run
+            left = started + limit - time.monotonic()
+            if left > 0:
+                await asyncio.wait({run}, timeout=left)
+            if run.done():
+                result, c = run.result()
+                if holds_under(result, limit):
+                    return result.model_copy(update={"time_limit_s": limit}), c
+        finally:
+            if not run.done():  # past its limit (or the call was cancelled): stop it
+                run.cancel()
+                await asyncio.wait({run})
+        return await self._run_with_retry(env, answer, limit, queued)
+
     async def run(
         self, env: EnvLike, model_output: str, *, time_limit: float | None = None
     ) -> RunResult:
         """Score one answer; raise ``SandboxError``, ``TimeoutError`` or ``VerifierError`` on
         the no-verdict failures the contract lists."""
         e = _single(resolve(env))
-        limit = await self.time_limit(e, time_limit)
-        result, c = await self._run_with_retry(e, model_output, limit, time.monotonic())
+        result, c = await self._judged(e, model_output, time_limit, time.monotonic())
         raise_for(result, c)
         return result
 
@@ -197,8 +274,7 @@ class LocalEngine:
     ) -> RunResult:
         """One run of a batch: every failure becomes a result without a verdict."""
         try:
-            limit = await self.time_limit(env, time_limit)
-            result, _ = await self._run_with_retry(env, answer, limit, queued)
+            result, _ = await self._judged(env, answer, time_limit, queued)
             return result
         except SandboxUnavailableError:
             raise  # this host cannot run the sandbox: every run would fail alike (the batch raises)
@@ -340,6 +416,10 @@ class LocalEngine:
         if self._sessions is not None:
             sessions, self._sessions = self._sessions, None
             await sessions.close()
+        measuring = list(self._measuring.values())
+        for task in measuring:
+            task.cancel()
+        await asyncio.gather(*measuring, return_exceptions=True)
         if self._limit_store is not None:
             store, self._limit_store = self._limit_store, None
             store.close()
