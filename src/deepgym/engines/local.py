@@ -14,11 +14,12 @@ sandbox at all), which they raise: every run would fail alike, and a batch of re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from deepgym.envs.registry import load_suite, resolve
+from deepgym.envs.registry import resolve, resolve_many
 from deepgym.exceptions import ConfigError, DeepGymError, SandboxUnavailableError
 from deepgym.limits import LimitStore, content_key
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
@@ -50,7 +51,7 @@ def _single(env: Environment) -> Environment:
     return env
 
 
-def _resolve_all(envs: Envs, n: int) -> list[Environment]:
+def resolve_per_answer(envs: Envs, n: int) -> list[Environment]:
     """One resolved environment per answer (each distinct object resolved once)."""
     cache: dict[int, Environment] = {}
     out = []
@@ -67,6 +68,8 @@ class LocalEngine:
 
     ``backend``: the sandbox backend to use (None: ``make_backend(sandbox, workers=workers)``,
     made at the first run). ``time_limits``: how a time limit is derived from the reference.
+    ``max_in_flight``: the most runs at once across all calls (None: each call's
+    ``max_parallel`` only), as a node's scorer on a Ray cluster admits no more than its pool.
     """
 
     mode = "local"
@@ -78,8 +81,11 @@ class LocalEngine:
         sandbox: str = "pool",
         workers: int | None = None,
         time_limits: TimeLimitPolicy | None = None,
+        max_in_flight: int | None = None,
     ) -> None:
         self._backend = backend
+        self.max_in_flight = max_in_flight
+        self._in_flight: asyncio.Semaphore | None = None
         self.sandbox = sandbox if backend is None else str(getattr(backend, "name", sandbox))
         self.workers = workers
         self.time_limits = time_limits if time_limits is not None else TimeLimitPolicy()
@@ -147,6 +153,16 @@ class LocalEngine:
 
             task.add_done_callback(keep)
         return await asyncio.shield(task)
+
+    def known_limit(self, env: Environment) -> float | None:
+        """``env``'s derived limit, if this engine knows it (None: not derived, or not yet)."""
+        if env.time_limit is not None or self.time_limits.factor is None:
+            return None
+        return self._limits.get(self._limit_key(env)) if env.reference_solution else None
+
+    def learn_limit(self, env: Environment, seconds: float) -> None:
+        """Take ``env``'s derived limit as measured elsewhere (another node of a cluster)."""
+        self._limits[self._limit_key(env)] = float(seconds)
 
     def _stored_runtimes(self) -> LimitStore | None:
         """The machine's store of reference runtimes (None: the policy keeps none)."""
@@ -303,9 +319,13 @@ class LocalEngine:
         queued = time.monotonic()
         done = 0
 
+        if self.max_in_flight is not None and self._in_flight is None:
+            self._in_flight = asyncio.Semaphore(self.max_in_flight)
+        cap = self._in_flight if self._in_flight is not None else contextlib.nullcontext()
+
         async def one(i: int) -> RunResult:
             nonlocal done
-            async with sem:
+            async with sem, cap:
                 result = await self._safe(envs[i], outputs[i], queued, time_limit)
             done += 1
             if progress is not None:
@@ -327,7 +347,7 @@ class LocalEngine:
         progress: ProgressFn | None = None,
     ) -> BatchResult:
         """Score many answers, in the order of ``outputs``."""
-        envs = _resolve_all(env, len(outputs))
+        envs = resolve_per_answer(env, len(outputs))
         t0 = time.monotonic()
         tasks = self._launch(envs, outputs, max_parallel, time_limit, progress)
         try:
@@ -347,7 +367,7 @@ class LocalEngine:
         progress: ProgressFn | None = None,
     ) -> AsyncGenerator[Group, None]:
         """Yield ``(group_index, results)`` the moment each group is complete."""
-        envs = _resolve_all(env, len(outputs))
+        envs = resolve_per_answer(env, len(outputs))
         groups = group_slices(len(outputs), group_size)
         group_of = {i: g for g, r in enumerate(groups) for i in r}
         left = [len(r) for r in groups]
@@ -377,11 +397,7 @@ class LocalEngine:
         progress: ProgressFn | None = None,
     ) -> EvalResult:
         """Score one answer per environment (the empty answer where ``outputs`` has none)."""
-        envs = (
-            load_suite(envs_or_suite)
-            if isinstance(envs_or_suite, str)
-            else [resolve(e) for e in envs_or_suite]
-        )
+        envs = resolve_many(envs_or_suite)
         t0 = time.monotonic()
         answers = [outputs.get(e.name, "") for e in envs]
         tasks = self._launch(envs, answers, max_parallel, time_limit, progress)

@@ -20,7 +20,7 @@ import functools
 import importlib
 import importlib.util
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,6 +285,13 @@ def load_suite(name: str) -> list[Environment]:
         envs: list[Environment] = _entry(suite.load, f"suite {name!r}")()
         return envs
     raise _unknown(name, list_suites())
+
+
+def resolve_many(envs_or_suite: Sequence[Environment | str | Path] | str) -> list[Environment]:
+    """A suite's environments, by the suite's name, or each of a list resolved."""
+    if isinstance(envs_or_suite, str):
+        return load_suite(envs_or_suite)
+    return [resolve(e) for e in envs_or_suite]
 
 
 def resolve(env: Environment | str | Path) -> Environment:
