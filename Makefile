@@ -22,7 +22,7 @@ $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
 $(TEST_STAMP): pyproject.toml $(DEMO_STAMP)
 	# The CPU build of torch first (the trainer extras need torch; plain `torch` is a CUDA build).
 	$(PY) -m pip install -q 'torch==2.13.0'
-	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl]'
+	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl,ray]'
 	touch $@
 
 demo: $(DEMO_STAMP)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MODES", "SANDBOXES", "AsyncDeepGym", "DeepGym"]
 
-MODES = ("local", "remote")
+MODES = ("local", "remote", "ray")
 
 
 def _make_engine(
@@ -45,6 +45,7 @@ def _make_engine(
     url: str | None,
     token: str | None,
     backend: Backend | None,
+    address: str | None = None,
 ) -> Engine:
     """The engine ``mode`` names, after checking that the other arguments fit it."""
     if mode not in MODES:
@@ -52,6 +53,16 @@ def _make_engine(
     if sandbox not in SANDBOXES:
         raise ConfigError(f"sandbox must be one of {SANDBOXES}, got {sandbox!r}")
     optional_positive_int(workers, "workers")
+    if address is not None and mode != "ray":
+        raise ConfigError("address is for mode='ray' (a Ray cluster's address)")
+    if mode == "ray":
+        if url is not None or token is not None or backend is not None:
+            raise ConfigError("url, token and backend are not for mode='ray'")
+        if workers is not None:
+            raise ConfigError("mode='ray' sizes each node's pool from its CPUs: give no workers")
+        from deepgym.engines.ray import RayEngine
+
+        return RayEngine(address, sandbox=sandbox, time_limits=time_limits)
     if mode == "local":
         if url is not None or token is not None:
             raise ConfigError("url and token are for mode='remote'")
@@ -102,8 +113,10 @@ class AsyncDeepGym:
     ``deepgym.sandbox.make_backend("pool", workers=4)`` or a test's fake), else the one
     ``sandbox`` names (``pool``, ``strict``, ``unsafe``; a pool of ``workers``), made at the first
     run. ``mode='remote'`` sends every call to the ``deepgym serve`` at ``url`` (with ``token`` as
-    its bearer token), whose sandbox and time limits apply. ``engine`` replaces both with an
-    ``Engine`` of your own (then give none of the other settings).
+    its bearer token), whose sandbox and time limits apply. ``mode='ray'`` runs them on a Ray
+    cluster, one pool per node (``deepgym.engines.ray``): ``address`` attaches to a running one
+    (``"auto"``, ``"ray://..."``, a trainer's), None starts a local one. ``engine`` replaces them
+    all with an ``Engine`` of your own (then give none of the other settings).
     """
 
     def __init__(
@@ -117,10 +130,12 @@ class AsyncDeepGym:
         token: str | None = None,
         backend: Backend | None = None,
         engine: Engine | None = None,
+        address: str | None = None,
     ) -> None:
         if engine is not None:
             given = {
                 "mode": mode != "local",
+                "address": address is not None,
                 "sandbox": sandbox != "pool",
                 "workers": workers is not None,
                 "time_limits": time_limits is not None,
@@ -135,7 +150,9 @@ class AsyncDeepGym:
                 raise ConfigError(f"engine must be an Engine, got {type(engine).__name__}")
             self._engine = engine
         else:
-            self._engine = _make_engine(mode, sandbox, workers, time_limits, url, token, backend)
+            self._engine = _make_engine(
+                mode, sandbox, workers, time_limits, url, token, backend, address
+            )
         self.mode: str = self._engine.mode
         self.sandbox: str = str(getattr(self._engine, "sandbox", sandbox))
         self.workers = workers
@@ -306,6 +323,7 @@ class DeepGym(BlockingFace):
         token: str | None = None,
         backend: Backend | None = None,
         engine: Engine | None = None,
+        address: str | None = None,
     ) -> None:
         self._core = AsyncDeepGym(
             mode,
@@ -316,6 +334,7 @@ class DeepGym(BlockingFace):
             token=token,
             backend=backend,
             engine=engine,
+            address=address,
         )
         self.mode = self._core.mode
         self.sandbox = self._core.sandbox

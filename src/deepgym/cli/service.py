@@ -75,6 +75,13 @@ def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
 )
 @click.option("--openrlhf", is_flag=True, help="Also serve OpenRLHF's reward endpoint.")
 @click.option(
+    "--ray",
+    "ray_address",
+    default=None,
+    metavar="ADDRESS",
+    help="Run answers on this Ray cluster ('auto', 'ray://HOST:PORT'), one pool per node.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     default="warning",
@@ -94,6 +101,7 @@ def serve_cmd(
     max_answers: int,
     grace_s: float,
     openrlhf: bool,
+    ray_address: str | None,
     log_level: str,
 ) -> None:
     """Serve the API (and the console) over HTTP."""
@@ -117,6 +125,7 @@ def serve_cmd(
             allow_verifier_code=allow_verifier_code,
             limits=Limits(max_body_bytes=int(max_body_mb * 2**20), max_answers=max_answers),
             openrlhf=openrlhf,
+            ray_address=ray_address,
         )
         server, sock = launch.listen(app, host, port, grace_s=grace_s, log_level=log_level)
         url = launch.url(host, sock.getsockname()[1])

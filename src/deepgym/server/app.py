@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from deepgym import __version__
+from deepgym.engines.base import Engine
 from deepgym.envs.registry import list_environments, list_suites, load_environment, load_suite
 from deepgym.exceptions import (
     ConfigError,
@@ -428,6 +429,7 @@ def create_app(
     api: bool = True,
     openrlhf: bool = False,
     close_backend: bool | None = None,
+    engine: Engine | None = None,
 ) -> FastAPI:
     """The service's app.
 
@@ -438,9 +440,10 @@ def create_app(
     none; only for a service bound to loopback). ``console_token``: serve ``/console`` behind
     this per-launch token. ``concurrency``: runs at once across all requests. ``api=False``
     serves the console, health and metrics only. ``close_backend``: close the backend at
-    shutdown (default: only the one the app made).
+    shutdown (default: only the one the app made). ``engine``: the engine that runs answers
+    instead of a backend on this host (a ``RayEngine``; closed with the app).
     """
-    owned = backend is None if close_backend is None else close_backend
+    owned = (backend is None or engine is not None) if close_backend is None else close_backend
     service = Service(
         backend,
         time_limits=time_limits,
@@ -448,6 +451,7 @@ def create_app(
         allow_verifier_code=allow_verifier_code,
         limits=limits,
         concurrency=concurrency,
+        engine=engine,
     )
 
     @asynccontextmanager

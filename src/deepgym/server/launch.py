@@ -67,8 +67,10 @@ def service_app(
     allow_verifier_code: bool,
     limits: Limits,
     openrlhf: bool,
+    ray_address: str | None = None,
 ) -> FastAPI:
-    """The API and console over a new backend of the ``sandbox`` kind (closed with the app).
+    """The API and console over a new backend of the ``sandbox`` kind (closed with the app), or
+    over the Ray cluster at ``ray_address`` (one pool per node, ``deepgym.engines.ray``).
 
     A pool's runs at once default to ``workers``, or to the core count when that is unset.
     """
@@ -76,6 +78,18 @@ def service_app(
     from deepgym.sandbox import make_backend
     from deepgym.server.app import create_app
 
+    if ray_address is not None:
+        from deepgym.engines.ray import RayEngine
+
+        return create_app(
+            store=store,
+            token=token,
+            console_token=console_token,
+            allow_verifier_code=allow_verifier_code,
+            limits=limits,
+            openrlhf=openrlhf,
+            engine=RayEngine(ray_address, sandbox=sandbox),
+        )
     backend = make_backend(sandbox, workers=workers)
     if concurrency is None and sandbox == "pool":
         concurrency = workers or os.cpu_count() or 2

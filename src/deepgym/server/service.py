@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from deepgym.client import AsyncDeepGym
+from deepgym.engines.base import Engine
 from deepgym.envs.registry import list_environments, load_environment
 from deepgym.exceptions import (
     ConfigError,
@@ -266,7 +267,8 @@ class Service:
 
     ``backend`` runs the answers (None: a pool, made at the first run), wrapped in a
     ``MeteredBackend`` (the ``concurrency`` cap and the queue gauges); ``time_limits`` is how the
-    service derives an environment's time limit from its reference.
+    service derives an environment's time limit from its reference. ``engine``: run the answers
+    there instead (``deepgym serve --ray``: a Ray cluster several services can share).
     """
 
     def __init__(
@@ -278,11 +280,15 @@ class Service:
         allow_verifier_code: bool = False,
         limits: Limits | None = None,
         concurrency: int | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.metrics = Metrics()
-        self.client = AsyncDeepGym(
-            backend=MeteredBackend(backend, self.metrics, concurrency), time_limits=time_limits
-        )
+        if engine is not None:  # another engine (a Ray cluster's) runs the answers
+            self.client = AsyncDeepGym(engine=engine)
+        else:
+            self.client = AsyncDeepGym(
+                backend=MeteredBackend(backend, self.metrics, concurrency), time_limits=time_limits
+            )
         """The local client that runs every request's answers, on the metered backend."""
         self.store = store
         self.allow_verifier_code = allow_verifier_code
