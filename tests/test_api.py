@@ -56,8 +56,9 @@ def _imported_after(code: str) -> list[str]:
         "import deepgym",
         "import deepgym\nfor n in deepgym.__all__: getattr(deepgym, n)",
         "import deepgym.cli",
+        "import deepgym\nwith deepgym.DeepGym() as dg:\n    dg.time_limit('two_sum', 2.0)",
     ],
-    ids=["import", "every-name", "cli"],
+    ids=["import", "every-name", "cli", "local-client"],
 )
 def test_import_is_light(code: str) -> None:
     modules = _imported_after(code)

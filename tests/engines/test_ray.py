@@ -107,6 +107,7 @@ def test_eval_and_a_reward_function_through_ray(cluster: Cluster) -> None:
     with RewardFunction(client=client, environments={"two_sum": envs[0]}) as reward:
         assert envs[0].reference_solution is not None
         scores = reward([envs[0].reference_solution, "x = 1\n"], env="two_sum")
+    ray.shutdown()  # the caller's client stays open after the reward function: disconnect
     assert scores == [1.0, 0.0]
 
 
@@ -260,6 +261,21 @@ ATTACKS = {
         "    found += glob.glob('/tmp/**/test_cases.json', recursive=True)\n"
         "    return 3 if found else 0\n"
     ),
+    "huge file": (
+        "def add(a, b):\n    try:\n        with open('big.bin', 'wb') as f:\n"
+        "            for _ in range(64):\n                f.write(b'x' * 2**20)\n"
+        "        return 3\n    except OSError:\n        return 0\n"
+    ),
+    "write the verifier": (
+        "import glob\ndef add(a, b):\n"
+        "    for path in glob.glob('/judge/**/*.py', recursive=True):\n"
+        "        try:\n            with open(path, 'a') as f:\n                f.write('x')\n"
+        "            return 3\n        except OSError:\n            pass\n    return 0\n"
+    ),
+    "kill the parent": (
+        "import os, signal\ndef add(a, b):\n    if os.getppid() > 1:\n"
+        "        os.kill(os.getppid(), signal.SIGKILL)\n    return 0\n"
+    ),
     "network": (
         "import socket\ndef add(a, b):\n    try:\n"
         "        socket.create_connection(('127.0.0.1', 22), timeout=1)\n        return 3\n"
@@ -270,7 +286,13 @@ ATTACKS = {
 
 def test_the_attack_answers_get_the_same_outcomes_through_ray(cluster: Cluster) -> None:
     env = ADD.model_copy(
-        update={"name": "ray-attacks", "time_limit": 2.0, "memory_mb": 256, "max_processes": 16}
+        update={
+            "name": "ray-attacks",
+            "time_limit": 2.0,
+            "memory_mb": 256,
+            "max_processes": 16,
+            "max_file_mb": 16,
+        }
     )
     answers = list(ATTACKS.values())
     want, got = asyncio.run(_both(cluster, [env] * len(answers), answers))
@@ -352,11 +374,10 @@ def test_deepgym_serve_ray_runs_the_service_answers_on_the_cluster(cluster: Clus
         with DeepGym(mode="remote", url=m.group(1)) as dg:
             batch = dg.run_batch(env, [env.reference_solution, "x = 1\n"] * 4, group_size=2)
         assert [r.passed for r in batch.results] == [True, False] * 4
-        ray.init(address=cluster.address)
-        try:
-            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
-        finally:
-            ray.shutdown()
+        if not ray.is_initialized():
+            ray.init(address=cluster.address)
+        names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+        ray.shutdown()
         assert sum(n.startswith("deepgym-scorer-") for n in names) >= 2  # one per node
     finally:
         proc.terminate()
