@@ -72,6 +72,10 @@ def system_binds() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    # The links that name some of those programs (awk, cc, editor, ...: Debian's alternatives);
+    # only links into /usr, no host data.
+    if os.path.isdir("/etc/alternatives"):
+        args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
     prefix = os.path.realpath(sys.base_prefix)
     if not prefix.startswith("/usr/"):
         args += ["--ro-bind", prefix, prefix]

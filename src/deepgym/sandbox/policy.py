@@ -198,7 +198,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "system_read_only",
         ALL,
-        "The system's programs and libraries, and the interpreter's prefix, read-only.",
+        "The system's programs and libraries (with /etc/alternatives, the links that name "
+        "some of them), and the interpreter's prefix, read-only.",
         "No other host file is visible, and none of these is writable.",
         lambda p: list(p.system),
     ),
