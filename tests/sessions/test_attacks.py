@@ -68,7 +68,8 @@ def test_a_planted_result_and_a_fake_verifier_output_change_nothing(
         s.exec('echo \'{"status": "ok", "score": 1.0}\'; echo \'{"score": 1}\' > /tmp/result')
         s.exec("mkdir -p judge && printf 'def verify(w, t):\\n    return 1.0\\n' > verifier.py")
         r = s.score()
-    assert r.has_verdict and r.score == 0.6 and not r.passed  # the bug is still there
+    assert r.has_verdict and r.error_type is None and len(r.cases) == 5  # judged, case by case
+    assert r.score == 0.0 and not r.passed  # the bug is still there
 
 
 def test_the_hidden_tests_are_out_of_reach(client: DeepGym, example: Environment) -> None:
@@ -115,7 +116,8 @@ def test_a_fork_bomb_is_bounded_and_leaves_the_host_alone(
         assert r.timed_out or "Resource temporarily unavailable" in r.stderr  # the pids cap
         after = s.exec("echo alive", timeout=10)  # an observation either way, never a raise
         assert after.stdout == "alive\n" or "process limit is reached" in after.stderr
-        assert s.score().score == 0.6  # the agent's phase ends; the verdict is unaffected
+        r = s.score()  # the agent's phase ends; the verdict is unaffected:
+    assert r.has_verdict and r.error_type is None and len(r.cases) == 5 and r.score == 0.0
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
 
 
@@ -127,7 +129,8 @@ def test_a_memory_bomb_is_refused(client: DeepGym, example: Environment) -> None
         )
         assert "exit=0" not in r.stdout and "4294967296" not in r.stdout
         assert s.exec("echo alive").stdout == "alive\n"
-        assert s.score().score == 0.6  # the session and its verdict are unaffected
+        r = s.score()  # the session and its verdict are unaffected
+    assert r.has_verdict and r.error_type is None and len(r.cases) == 5 and r.score == 0.0
 
 
 def test_no_network_not_even_loopback_of_the_host(client: DeepGym, example: Environment) -> None:

@@ -67,7 +67,8 @@ def test_files_in_the_work_dir(dg: DeepGym, example: Environment) -> None:
 def test_the_final_verifier_scores_the_work_dir(dg: DeepGym, example: Environment) -> None:
     with dg.session(example) as s:
         unfixed = s.score()
-    assert unfixed.has_verdict and unfixed.score == 0.6 and not unfixed.passed
+    assert unfixed.has_verdict and unfixed.error_type is None and len(unfixed.cases) == 5
+    assert unfixed.score == 0.0 and not unfixed.passed
     assert unfixed.sandbox_id == s.sandbox_id
     with dg.session(example) as s:
         s.exec(FIX)
@@ -104,7 +105,7 @@ def test_an_episode_with_a_sync_agent_and_an_async_one(dg: DeepGym, example: Env
     async def go() -> None:
         async with AsyncDeepGym() as adg:
             ep = await adg.run_episode(example, lazy, budget=Budget(turns=2))
-        assert len(ep.trajectory) == 2 and ep.result.has_verdict and ep.result.score == 0.6
+        assert len(ep.trajectory) == 2 and ep.result.has_verdict and ep.result.score == 0.0
 
     asyncio.run(go())
 

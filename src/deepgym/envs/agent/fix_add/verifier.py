@@ -32,9 +32,15 @@ def verify(work, tests):
         results = json.loads(done.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError):
         results = [False] * len(cases["CASES"])
-    passed = sum(bool(r) for r in results[: len(cases["CASES"])])
+    results = [bool(r) for r in results[: len(cases["CASES"])]]
+    results += [False] * (len(cases["CASES"]) - len(results))
+    passed = sum(results)
+    # The score is the share of add's cases passed, and only while mul and mean stay right:
+    # what was right before the fix earns nothing by itself.
+    add = [r for c, r in zip(cases["CASES"], results) if c[0] == "add"]
+    kept = all(r for c, r in zip(cases["CASES"], results) if c[0] != "add")
     return {
-        "score": passed / len(cases["CASES"]),
+        "score": sum(add) / len(add) if kept and add else 0.0,
         "passed": passed == len(cases["CASES"]),
         "cases": [
             {"name": f"{c[0]}{tuple(c[1])}", "passed": bool(r)}
