@@ -31,10 +31,12 @@ import statistics
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from deepgym.envs.reports import MAX_WRONG_SCORE, Check, CheckReport
+from deepgym.envs.session_check import check_session_environment
 from deepgym.judge.patch import is_test_infra, make_diff
 from deepgym.models import Environment, RunResult
 from deepgym.text import short_cause
@@ -61,8 +63,6 @@ __all__ = [
     "time_reference",
 ]
 
-MAX_WRONG_SCORE = 0.2
-"""The most a wrong answer (empty, stub, constant, echo) may score."""
 RERUNS = 3
 """Extra runs of the reference, beside the first, scored with the other probes."""
 TIMING_RUNS = 3
@@ -82,41 +82,6 @@ CONSTANTS: tuple[tuple[str, str], ...] = (
 ECHO_PROGRAM = "import sys\nsys.stdout.write(sys.stdin.read())\n"
 PROBE_TEST_FILE = "tests/test_deepgym_probe.py"
 NOOP_COMMENT = "# (this line changes nothing)\n"
-
-
-@dataclass(frozen=True)
-class Check:
-    """One named check and what it found."""
-
-    name: str
-    ok: bool
-    message: str = ""
-
-
-@dataclass
-class CheckReport:
-    """Every check of one environment; ``ok`` when all passed."""
-
-    env_name: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when there were checks and every one passed."""
-        return bool(self.checks) and all(c.ok for c in self.checks)
-
-    @property
-    def failures(self) -> list[Check]:
-        """The checks that failed."""
-        return [c for c in self.checks if not c.ok]
-
-    def summary(self) -> str:
-        """``name: ok (12 checks)`` or ``name: FAILED reference: ...; empty: ...``."""
-        if self.ok:
-            return f"{self.env_name}: ok ({len(self.checks)} checks)"
-        return f"{self.env_name}: FAILED " + "; ".join(
-            f"{c.name}: {c.message}" for c in self.failures
-        )
 
 
 @dataclass(frozen=True)
@@ -442,7 +407,10 @@ def _score_probes(env: Environment, dg: DeepGym, max_parallel: int) -> list[RunR
 
 
 def check_environment(env: Environment, dg: DeepGym, *, max_parallel: int = 8) -> CheckReport:
-    """Score the probes for ``env`` with ``dg``, time its reference, judge (see the module doc)."""
+    """Score the probes for ``env`` with ``dg``, time its reference, judge (see the module doc).
+    A session environment gets its agents' checks instead (``deepgym.envs.session_check``)."""
+    if env.kind == "session":
+        return check_session_environment(env, dg)
     results = _score_probes(env, dg, max_parallel)
     return judge(env, probes(env), results, time_reference(env, dg))
 
@@ -477,10 +445,16 @@ def check_environments(
 
     if not envs:
         return []
-    with ThreadPoolExecutor(max_workers=min(len(envs), 4)) as pool:
-        all_results = list(pool.map(scored, envs))
-    reports = []
-    for env, results in zip(envs, all_results, strict=True):
-        reports.append(judge(env, probes(env), results, time_reference(env, dg)))
+    singles = [e for e in envs if e.kind != "session"]
+    with ThreadPoolExecutor(max_workers=max(min(len(singles), 4), 1)) as pool:
+        all_results = list(pool.map(scored, singles))
+    by_env: dict[int, CheckReport] = {}
+    for env, results in zip(singles, all_results, strict=True):
+        by_env[id(env)] = judge(env, probes(env), results, time_reference(env, dg))
         step()
-    return reports
+    for env in envs:
+        if env.kind == "session":  # episodes, one after another: each is a sandbox of its own
+            by_env[id(env)] = check_environment(env, dg)
+            step()
+            step()
+    return [by_env[id(e)] for e in envs]

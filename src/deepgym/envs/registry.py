@@ -3,7 +3,8 @@
 A folder holds ``task.md`` (the prompt), ``metadata.json`` (validated strictly: an unknown key is
 an error naming it), ``test_cases.json`` and/or ``verifier.py``, and a reference answer
 (``reference_solution.py``, or ``reference_solution.diff`` with a ``repo/`` for a patch task,
-whose test cases each name a ``call``, ``"package.module:function"`` in that repository).
+whose test cases each name a ``call``, ``"package.module:function"`` in that repository; for a
+session, ``reference_agent.json``, the reference agent's actions as a JSON list).
 Names resolve to built-in folders, the example session environments (``agent/<id>``, under
 ``envs/agent``), registered suites, or a path to a third-party folder.
 
@@ -190,7 +191,7 @@ def load_folder(folder: str | Path) -> Environment:
         fields["test_cases"] = cases
     if (d / "verifier.py").is_file():
         fields["verifier_path"] = d / "verifier.py"
-    for ref in ("reference_solution.py", "reference_solution.diff"):
+    for ref in ("reference_solution.py", "reference_solution.diff", "reference_agent.json"):
         if (d / ref).is_file():
             fields["reference_solution"] = (d / ref).read_text()
     if (d / "repo").is_dir():
@@ -218,6 +219,11 @@ def _builtin_names() -> tuple[str, ...]:
 def list_environments() -> list[str]:
     """Names of the built-in environments."""
     return list(_builtin_names())
+
+
+def list_session_environments() -> list[str]:
+    """Names of the built-in session environments (``agent/<id>``)."""
+    return list(_agent_names())
 
 
 def list_suites() -> list[str]:

@@ -1,0 +1,5 @@
+"""Shapes and their areas."""
+
+from shapes.area import calc_area
+
+__all__ = ["calc_area"]
