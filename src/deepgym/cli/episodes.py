@@ -1,5 +1,8 @@
-"""``deepgym episodes``: the agent episodes recorded in the run store, and one episode's trace.
+"""``deepgym episode`` runs one agent episode; ``deepgym episodes`` lists the episodes recorded
+in the run store, and shows one episode's trace.
 
+``deepgym episode ENV --agent module:function`` (or ``--agent reference``, the environment's own
+reference agent) runs one episode, records it, and prints its trajectory and verdict.
 ``deepgym episodes`` lists them, newest first; ``deepgym episodes ID`` prints one episode step
 by step (each action, its exit code, duration and output), then the work dir's diff and the
 verdict; ``--json`` prints the same as one JSON trajectory (the export).
@@ -7,6 +10,7 @@ verdict; ``--json`` prints the same as one JSON trajectory (the export).
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from pathlib import Path
@@ -14,12 +18,17 @@ from typing import Any
 
 import click
 
-from deepgym.cli.common import out, store_option
+from deepgym.cli import common
+from deepgym.cli.common import no_store_option, out, store_option
 from deepgym.cli.tables import Cell, Column, echo, print_table
+from deepgym.envs.registry import load_environment
+from deepgym.exceptions import ConfigError
+from deepgym.models import Environment
+from deepgym.session import Agent, Budget
 from deepgym.store import RunStore, default_store_path
 from deepgym.text import one_line
 
-__all__ = ["episodes_cmd"]
+__all__ = ["episode_cmd", "episodes_cmd"]
 
 _OUTPUT_LINES = 20
 """Lines of a step's output shown in the text view (the JSON keeps what the trace kept)."""
@@ -108,3 +117,68 @@ def episodes_cmd(
     ]
     columns = [Column(h) for h in ("episode", "env", "started", "steps", "verdict")]
     print_table(out(), f"episodes in {path}", columns, table)
+
+
+def _load_agent(spec: str, env: Environment) -> Agent:
+    """``reference`` (the environment's reference agent) or ``module:function``."""
+    if spec == "reference":
+        from deepgym.envs.session_check import reference_actions, scripted
+
+        return scripted(reference_actions(env))
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"--agent must be 'reference' or module:function, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--agent {spec}: cannot import {module_name!r} ({exc})") from exc
+    agent = getattr(module, attr, None)
+    if not callable(agent):
+        raise ConfigError(f"--agent {spec}: {module_name} has no callable {attr!r}")
+    return agent  # type: ignore[no-any-return]
+
+
+@click.command("episode")
+@click.argument("env_name")
+@click.option(
+    "--agent",
+    "agent_spec",
+    default="reference",
+    show_default=True,
+    help="The agent: 'reference' (the environment's own) or module:function, a callable from "
+    "an Observation to an action.",
+)
+@click.option(
+    "--turns", type=click.IntRange(min=1), default=None, help="At most this many actions."
+)
+@store_option
+@no_store_option
+@click.option("--json", "as_json", is_flag=True, help="Print the episode as one JSON trajectory.")
+def episode_cmd(
+    env_name: str,
+    agent_spec: str,
+    turns: int | None,
+    store_path: Path | None,
+    no_store: bool,
+    as_json: bool,
+) -> None:
+    """Run one agent episode of the session environment ENV_NAME; print its trajectory and
+    verdict (exit 3 when it has no verdict)."""
+    env = load_environment(env_name)
+    if env.kind != "session":
+        raise ConfigError(f"{env.name} is a {env.kind} environment: an episode needs a session")
+    agent = _load_agent(agent_spec, env)
+    store = None if no_store else RunStore(store_path or default_store_path())
+    try:
+        with common.make_client(None) as dg:
+            episode = dg.run_episode(env, agent, budget=Budget(turns=turns), store=store)
+    finally:
+        if store is not None:
+            store.close()
+    data = {"env_name": env.name, **episode.to_json()}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        _show(data)
+    if not episode.result.has_verdict:
+        raise SystemExit(common.EXIT_NO_VERDICT)
