@@ -239,6 +239,11 @@ class Session:
         """See ``AsyncSession.acted``."""
         return self._core.acted
 
+    @property
+    def agent_share(self) -> float:
+        """See ``AsyncSession.agent_share``."""
+        return self._core.agent_share
+
     def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         """See ``AsyncSession.exec``."""
         result: ExecResult = self._call(self._core.exec(command, timeout))

@@ -1,4 +1,6 @@
-"""Gymnasium: ``DeepGymEnv``, one task per episode, registered as ``deepgym/DeepGym-v0``.
+"""Gymnasium: ``DeepGymEnv``, one task per episode, registered as ``deepgym/DeepGym-v0``; and
+``DeepGymSessionEnv``, a session environment's multi-step episodes, registered as
+``deepgym/DeepGymSession-v0``.
 
 ``reset`` picks a task (the one environment, or one of several by ``options={"env": name}`` or
 the episode's seeded random choice) and observes its prompt; ``step(answer)`` scores the answer
@@ -27,10 +29,10 @@ from gymnasium import spaces
 
 from deepgym import DeepGym, Environment, RunResult, load_environment
 from deepgym.completions import answer_of
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, DeepGymError
 from deepgym.types import EnvLike
 
-__all__ = ["CODE_CHARSET", "ENV_ID", "DeepGymEnv"]
+__all__ = ["CODE_CHARSET", "ENV_ID", "SESSION_ENV_ID", "DeepGymEnv", "DeepGymSessionEnv"]
 
 ENV_ID = "deepgym/DeepGym-v0"
 CODE_CHARSET = frozenset(string.printable)
@@ -141,3 +143,153 @@ class DeepGymEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
 
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(id=ENV_ID, entry_point="deepgym.integrations.gym:DeepGymEnv")
+
+
+SESSION_ENV_ID = "deepgym/DeepGymSession-v0"
+MAX_OBSERVATION_CHARS = 16_384
+"""The most of a command's output an observation carries (its streams' tails)."""
+DONE = "done"
+"""The action that ends the agent's phase: the final verifier scores the work dir."""
+
+
+def _printable(text: str, charset: frozenset[str]) -> str:
+    return "".join(c if c in charset else "?" for c in text)
+
+
+class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
+    """Multi-step episodes of a session environment: observe its task, then each command's
+    output; act with a bash command, or ``done``.
+
+    One step per action. A command's reward is the per-step verifier's score where the
+    environment has one, else 0.0. The episode is ``terminated`` on ``done`` or when the budget
+    (``max_steps``, the environment's by default) is spent; then the final verifier scores the
+    work dir, the reward is its score, and ``info`` carries ``has_verdict``, ``score``,
+    ``passed`` and ``error_type`` (a failure of the session follows the contract's session rule:
+    without a verdict, mask the sample). Observations are ``spaces.Text``: the task, then
+    ``exit N`` and the command's output, capped and with characters outside the charset as
+    ``?``.
+    """
+
+    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 - Gymnasium's class attribute
+
+    def __init__(
+        self,
+        env: EnvLike = "agent/fix_add",
+        *,
+        client: DeepGym | None = None,
+        sandbox: str = "pool",
+        max_steps: int | None = None,
+        max_command_chars: int = 8192,
+        render_mode: str | None = None,
+    ) -> None:
+        self.env = env if isinstance(env, Environment) else load_environment(env)
+        if self.env.kind != "session":
+            raise ConfigError(f"{self.env.name} is a {self.env.kind} task: use DeepGymEnv")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.max_steps = max_steps if max_steps is not None else self.env.max_steps
+        if isinstance(self.max_steps, bool) or self.max_steps < 1:
+            raise ConfigError(f"max_steps must be a positive int, got {max_steps!r}")
+        self.client = client if client is not None else DeepGym(sandbox=sandbox)
+        self._owns_client = client is None
+        self.render_mode = render_mode
+        self._charset = CODE_CHARSET | frozenset(self.env.task)
+        self.observation_space = spaces.Text(
+            max_length=max(len(self.env.task), MAX_OBSERVATION_CHARS),
+            min_length=0,
+            charset=self._charset,
+        )
+        self.action_space = spaces.Text(
+            max_length=max_command_chars, min_length=0, charset=CODE_CHARSET
+        )
+        self._session: Any = None
+        self._steps = 0
+        self.last_result: RunResult | None = None
+        """The last episode's full result (timings, messages, per-test outcomes)."""
+
+    def _observe(self, exit_code: int | None, stdout: str, stderr: str, timed_out: bool) -> str:
+        head = "timed out" if timed_out else f"exit {exit_code}"
+        text = f"{head}\n{stdout}" + (f"\n[stderr]\n{stderr}" if stderr else "")
+        if len(text) > MAX_OBSERVATION_CHARS:
+            text = text[-MAX_OBSERVATION_CHARS:]
+        return _printable(text, self._charset)
+
+    def _end_session(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Open a new session (closing the last one): the observation is the task."""
+        super().reset(seed=seed)
+        self._end_session()
+        self._steps = 0
+        self.last_result = None
+        self._session = self.client.session(self.env)
+        return self.env.task, {"env_name": self.env.name, "step": 0}
+
+    def _finish(self, obs: str) -> Step:
+        from deepgym.session import failure_result
+
+        session = self._session
+        try:
+            result = session.score()
+        except DeepGymError as exc:  # the provider's own failure, read by the session rule
+            result = failure_result(
+                exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
+            )
+        self._end_session()
+        self.last_result = result
+        return obs, float(result.score), True, False, {**_info(result), "step": self._steps}
+
+    def step(self, action: str) -> Step:
+        """Run ``action`` (a bash command) in the session, or end it with ``done``."""
+        from deepgym.session import failure_result
+
+        if self._session is None:
+            raise ConfigError("the episode has ended (or not begun): call reset()")
+        self._steps += 1
+        if action.strip() == DONE:
+            return self._finish("")
+        session = self._session
+        try:
+            out = session.exec(action, timeout=self.env.step_timeout)
+            shaped = session.step_reward() if self.env.step_verifier_code else None
+        except DeepGymError as exc:  # the session failed: the contract's rule gives the result
+            result = failure_result(
+                exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
+            )
+            self._end_session()
+            self.last_result = result
+            return "", float(result.score), True, False, {**_info(result), "step": self._steps}
+        obs = self._observe(out.exit_code, out.stdout, out.stderr, out.timed_out)
+        if self._steps >= self.max_steps:  # the budget is spent: the work is scored as it is
+            return self._finish(obs)
+        reward = float(shaped.score) if shaped is not None and shaped.has_verdict else 0.0
+        info = {"exit_code": out.exit_code, "timed_out": out.timed_out, "step": self._steps}
+        return obs, reward, False, False, info
+
+    def render(self) -> str | None:
+        """With ``render_mode="ansi"``, the episode's state in a line; else None."""
+        if self.render_mode != "ansi":
+            return None
+        last = self.last_result
+        if last is None:
+            return f"{self.env.name}: step {self._steps}"
+        verdict = (
+            f"score {last.score:.3f}" if last.has_verdict else f"no verdict ({last.error_type})"
+        )
+        return f"{self.env.name}: {verdict}"
+
+    def close(self) -> None:
+        """End the session, and close the client if this environment made it."""
+        self._end_session()
+        if self._owns_client:
+            self.client.close()
+        super().close()
+
+
+if SESSION_ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=SESSION_ENV_ID, entry_point="deepgym.integrations.gym:DeepGymSessionEnv")
