@@ -2,7 +2,9 @@
 in the run store, and shows one episode's trace.
 
 ``deepgym episode ENV --agent module:function`` (or ``--agent reference``, the environment's own
-reference agent) runs one episode, records it, and prints its trajectory and verdict.
+reference agent, or ``--model-url URL --model NAME``, a model behind an OpenAI-compatible chat
+endpoint: ``deepgym.chat_agent``) runs one episode, records it, and prints its trajectory and
+verdict.
 ``deepgym episodes`` lists them, newest first; ``deepgym episodes ID`` prints one episode step
 by step (each action, its exit code, duration and output), then the work dir's diff and the
 verdict; ``--json`` prints the same as one JSON trajectory (the export).
@@ -149,6 +151,15 @@ def _load_agent(spec: str, env: Environment) -> Agent:
     "an Observation to an action.",
 )
 @click.option(
+    "--model-url",
+    default=None,
+    help="An OpenAI-compatible chat endpoint (.../v1) whose model acts (instead of --agent).",
+)
+@click.option("--model", default=None, help="The model's name at --model-url.")
+@click.option(
+    "--api-key", envvar="DEEPGYM_MODEL_API_KEY", default=None, help="Bearer token for --model-url."
+)
+@click.option(
     "--turns", type=click.IntRange(min=1), default=None, help="At most this many actions."
 )
 @store_option
@@ -157,6 +168,9 @@ def _load_agent(spec: str, env: Environment) -> Agent:
 def episode_cmd(
     env_name: str,
     agent_spec: str,
+    model_url: str | None,
+    model: str | None,
+    api_key: str | None,
     turns: int | None,
     store_path: Path | None,
     no_store: bool,
@@ -167,7 +181,16 @@ def episode_cmd(
     env = load_environment(env_name)
     if env.kind != "session":
         raise ConfigError(f"{env.name} is a {env.kind} environment: an episode needs a session")
-    agent = _load_agent(agent_spec, env)
+    if model_url is not None or model is not None:
+        if model_url is None or model is None:
+            raise ConfigError("--model-url and --model go together")
+        if agent_spec != "reference":
+            raise ConfigError("give --agent or --model-url, not both")
+        from deepgym.chat_agent import ChatAgent
+
+        agent: Agent = ChatAgent(model_url, model, api_key=api_key)
+    else:
+        agent = _load_agent(agent_spec, env)
     store = None if no_store else RunStore(store_path or default_store_path())
     try:
         with common.make_client(None) as dg:
