@@ -18,8 +18,8 @@ One module per family of commands, on one shared module:
 - ``runs``: ``run``, ``run-batch``, ``eval`` (scoring answers) and ``runs`` (the run store);
 - ``environments``: ``list``, ``show``, ``check``, ``qa``;
 - ``demo``: ``demo``;
-- ``episodes``: ``episode`` (run one agent episode; exit 3 when it has no verdict) and
-  ``episodes`` (the recorded ones);
+- ``episodes``: ``episode`` (run one agent episode; exit 3 when it has no verdict),
+  ``session`` (a person plays the agent) and ``episodes`` (the recorded ones);
 - ``latency``: ``price``, ``sweep``;
 - ``service``: ``serve``, ``console``.
 
@@ -71,6 +71,7 @@ for _command in (
     runs.eval_cmd,
     runs.runs_cmd,
     episodes.episode_cmd,
+    episodes.session_cmd,
     episodes.episodes_cmd,
     environments.list_cmd,
     environments.show,

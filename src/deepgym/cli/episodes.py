@@ -4,7 +4,9 @@ in the run store, and shows one episode's trace.
 ``deepgym episode ENV --agent module:function`` (or ``--agent reference``, the environment's own
 reference agent, or ``--model-url URL --model NAME``, a model behind an OpenAI-compatible chat
 endpoint: ``deepgym.chat_agent``) runs one episode, records it, and prints its trajectory and
-verdict.
+verdict. ``deepgym session ENV`` opens a session in which a person plays the agent: each line
+typed runs in its shell, ``score`` ends it with the verdict.
+
 ``deepgym episodes`` lists them, newest first; ``deepgym episodes ID`` prints one episode step
 by step (each action, its exit code, duration and output), then the work dir's diff and the
 verdict; ``--json`` prints the same as one JSON trajectory (the export).
@@ -30,7 +32,7 @@ from deepgym.session import Agent, Budget
 from deepgym.store import RunStore, default_store_path
 from deepgym.text import one_line
 
-__all__ = ["episode_cmd", "episodes_cmd"]
+__all__ = ["episode_cmd", "episodes_cmd", "session_cmd"]
 
 _OUTPUT_LINES = 20
 """Lines of a step's output shown in the text view (the JSON keeps what the trace kept)."""
@@ -205,3 +207,57 @@ def episode_cmd(
         _show(data)
     if not episode.result.has_verdict:
         raise SystemExit(common.EXIT_NO_VERDICT)
+
+
+_SESSION_HELP = (
+    "a shell in the work dir: type a command to run it; 'score' ends the session with the "
+    "final verifier's verdict, 'exit' (or end of input) ends it without one"
+)
+
+
+@click.command("session")
+@click.argument("env_name")
+def session_cmd(env_name: str) -> None:
+    """Open a session of ENV_NAME and play the agent yourself: each line you type runs in the
+    session's shell; 'score' ends it with the verdict, 'exit' without one."""
+    env = load_environment(env_name)
+    if env.kind != "session":
+        raise ConfigError(f"{env.name} is a {env.kind} environment: a session needs a session")
+    console = out()
+    with common.make_client(None) as dg, dg.session(env) as session:
+        click.echo(env.task.rstrip("\n"))
+        echo(f"(session {session.sandbox_id}: {_SESSION_HELP})", console)
+        while True:
+            try:
+                line = input(f"deepgym:{env.name}$ ")
+            except EOFError:
+                click.echo()
+                line = "exit"
+            command = line.strip()
+            if not command:
+                continue
+            if command in ("exit", "quit"):
+                click.echo("ended without a verdict")
+                return
+            if command == "help":
+                click.echo(_SESSION_HELP)
+                continue
+            if command == "score":
+                result = session.score()
+                click.echo(f"--- verdict: {_verdict(result.model_dump())}")
+                for case in result.cases:
+                    click.echo(f"  {'ok  ' if case.passed else 'FAIL'} {case.name}")
+                if result.error:
+                    echo(f"cause: {one_line(result.error, 300)}", console)
+                if not result.has_verdict:
+                    raise SystemExit(common.EXIT_NO_VERDICT)
+                return
+            t0 = time.monotonic()
+            output = session.exec(command, timeout=env.step_timeout)
+            if output.stdout:
+                click.echo(output.stdout, nl=not output.stdout.endswith("\n"))
+            if output.stderr:
+                click.echo(output.stderr, nl=not output.stderr.endswith("\n"), err=True)
+            flag = ", timed out" if output.timed_out else ""
+            took = (time.monotonic() - t0) * 1000.0
+            echo(f"[exit {output.exit_code}, {took:.0f} ms{flag}]", console)
