@@ -57,6 +57,7 @@ def test_the_budget_ends_the_episode_with_the_work_scored(dg: DeepGym) -> None:
     obs, reward, terminated, _, info = env.step("echo 'not a solution' > count.sh")
     assert terminated and obs.startswith("exit 0")  # the last command's output, then the score
     assert info["has_verdict"] and reward == 0.0 and not info["passed"]
+    assert (env.masked_rate.total, env.masked_rate.masked) == (1, 0)  # each episode counted
     env.close()
 
 

@@ -30,6 +30,7 @@ from gymnasium import spaces
 from deepgym import DeepGym, Environment, RunResult, load_environment
 from deepgym.completions import answer_of
 from deepgym.exceptions import ConfigError, DeepGymError
+from deepgym.integrations.reward import MaskedRate
 from deepgym.types import EnvLike
 
 __all__ = ["CODE_CHARSET", "ENV_ID", "SESSION_ENV_ID", "DeepGymEnv", "DeepGymSessionEnv"]
@@ -165,7 +166,8 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
     (``max_steps``, the environment's by default) is spent; then the final verifier scores the
     work dir, the reward is its score, and ``info`` carries ``has_verdict``, ``score``,
     ``passed`` and ``error_type`` (a failure of the session follows the contract's session rule:
-    without a verdict, mask the sample). Observations are ``spaces.Text``: the task, then
+    without a verdict, mask the sample; ``masked_rate`` warns when more than 5 of a block of 100
+    episodes had none). Observations are ``spaces.Text``: the task, then
     ``exit N`` and the command's output, capped and with characters outside the charset as
     ``?``.
     """
@@ -181,6 +183,7 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
         max_steps: int | None = None,
         max_command_chars: int = 8192,
         render_mode: str | None = None,
+        masked_rate: MaskedRate | None = None,
     ) -> None:
         self.env = env if isinstance(env, Environment) else load_environment(env)
         if self.env.kind != "session":
@@ -206,6 +209,8 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
         self._steps = 0
         self.last_result: RunResult | None = None
         """The last episode's full result (timings, messages, per-test outcomes)."""
+        self.masked_rate = masked_rate if masked_rate is not None else MaskedRate(SESSION_ENV_ID)
+        """Episodes without a verdict: a warning when more than 5 of a block of 100 had none."""
 
     def _observe(self, exit_code: int | None, stdout: str, stderr: str, timed_out: bool) -> str:
         head = "timed out" if timed_out else f"exit {exit_code}"
@@ -240,8 +245,12 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
             result = failure_result(
                 exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
             )
+        return self._ended(obs, result)
+
+    def _ended(self, obs: str, result: RunResult) -> Step:
         self._end_session()
         self.last_result = result
+        self.masked_rate.add(not result.has_verdict)
         return obs, float(result.score), True, False, {**_info(result), "step": self._steps}
 
     def step(self, action: str) -> Step:
@@ -261,9 +270,7 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
             result = failure_result(
                 exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
             )
-            self._end_session()
-            self.last_result = result
-            return "", float(result.score), True, False, {**_info(result), "step": self._steps}
+            return self._ended("", result)
         obs = self._observe(out.exit_code, out.stdout, out.stderr, out.timed_out)
         if self._steps >= self.max_steps:  # the budget is spent: the work is scored as it is
             return self._finish(obs)
