@@ -1,0 +1,204 @@
+"""OpenRLHF's multi-turn agent over deepgym sessions: one session per rollout.
+
+OpenRLHF's agent executor (``--agent_func_path``) makes one ``AgentInstance`` per prompt, calls
+``reset({"observation": prompt, "label": label})`` once, then ``step({"observation_text",
+"action_text", "label", "sampling_params"})`` after each generation, and reads ``rewards`` (a
+tensor), ``scores``, ``environment_feedback`` (text appended to the conversation), ``done`` and
+``extra_logs`` from each step's reply.
+
+``session_agent_instance(base)`` makes that class on OpenRLHF's ``AgentInstanceBase``:
+
+- ``reset`` opens a session of the environment (``env=``, else the label: a session environment's
+  name, or an object with ``env`` / ``env_name``) and returns the prompt as the observation;
+- ``step`` takes the last fenced ``bash`` block of the model's text as a command, runs it, and
+  returns its exit code and output as the feedback (reward 0.0, not done); a turn with no such
+  block, or ``DONE`` in it, or the environment's ``max_steps`` reached, ends the agent's phase:
+  the final verifier scores the work dir and its score is the reward (``done``);
+- a session that failed follows the contract's session rule; a rollout without a verdict gets
+  ``infra_failure_score`` (a number OpenRLHF can train on), is flagged in
+  ``extra_logs["deepgym_no_verdict"]`` and counted by ``MaskedRate``.
+
+``write_agent_func_file(path, env=...)`` writes the file ``--agent_func_path`` points to.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from deepgym.exceptions import ConfigError, DeepGymError
+from deepgym.integrations.openrlhf import _label_env
+from deepgym.integrations.reward import MaskedRate
+from deepgym.models import Environment, RunResult
+from deepgym.types import EnvLike
+
+__all__ = ["DONE", "FEEDBACK_CHARS", "session_agent_instance", "write_agent_func_file"]
+
+DONE = "DONE"
+"""A turn that says this (outside a code block) ends the agent's phase."""
+FEEDBACK_CHARS = 4000
+"""The most of a command's output fed back (its tail)."""
+_FENCE = re.compile(r"```(?:bash|sh|shell)\s*\n(.*?)```", re.DOTALL)
+_MASKED = MaskedRate("openrlhf agent")
+
+
+def _command(action_text: str) -> str | None:
+    """The turn's command: its last fenced bash block; None when the turn ends the phase."""
+    blocks = _FENCE.findall(action_text)
+    if not blocks:
+        return None
+    outside = _FENCE.sub("", action_text)
+    return None if DONE in outside else blocks[-1].strip()
+
+
+def _feedback(exit_code: int | None, stdout: str, stderr: str, timed_out: bool) -> str:
+    head = "timed out" if timed_out else f"exit {exit_code}"
+    text = f"{head}\n{stdout}" + (f"[stderr]\n{stderr}" if stderr else "")
+    return f"\n<output>\n{text[-FEEDBACK_CHARS:]}\n</output>\n"
+
+
+def session_agent_instance(
+    base: type,
+    *,
+    env: EnvLike | None = None,
+    infra_failure_score: float = 0.0,
+    sandbox: str = "pool",
+    masked_rate: MaskedRate | None = None,
+) -> type:
+    """OpenRLHF's ``AgentInstance`` over deepgym sessions, subclassing ``base`` (OpenRLHF's
+    ``openrlhf.utils.agent.AgentInstanceBase``)."""
+    if isinstance(infra_failure_score, bool) or not isinstance(infra_failure_score, int | float):
+        raise ConfigError(f"infra_failure_score must be a number, got {infra_failure_score!r}")
+    masked = masked_rate if masked_rate is not None else _MASKED
+
+    class AgentInstance(base):  # type: ignore[misc]
+        """One rollout: a deepgym session of the sample's environment."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.client: Any = None
+            self.session: Any = None
+            self.env: Environment | None = None
+            self.steps = 0
+            self.failed: RunResult | None = None
+            """Why the session did not open (the first step reports it)."""
+
+        def _environment(self, label: Any) -> Environment:
+            from deepgym.envs.registry import resolve
+
+            target = env if env is not None else _label_env(label)
+            if target is None:
+                raise ConfigError(
+                    f"no environment: pass env=..., or a label naming one ({label!r})"
+                )
+            found = resolve(target)
+            if found.kind != "session":
+                raise ConfigError(f"{found.name} is a {found.kind} task, not a session")
+            return found
+
+        async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+            from deepgym.client import AsyncDeepGym
+
+            self.env = self._environment(states.get("label"))
+            self.client = AsyncDeepGym(sandbox=sandbox)
+            self.steps = 0
+            try:
+                self.session = await self.client.session(self.env)
+            except DeepGymError as exc:  # never acted: no verdict, scored at the first step
+                from deepgym.session import failure_result
+
+                self.session = None
+                self.failed = failure_result(exc, None, acted=False)
+            return {"observation": states.get("observation", "")}
+
+        async def _close(self) -> None:
+            if self.session is not None:
+                await self.session.close()
+                self.session = None
+            if self.client is not None:
+                await self.client.close()
+                self.client = None
+
+        def _reply(self, result: RunResult, feedback: str = "") -> dict[str, Any]:
+            import torch
+
+            no_verdict = not result.has_verdict
+            masked.add(no_verdict)
+            reward = infra_failure_score if no_verdict else result.score
+            return {
+                "rewards": torch.tensor(float(reward)),
+                "scores": torch.tensor(float(reward)),
+                "environment_feedback": feedback,
+                "done": True,
+                "extra_logs": {
+                    "deepgym_no_verdict": torch.tensor(float(no_verdict)),
+                    "deepgym_passed": torch.tensor(float(result.passed)),
+                },
+            }
+
+        async def _score(self, feedback: str = "") -> dict[str, Any]:
+            assert self.session is not None
+            result = await self.session.score()  # a failure is read by the session rule
+            await self._close()
+            return self._reply(result, feedback)
+
+        async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+            import torch
+
+            from deepgym.session import failure_result
+
+            if self.session is None:  # the session never opened
+                await self._close()
+                why = self.failed or RunResult.no_verdict("sandbox_error", "no session is open")
+                return self._reply(why)
+            assert self.env is not None
+            self.steps += 1
+            command = _command(str(states.get("action_text", "")))
+            if command is None:
+                return await self._score()
+            session = self.session
+            try:
+                out = await session.exec(command, self.env.step_timeout)
+            except DeepGymError as exc:
+                result = failure_result(
+                    exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
+                )
+                await self._close()
+                return self._reply(result)
+            feedback = _feedback(out.exit_code, out.stdout, out.stderr, out.timed_out)
+            if self.steps >= self.env.max_steps:  # the budget is spent: the work is scored
+                return await self._score(feedback)
+            return {
+                "rewards": torch.tensor(0.0),
+                "scores": torch.tensor(0.0),
+                "environment_feedback": feedback,
+                "done": False,
+                "extra_logs": {},
+            }
+
+    return AgentInstance
+
+
+def write_agent_func_file(
+    path: str | Path, *, env: str | None = None, infra_failure_score: float = 0.0
+) -> Path:
+    """Write the file OpenRLHF's ``--agent_func_path`` loads: ``AgentInstance`` over deepgym
+    sessions (``env``: one session environment's name for every sample; None: each label names
+    its own) and OpenRLHF's own ``AgentExecutorBase`` as ``AgentExecutor``."""
+    target = Path(path)
+    settings = json.dumps({"env": env, "infra_failure_score": float(infra_failure_score)})
+    target.write_text(
+        '"""OpenRLHF agent function: deepgym sessions (written by deepgym)."""\n\n'
+        "import json\n\n"
+        "from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase\n\n"
+        "from deepgym.integrations.openrlhf_agent import session_agent_instance\n\n"
+        f"_SETTINGS = json.loads({settings!r})\n"
+        "AgentInstance = session_agent_instance(AgentInstanceBase, **_SETTINGS)\n\n\n"
+        "class AgentExecutor(AgentExecutorBase):\n"
+        "    def __init__(self, max_steps, max_length, llm_engine, hf_tokenizer, result_queue):\n"
+        "        super().__init__(\n"
+        "            AgentInstance, max_steps, max_length, llm_engine, hf_tokenizer, result_queue\n"
+        "        )\n"
+    )
+    return target
