@@ -382,3 +382,15 @@ def test_deepgym_serve_ray_runs_the_service_answers_on_the_cluster(cluster: Clus
     finally:
         proc.terminate()
         proc.communicate(timeout=60)  # (and closes its pipes)
+
+
+def test_a_service_on_ray_refuses_agent_sessions_as_a_bad_request() -> None:
+    from starlette.testclient import TestClient
+
+    from deepgym.server.app import create_app
+
+    app = create_app(engine=RayEngine("127.0.0.1:1"))  # never reached: refused before Ray
+    with TestClient(app) as client:
+        r = client.post("/v1/sessions", json={"env": "agent/fix_add"})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == "this client's engine ('ray') has no agent sessions"

@@ -21,7 +21,6 @@ FastAPI is imported only by ``create_app``.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +38,7 @@ from deepgym import (
 )
 from deepgym.completions import extract_code
 from deepgym.exceptions import ConfigError
-from deepgym.integrations.reward import MaskedRate
+from deepgym.integrations.reward import MaskedRate, label_env
 from deepgym.types import EnvLike
 
 if TYPE_CHECKING:
@@ -73,24 +72,6 @@ def response_text(query: str, prompt: str) -> str:
     return _EDGE_SPECIALS.sub("", text).strip("\n")
 
 
-def _label_env(label: Any) -> EnvLike | None:
-    if isinstance(label, str):
-        stripped = label.strip()
-        if stripped.startswith("{"):
-            try:
-                label = json.loads(stripped)
-            except ValueError:
-                return stripped or None
-        else:
-            return stripped or None
-    if isinstance(label, Mapping):
-        for key in ("env", "env_name"):
-            value = label.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return None
-
-
 class _Grader:
     """What both forms share: environments, the answers, and the response body (pure parts)."""
 
@@ -111,7 +92,7 @@ class _Grader:
         self.masked_rate = masked_rate if masked_rate is not None else MaskedRate("openrlhf")
 
     def environment(self, label: Any) -> Environment:
-        target = self.env if self.env is not None else _label_env(label)
+        target = self.env if self.env is not None else label_env(label)
         if target is None:
             raise ConfigError(
                 f"no environment: pass env=..., or a label naming one (got {label!r})"

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, DeepGymError
-from deepgym.integrations.openrlhf import _label_env
-from deepgym.integrations.reward import MaskedRate
+from deepgym.integrations.reward import MaskedRate, label_env
 from deepgym.models import Environment, RunResult
 from deepgym.types import EnvLike
 
@@ -87,7 +86,7 @@ def session_agent_instance(
         def _environment(self, label: Any) -> Environment:
             from deepgym.envs.registry import resolve
 
-            target = env if env is not None else _label_env(label)
+            target = env if env is not None else label_env(label)
             if target is None:
                 raise ConfigError(
                     f"no environment: pass env=..., or a label naming one ({label!r})"

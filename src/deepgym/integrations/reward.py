@@ -16,19 +16,23 @@ from the environment: ``DEEPGYM_ENV`` (the environment when no dataset column na
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from deepgym.exceptions import ConfigError
 from deepgym.reward_function import AsyncRewardFunction, RewardFunction
+from deepgym.types import EnvLike
 from deepgym.validation import non_negative_int, positive_int
 
 __all__ = [
     "MaskedRate",
     "default_async_reward_function",
     "default_reward_function",
+    "label_env",
     "reward_settings",
     "warn_unscored",
 ]
@@ -161,3 +165,23 @@ def default_async_reward_function() -> AsyncRewardFunction:
         if _async is None:
             _async = AsyncRewardFunction(**reward_settings())  # type: ignore[arg-type]
         return _async
+
+
+def label_env(label: Any) -> EnvLike | None:
+    """The environment a sample's label names: the label itself (a name), or its ``env`` /
+    ``env_name`` (an object, or its JSON); None when it names none."""
+    if isinstance(label, str):
+        stripped = label.strip()
+        if stripped.startswith("{"):
+            try:
+                label = json.loads(stripped)
+            except ValueError:
+                return stripped or None
+        else:
+            return stripped or None
+    if isinstance(label, Mapping):
+        for key in ("env", "env_name"):
+            value = label.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
