@@ -52,3 +52,13 @@ def test_completion_text_reads_every_shape() -> None:
 def test_answer_of_prepends_the_prefix_only_without_a_block() -> None:
     assert answer_of("    return 1\n", "def f():\n") == "def f():\n    return 1\n"
     assert answer_of("```python\nx = 1\n```", "def f():\n") == "x = 1\n"
+
+
+def test_shell_blocks_are_the_fences_marked_as_shell_and_the_rest_is_outside() -> None:
+    from deepgym.completions import shell_blocks
+
+    text = "Plan.\n```python\nx = 1\n```\n~~~bash\nls -la\n~~~\nthen DONE\n```sh title\npwd\n```\n"
+    commands, outside = shell_blocks(text)
+    assert commands == ["ls -la", "pwd"]
+    assert "DONE" in outside and "ls -la" not in outside and "x = 1" not in outside
+    assert shell_blocks("```bash\nunclosed\n") == ([], "")

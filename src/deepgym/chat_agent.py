@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import urllib.error
 import urllib.request
 from typing import Any
 
+from deepgym.completions import shell_blocks
 from deepgym.exceptions import TransportError
-from deepgym.session import Action, Observation
+from deepgym.session import Action, Observation, output_text
 
 __all__ = ["SYSTEM_PROMPT", "TOOLS", "ChatAgent", "parse_reply"]
 
@@ -69,7 +69,6 @@ TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
-_FENCE = re.compile(r"```(?:bash|sh|shell)\s*\n(.*?)```", re.DOTALL)
 MAX_OBSERVATION_CHARS = 8000
 """The most of a command's output sent back to the model (its tail)."""
 
@@ -94,19 +93,16 @@ def parse_reply(message: dict[str, Any]) -> tuple[Action, str | None]:
             return Action("write_file", path=path, content=content), call_id
         if name == "done":
             return Action("done"), call_id
-    blocks = _FENCE.findall(message.get("content") or "")
-    if blocks:
-        return Action("bash", command=blocks[-1].strip()), None
+    commands, _ = shell_blocks(message.get("content") or "")
+    if commands:
+        return Action("bash", command=commands[-1]), None
     return Action("done"), None
 
 
 def _observation_text(obs: Observation) -> str:
     if obs.last is None:
         return obs.note or "(no output)"
-    out = obs.last
-    head = "timed out" if out.timed_out else f"exit {out.exit_code}"
-    text = f"{head}\n{out.stdout}" + (f"\n[stderr]\n{out.stderr}" if out.stderr else "")
-    return text[-MAX_OBSERVATION_CHARS:]
+    return output_text(obs.last, MAX_OBSERVATION_CHARS)
 
 
 class ChatAgent:

@@ -17,7 +17,14 @@ from typing import Any
 
 from deepgym.exceptions import ConfigError
 
-__all__ = ["answer_of", "completion_text", "extract_code", "prompt_text"]
+__all__ = [
+    "SHELL_LANGUAGES",
+    "answer_of",
+    "completion_text",
+    "extract_code",
+    "prompt_text",
+    "shell_blocks",
+]
 
 _FENCE = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
 
@@ -27,28 +34,52 @@ def _closes(line: str, fence: str) -> bool:
     return len(s) >= len(fence) and set(s) == {fence[0]}
 
 
-def extract_code(text: str) -> str:
-    """The last complete fenced code block of ``text``; else the body of an unclosed final fence
-    (a cut-off answer); else ``text`` itself."""
-    blocks: list[str] = []
+def _parse(text: str) -> tuple[list[tuple[str, str]], str, str | None]:
+    """``text``'s complete fenced code blocks as (info string, body), the text outside them, and
+    the body of an unclosed final fence (None if there is none)."""
+    blocks: list[tuple[str, str]] = []
+    outside: list[str] = []
     fence: str | None = None
+    info = ""
     body: list[str] = []
     for line in text.splitlines(keepends=True):
         bare = line.rstrip("\r\n")
         if fence is None:
             m = _FENCE.match(bare)
             if m and not (m["fence"][0] == "`" and "`" in m["info"]):
-                fence, body = m["fence"], []
+                fence, info, body = m["fence"], m["info"].strip(), []
+            else:
+                outside.append(line)
         elif _closes(bare, fence):
-            blocks.append("".join(body))
+            blocks.append((info, "".join(body)))
             fence = None
         else:
             body.append(line)
+    return blocks, "".join(outside), "".join(body) if fence is not None else None
+
+
+def extract_code(text: str) -> str:
+    """The last complete fenced code block of ``text``; else the body of an unclosed final fence
+    (a cut-off answer); else ``text`` itself."""
+    blocks, _, unclosed = _parse(text)
     if blocks:
-        return blocks[-1]
-    if fence is not None and any(s.strip() for s in body):
-        return "".join(body)
+        return blocks[-1][1]
+    if unclosed is not None and unclosed.strip():
+        return unclosed
     return text
+
+
+SHELL_LANGUAGES = frozenset({"bash", "sh", "shell"})
+
+
+def shell_blocks(text: str) -> tuple[list[str], str]:
+    """The bodies of ``text``'s complete fenced blocks marked ``bash``, ``sh`` or ``shell`` (an
+    agent's commands, stripped), and the text outside every fenced block."""
+    blocks, outside, _ = _parse(text)
+    commands = [
+        body.strip() for info, body in blocks if info and info.split()[0].lower() in SHELL_LANGUAGES
+    ]
+    return commands, outside
 
 
 def _content_text(content: Any) -> str:

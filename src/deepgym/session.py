@@ -52,6 +52,7 @@ __all__ = [
     "Session",
     "Step",
     "failure_result",
+    "output_text",
     "run_episode_async",
 ]
 
@@ -356,6 +357,14 @@ class Step:
     duration_s: float
     reward: float | None = None
     """The per-step verifier's score after this step, where the environment has one."""
+
+
+def output_text(out: ExecResult, limit: int | None = None) -> str:
+    """A command's outcome as an agent reads it: ``exit N`` (or ``timed out``), its stdout, then
+    its stderr under ``[stderr]``; with ``limit``, the last ``limit`` characters."""
+    head = "timed out" if out.timed_out else f"exit {out.exit_code}"
+    text = f"{head}\n{out.stdout}" + (f"\n[stderr]\n{out.stderr}" if out.stderr else "")
+    return text if limit is None else text[-limit:]
 
 
 def step_record(step: Step) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from deepgym.exceptions import (
 )
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.protocol import Raised, RunReply, raised_error
+from deepgym.sandbox.spec import START_GRACE_S
 from deepgym.scheduling import TimeLimitPolicy, group_slices
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 
@@ -65,12 +66,15 @@ __all__ = ["NodeScorer", "RayEngine"]
 
 log = logging.getLogger("deepgym.ray")
 
-START_GRACE_S = 2.0
-"""The sandbox's start grace past a run's own limit (as ``deepgym.sandbox.spec``)."""
 HEALTH_S = 5.0
 """How often the driver pings each actor and looks for nodes that joined or left."""
 PING_TIMEOUT_S = 30.0
 """How long an actor may take to answer a ping before it is killed (and restarted)."""
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+"""This install's ``deepgym`` package folder (built-in environments' files live under it)."""
+_PATH_FIELDS = ("verifier_path", "repo_path", "tests_path", "source_dir")
+Wired = tuple[Environment, str, str]
+"""An environment as it travels: the object, the driver's package folder, its fingerprint."""
 
 
 def _require_ray() -> Any:
@@ -134,13 +138,13 @@ class NodeScorer:
 
     def _learn(
         self,
-        wired: list[tuple[Environment, str]],
+        wired: list[Wired],
         envs: list[Environment],
         limits: dict[str, float],
     ) -> list[str]:
         """Seed the engine with the derived limits the driver knows; the environments' keys
         (of the driver's copies: the same on every node)."""
-        keys = [fingerprint(e) for e, _ in wired]
+        keys = [key for _, _, key in wired]
         for env, key in zip(envs, keys, strict=True):
             if key in limits:
                 self.engine.learn_limit(env, limits[key])
@@ -156,7 +160,7 @@ class NodeScorer:
 
     async def score(
         self,
-        envs: list[tuple[Environment, str]],
+        envs: list[Wired],
         which: list[int],
         answers: list[str],
         time_limit: float | None,
@@ -190,7 +194,7 @@ class NodeScorer:
 
     async def run_one(
         self,
-        env: tuple[Environment, str],
+        env: Wired,
         answer: str,
         time_limit: float | None,
         limits: dict[str, float],
@@ -209,7 +213,7 @@ class NodeScorer:
             self.progress_at = time.monotonic()
         return reply, self._learned([resolved], keys)
 
-    async def time_limit(self, env: tuple[Environment, str], limits: dict[str, float]) -> float:
+    async def time_limit(self, env: Wired, limits: dict[str, float]) -> float:
         """The time limit of ``env`` on this node (measured here if no one knows it yet)."""
         resolved = _local(env)
         self._learn([env], [resolved], limits)
@@ -398,25 +402,21 @@ class RayEngine:
         actor: _Actor,
         chunk: _Chunk,
         envs: Sequence[Environment],
-        wire: Sequence[tuple[Environment, str]],
+        wired: Mapping[int, Wired],
         outputs: Sequence[str],
         time_limit: float | None,
     ) -> list[RunResult]:
         ray = self._ray
         distinct: dict[int, int] = {}
-        send_envs: list[tuple[Environment, str]] = []
+        send_envs: list[Wired] = []
         which: list[int] = []
         for i in chunk.indices:
             k = id(envs[i])
             if k not in distinct:
                 distinct[k] = len(send_envs)
-                send_envs.append(wire[i])
+                send_envs.append(wired[k])
             which.append(distinct[k])
-        limits = {
-            key: self._limits[key]
-            for key in {fingerprint(envs[i]) for i in chunk.indices}
-            if key in self._limits
-        }
+        limits = {key: self._limits[key] for _, _, key in send_envs if key in self._limits}
         answers = [outputs[i] for i in chunk.indices]
         assert chunk.deadline is not None
         left = chunk.deadline - time.monotonic()
@@ -454,7 +454,10 @@ class RayEngine:
     ) -> None:
         """Send every chunk, bounded in flight; hand each finished chunk to ``on_chunk``."""
         await self._connect()
-        wire = [_wire(e) for e in envs]
+        wired: dict[int, Wired] = {}  # each distinct environment wired (and hashed) once
+        for e in envs:
+            if id(e) not in wired:
+                wired[id(e)] = _wire(e)
         pending: collections.deque[_Chunk] = collections.deque(
             _Chunk(list(r)) for r in groups if len(r)
         )
@@ -493,7 +496,7 @@ class RayEngine:
                     chunk.tried.add(actor.node_id)
                     actor.in_flight += len(chunk.indices)
                     task = asyncio.ensure_future(
-                        self._send(actor, chunk, envs, wire, outputs, time_limit)
+                        self._send(actor, chunk, envs, wired, outputs, time_limit)
                     )
                     running[task] = (chunk, actor)
                 if not running:
@@ -701,20 +704,16 @@ class RayEngine:
         self._ray = None
 
 
-_PACKAGE = str(Path(__file__).resolve().parents[1])
-"""This install's ``deepgym`` package folder (built-in environments' files live under it)."""
-_PATH_FIELDS = ("verifier_path", "repo_path", "tests_path", "source_dir")
+def _wire(env: Environment) -> Wired:
+    """How ``env`` travels to a node: the object, with the driver's package folder (a node whose
+    deepgym is installed elsewhere finds a built-in's files in its own install) and its
+    fingerprint (the key of its derived limit, hashed once, on the driver)."""
+    return env, _PACKAGE, fingerprint(env)
 
 
-def _wire(env: Environment) -> tuple[Environment, str]:
-    """How ``env`` travels to a node: the object, with the driver's package folder, so that a
-    node whose deepgym is installed elsewhere finds a built-in's files in its own install."""
-    return env, _PACKAGE
-
-
-def _local(wired: tuple[Environment, str]) -> Environment:
+def _local(wired: Wired) -> Environment:
     """A wired environment with its built-in files at this node's install."""
-    env, package = wired
+    env, package, _ = wired
     if package == _PACKAGE:
         return env
     moved = {}

@@ -212,13 +212,6 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
         self.masked_rate = masked_rate if masked_rate is not None else MaskedRate(SESSION_ENV_ID)
         """Episodes without a verdict: a warning when more than 5 of a block of 100 had none."""
 
-    def _observe(self, exit_code: int | None, stdout: str, stderr: str, timed_out: bool) -> str:
-        head = "timed out" if timed_out else f"exit {exit_code}"
-        text = f"{head}\n{stdout}" + (f"\n[stderr]\n{stderr}" if stderr else "")
-        if len(text) > MAX_OBSERVATION_CHARS:
-            text = text[-MAX_OBSERVATION_CHARS:]
-        return _printable(text, self._charset)
-
     def _end_session(self) -> None:
         if self._session is not None:
             session, self._session = self._session, None
@@ -255,7 +248,7 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
 
     def step(self, action: str) -> Step:
         """Run ``action`` (a bash command) in the session, or end it with ``done``."""
-        from deepgym.session import failure_result
+        from deepgym.session import failure_result, output_text
 
         if self._session is None:
             raise ConfigError("the episode has ended (or not begun): call reset()")
@@ -271,7 +264,7 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
                 exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
             )
             return self._ended("", result)
-        obs = self._observe(out.exit_code, out.stdout, out.stderr, out.timed_out)
+        obs = _printable(output_text(out, MAX_OBSERVATION_CHARS), self._charset)
         if self._steps >= self.max_steps:  # the budget is spent: the work is scored as it is
             return self._finish(obs)
         reward = float(shaped.score) if shaped is not None and shaped.has_verdict else 0.0

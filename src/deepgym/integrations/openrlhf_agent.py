@@ -24,10 +24,10 @@ tensor), ``scores``, ``environment_feedback`` (text appended to the conversation
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
+from deepgym.completions import shell_blocks
 from deepgym.exceptions import ConfigError, DeepGymError
 from deepgym.integrations.reward import MaskedRate, label_env
 from deepgym.models import Environment, RunResult
@@ -39,23 +39,13 @@ DONE = "DONE"
 """A turn that says this (outside a code block) ends the agent's phase."""
 FEEDBACK_CHARS = 4000
 """The most of a command's output fed back (its tail)."""
-_FENCE = re.compile(r"```(?:bash|sh|shell)\s*\n(.*?)```", re.DOTALL)
 _MASKED = MaskedRate("openrlhf agent")
 
 
 def _command(action_text: str) -> str | None:
     """The turn's command: its last fenced bash block; None when the turn ends the phase."""
-    blocks = _FENCE.findall(action_text)
-    if not blocks:
-        return None
-    outside = _FENCE.sub("", action_text)
-    return None if DONE in outside else blocks[-1].strip()
-
-
-def _feedback(exit_code: int | None, stdout: str, stderr: str, timed_out: bool) -> str:
-    head = "timed out" if timed_out else f"exit {exit_code}"
-    text = f"{head}\n{stdout}" + (f"[stderr]\n{stderr}" if stderr else "")
-    return f"\n<output>\n{text[-FEEDBACK_CHARS:]}\n</output>\n"
+    commands, outside = shell_blocks(action_text)
+    return None if not commands or DONE in outside else commands[-1]
 
 
 def session_agent_instance(
@@ -145,7 +135,7 @@ def session_agent_instance(
         async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             import torch
 
-            from deepgym.session import failure_result
+            from deepgym.session import failure_result, output_text
 
             if self.session is None:  # the session never opened
                 await self._close()
@@ -165,7 +155,7 @@ def session_agent_instance(
                 )
                 await self._close()
                 return self._reply(result)
-            feedback = _feedback(out.exit_code, out.stdout, out.stderr, out.timed_out)
+            feedback = f"\n<output>\n{output_text(out, FEEDBACK_CHARS)}\n</output>\n"
             if self.steps >= self.env.max_steps:  # the budget is spent: the work is scored
                 return await self._score(feedback)
             return {
