@@ -18,12 +18,14 @@ from typing import Any
 from deepgym.exceptions import ConfigError
 
 __all__ = [
+    "DONE",
     "SHELL_LANGUAGES",
     "answer_of",
     "completion_text",
     "extract_code",
     "prompt_text",
     "shell_blocks",
+    "turn_command",
 ]
 
 _FENCE = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
@@ -80,6 +82,17 @@ def shell_blocks(text: str) -> tuple[list[str], str]:
         body.strip() for info, body in blocks if info and info.split()[0].lower() in SHELL_LANGUAGES
     ]
     return commands, outside
+
+
+DONE = "DONE"
+"""A model's turn that says this (outside a code block) ends the agent's phase."""
+
+
+def turn_command(text: str) -> str | None:
+    """A model's turn as an agent's action: the body of its last fenced ``bash`` block, or None
+    when the turn ends the agent's phase (no such block, or ``DONE`` outside every block)."""
+    commands, outside = shell_blocks(text)
+    return None if not commands or DONE in outside else commands[-1]
 
 
 def _content_text(content: Any) -> str:

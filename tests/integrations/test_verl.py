@@ -212,6 +212,35 @@ def _registered() -> dict[str, Any]:
     return entry
 
 
+async def _drive(
+    entry: Any,
+    config: Any,
+    server: Any,
+    tokenizer: PreTrainedTokenizerFast,
+    prompt: str,
+    data_source: str,
+) -> AgentLoopOutput:
+    """Build the loop from its registry entry as verl does (hydra) and run one sample."""
+    loop = hydra.utils.instantiate(
+        config=entry,
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type=None,
+        dataset_cls=object,
+        data_config=DictConfigWrap(config.data),
+    )
+    assert isinstance(loop, AgentLoopBase)
+    out: AgentLoopOutput = await loop.run(
+        {"temperature": 1.0},
+        raw_prompt=[{"role": "user", "content": prompt}],
+        data_source=data_source,
+        extra_info={},
+    )
+    return out
+
+
 def _run_loop(
     tokenizer: PreTrainedTokenizerFast,
     reply: str,
@@ -231,24 +260,7 @@ def _run_loop(
     server = FakeServer(tokenizer, reply)
 
     async def go() -> AgentLoopOutput:
-        loop = hydra.utils.instantiate(
-            config=_registered(),
-            trainer_config=DictConfigWrap(config=config),
-            server_manager=server,
-            tokenizer=tokenizer,
-            processor=None,
-            hf_model_type=None,
-            dataset_cls=object,
-            data_config=DictConfigWrap(config.data),
-        )
-        assert isinstance(loop, AgentLoopBase)
-        out: AgentLoopOutput = await loop.run(
-            {"temperature": 1.0},
-            raw_prompt=[{"role": "user", "content": "Solve it."}],
-            data_source=data_source,
-            extra_info={},
-        )
-        return out
+        return await _drive(_registered(), config, server, tokenizer, "Solve it.", data_source)
 
     out = asyncio.run(go())
     assert server.prompts, "the loop never asked the server"
@@ -261,6 +273,9 @@ def test_agent_loop_is_registered_under_its_name() -> None:
     cls = hydra.utils.get_class(entry["_target_"])
     assert issubclass(cls, AgentLoopBase)
     assert "deepgym_single_turn" in _agent_loop_registry
+    agent = _agent_loop_registry[dg_verl.AGENT_NAME]
+    assert agent["_target_"] == "deepgym.integrations.verl.DeepGymAgentLoop"
+    assert issubclass(hydra.utils.get_class(agent["_target_"]), AgentLoopBase)
 
 
 def test_agent_loop_sets_the_reward_so_verl_skips_its_own(
@@ -305,3 +320,147 @@ def test_loading_the_adapter_does_not_import_verl() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- the multi-turn loop over sessions ------------------------------------------------------------
+
+
+def _bash(command: str) -> str:
+    return f"Next:\n```bash\n{command}\n```\n"
+
+
+class TurnServer:
+    """verl's LLM server client, scripted: the n-th call answers ``turns[n]`` (then ``DONE``)."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerFast, turns: list[str]) -> None:
+        self.tokenizer = tokenizer
+        self.turns = list(turns)
+        self.prompts: list[str] = []
+
+    async def generate(self, *, prompt_ids: list[int], **kwargs: Any) -> TokenOutput:
+        self.prompts.append(self.tokenizer.decode(prompt_ids))
+        reply = self.turns.pop(0) if self.turns else "DONE"
+        ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"] + [1]
+        return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed")
+
+
+def _run_agent(
+    tokenizer: PreTrainedTokenizerFast,
+    turns: list[str],
+    *,
+    use_v1: bool = False,
+    data_source: str = "deepgym/agent/fix_add",
+    response_length: int = 4096,
+    client: Any = None,
+    **loop_kwargs: Any,
+) -> tuple[AgentLoopOutput, TurnServer]:
+    for entry in OmegaConf.load(dg_verl.AGENT_LOOP_CONFIG):
+        _agent_loop_registry[entry.name] = entry
+    entry = OmegaConf.merge(_agent_loop_registry[dg_verl.AGENT_NAME], loop_kwargs)
+    config = OmegaConf.create(
+        {
+            "trainer": {"use_v1": use_v1},
+            "actor_rollout_ref": {
+                "rollout": {
+                    "prompt_length": 256,
+                    "response_length": response_length,
+                    "agent": {},
+                }
+            },
+            "data": {},
+        }
+    )
+    server = TurnServer(tokenizer, turns)
+
+    async def go() -> AgentLoopOutput:
+        own = client or AsyncDeepGym()
+        try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(dg_verl, "_async_client", lambda: own)
+                return await _drive(entry, config, server, tokenizer, "Fix calc.add.", data_source)
+        finally:
+            await own.close()
+
+    return asyncio.run(go()), server
+
+
+FIX = [_bash("cat calc.py"), _bash("sed -i 's/return a - b/return a + b/' calc.py"), "DONE"]
+
+
+def _spans(mask: list[int]) -> list[tuple[int, int]]:
+    """``mask``'s runs as (value, length)."""
+    out: list[tuple[int, int]] = []
+    for bit in mask:
+        if out and out[-1][0] == bit:
+            out[-1] = (bit, out[-1][1] + 1)
+        else:
+            out.append((bit, 1))
+    return out
+
+
+def test_agent_loop_solves_a_session_and_masks_the_observations(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    out, server = _run_agent(tokenizer, FIX)
+    assert out.reward_score == 1.0
+    assert out.extra_fields["reward_extra_info"] == {"score": 1.0, "acc": 1.0, "error": 0.0}
+    assert len(server.prompts) == 3 and out.num_turns == 6
+    # The second prompt carries what `cat calc.py` printed, as a message the model did not write.
+    assert "def add(a, b)" in server.prompts[1] and "exit 0" in server.prompts[1]
+    assert "def add(a, b)" not in server.prompts[0]
+    # Model turns 1, observations 0: three turns with two observations between them.
+    assert [bit for bit, _ in _spans(out.response_mask)] == [1, 0, 1, 0, 1]
+    assert len(out.response_ids) == len(out.response_mask)
+    text = tokenizer.decode(out.response_ids)
+    assert text.count("```bash") == 2 and "def add(a, b)" in text
+    prompt = tokenizer.decode(out.prompt_ids)
+    assert "Fix calc.add." in prompt and "```bash" not in prompt
+
+
+def test_agent_loop_scores_an_agent_that_does_nothing_zero(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    out, server = _run_agent(tokenizer, ["I am done. DONE"])
+    assert out.reward_score == 0.0
+    assert out.extra_fields["reward_extra_info"] == {"score": 0.0, "acc": 0.0, "error": 0.0}
+    assert sum(out.response_mask) == len(out.response_ids) > 0  # judged: trained on
+    assert len(server.prompts) == 1
+
+
+def test_agent_loop_keeps_to_the_turn_budget(tokenizer: PreTrainedTokenizerFast) -> None:
+    # Two turns allowed: the fix (turn 3) never runs.
+    out, server = _run_agent(
+        tokenizer, [_bash("ls"), _bash("cat calc.py"), FIX[1], "DONE"], max_turns=2
+    )
+    assert len(server.prompts) == 2
+    assert out.reward_score == 0.0 and out.extra_fields["reward_extra_info"]["error"] == 0.0
+
+
+def test_agent_loop_stops_at_the_response_length(tokenizer: PreTrainedTokenizerFast) -> None:
+    out, server = _run_agent(tokenizer, [_bash("seq 1 5000")] * 5, response_length=200)
+    assert len(out.response_ids) == len(out.response_mask) <= 200
+    assert len(server.prompts) == 1  # the output would not fit: no second turn
+    assert out.extra_fields["reward_extra_info"]["error"] == 0.0
+
+
+def test_agent_loop_without_a_verdict_is_dropped_under_v1_and_masked_otherwise(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    class Refused(AsyncDeepGym):
+        async def session(self, env: Any) -> Any:
+            from deepgym.exceptions import SandboxUnavailableError
+
+            raise SandboxUnavailableError("no sandbox on this host")
+
+    with pytest.raises(NoVerdictError):
+        _run_agent(tokenizer, FIX, use_v1=True, client=Refused())
+    rate = dg_verl.DeepGymAgentLoop.masked_rate
+    before = rate.masked
+    out, _ = _run_agent(tokenizer, FIX, client=Refused())
+    assert out.reward_score == 0.0 and sum(out.response_mask) == 0
+    assert out.extra_fields["reward_extra_info"] == {"score": 0.0, "acc": 0.0, "error": 1.0}
+    assert rate.masked == before + 1
+    # A sample whose environment is unknown, or not a session, is masked the same way.
+    for source in ("other", "deepgym/two_sum"):
+        out, _ = _run_agent(tokenizer, FIX, data_source=source)
+        assert out.extra_fields["reward_extra_info"]["error"] == 1.0

@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from deepgym.completions import shell_blocks
+from deepgym.completions import DONE, turn_command
 from deepgym.exceptions import ConfigError, DeepGymError
 from deepgym.integrations.reward import MaskedRate, label_env
 from deepgym.models import Environment, RunResult
@@ -35,17 +35,9 @@ from deepgym.types import EnvLike
 
 __all__ = ["DONE", "FEEDBACK_CHARS", "session_agent_instance", "write_agent_func_file"]
 
-DONE = "DONE"
-"""A turn that says this (outside a code block) ends the agent's phase."""
 FEEDBACK_CHARS = 4000
 """The most of a command's output fed back (its tail)."""
 _MASKED = MaskedRate("openrlhf agent")
-
-
-def _command(action_text: str) -> str | None:
-    """The turn's command: its last fenced bash block; None when the turn ends the phase."""
-    commands, outside = shell_blocks(action_text)
-    return None if not commands or DONE in outside else commands[-1]
 
 
 def session_agent_instance(
@@ -143,7 +135,7 @@ def session_agent_instance(
                 return self._reply(why)
             assert self.env is not None
             self.steps += 1
-            command = _command(str(states.get("action_text", "")))
+            command = turn_command(str(states.get("action_text", "")))
             if command is None:
                 return await self._score()
             session = self.session
