@@ -74,6 +74,33 @@ def test_the_key_is_the_content_not_the_name(tmp_path: Path) -> None:
     assert content_key(with_file, "pool") != before  # the file's bytes, not its path
 
 
+def test_a_settled_verifier_file_is_read_once_and_a_change_to_it_still_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    reads: list[Path] = []
+    read_bytes = Path.read_bytes
+
+    def counted(self: Path) -> bytes:
+        reads.append(self)
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    verifier = tmp_path / "verifier.py"
+    verifier.write_text("def verify(solution, test_cases):\n    return 1.0\n")
+    env = ENV.model_copy(update={"test_cases": None, "verifier_path": verifier})
+    content_key(env, "pool")
+    content_key(env, "pool")
+    assert len(reads) == 2  # just written: read every time (a coarse clock could hide a change)
+    old = verifier.stat().st_mtime_ns - 60 * 10**9
+    os.utime(verifier, ns=(old, old))  # settled: read once, then kept
+    first = content_key(env, "pool")
+    assert content_key(env, "pool") == first and len(reads) == 3
+    verifier.write_text("def verify(solution, test_cases):\n    return 0.5\n")  # same size
+    assert content_key(env, "pool") != first and len(reads) == 4
+
+
 def _write_many(path: str, worker: int) -> None:
     store = LimitStore(path)
     for i in range(50):

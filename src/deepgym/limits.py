@@ -24,6 +24,7 @@ import functools
 import hashlib
 import os
 import sqlite3
+import stat
 import threading
 import time
 from pathlib import Path
@@ -51,10 +52,32 @@ def default_limits_path() -> Path:
     return deepgym_home() / "limits.sqlite"
 
 
+_FILE_BYTES: dict[tuple[str, int, int], bytes] = {}
+"""Small files' bytes by (path, size, mtime): a verifier file that thousands of environments
+share (HumanEval's) is read once per process, not once per environment. A file changed in the
+last ``_SETTLED_NS`` is read every time: a file system's clock is coarse (a few ms), so two
+writes of the same size in one tick would leave the same (size, mtime)."""
+_FILE_BYTES_MAX = 256
+_SMALL_FILE = 2**20
+_SETTLED_NS = 2_000_000_000
+
+
 def _file_digest(h: Any, path: Path) -> None:
-    if path.is_file():
-        h.update(path.read_bytes())
-    elif path.is_dir():
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        data = _FILE_BYTES.get(key)
+        if data is None:
+            data = path.read_bytes()
+            if len(data) <= _SMALL_FILE and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+                if len(_FILE_BYTES) >= _FILE_BYTES_MAX:
+                    _FILE_BYTES.clear()
+                _FILE_BYTES[key] = data
+        h.update(data)
+    elif stat.S_ISDIR(st.st_mode):
         for p in sorted(path.rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts:
                 h.update(str(p.relative_to(path)).encode() + b"\0" + p.read_bytes())
@@ -86,7 +109,7 @@ def content_key(env: Environment, backend: str, machine: str | None = None) -> s
     h.update(data.encode())
     for path in (env.verifier_path, env.repo_path, env.tests_path):
         if path is not None:
-            _file_digest(h, Path(path))
+            _file_digest(h, path if isinstance(path, Path) else Path(path))
     return h.hexdigest()
 
 
