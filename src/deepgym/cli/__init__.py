@@ -20,6 +20,7 @@ One module per family of commands, on one shared module:
 - ``demo``: ``demo``;
 - ``episodes``: ``episode`` (run one agent episode; exit 3 when it has no verdict),
   ``session`` (a person plays the agent) and ``episodes`` (the recorded ones);
+- ``harbor``: ``harbor import``, ``harbor export`` (Harbor task folders);
 - ``latency``: ``price``, ``sweep``;
 - ``service``: ``serve``, ``console``.
 
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 import click
 
 from deepgym import __version__
-from deepgym.cli import common, demo, environments, episodes, latency, runs, service
+from deepgym.cli import common, demo, environments, episodes, harbor, latency, runs, service
 from deepgym.cli.common import DeepGymGroup
 
 __all__ = ["EXIT_CODES", "cli", "main"]
@@ -78,6 +79,7 @@ for _command in (
     environments.check,
     environments.qa,
     environments.limits_cmd,
+    harbor.harbor_cmd,
     demo.demo,
     latency.price_cmd,
     latency.sweep_cmd,

@@ -1,0 +1,46 @@
+"""``deepgym harbor import`` and ``deepgym harbor export``: Harbor task folders.
+
+``import TASK_DIR OUT_DIR`` writes the Harbor task in TASK_DIR as a session environment folder;
+``export ENV OUT_DIR`` writes a session environment (a name or a folder) in Harbor's layout.
+Both are ``deepgym.envs.harbor``; a task that needs a container image, or any other bad input,
+is one ``error: ...`` line and exit 2 (the group translates the ``ConfigError``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from deepgym.cli.common import load_env
+from deepgym.envs.harbor import export_harbor_task, import_harbor_task
+
+__all__ = ["harbor_cmd"]
+
+
+@click.group("harbor")
+def harbor_cmd() -> None:
+    """Import Harbor tasks as session environments, or export session environments to
+    Harbor's task layout."""
+
+
+@harbor_cmd.command("import")
+@click.argument("task_dir", type=click.Path(path_type=Path))
+@click.argument("out_dir", type=click.Path(path_type=Path))
+def import_cmd(task_dir: Path, out_dir: Path) -> None:
+    """Write the Harbor task in TASK_DIR as a session environment folder OUT_DIR (new, or
+    empty)."""
+    env = import_harbor_task(task_dir, out_dir)
+    click.echo(f"imported {task_dir} as the session environment {env.name} in {out_dir}")
+    click.echo(f"check it with: deepgym check {out_dir}")
+
+
+@harbor_cmd.command("export")
+@click.argument("env")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+def export_cmd(env: str, out_dir: Path) -> None:
+    """Write the session environment ENV (a name, such as agent/fix_add, or a folder) in
+    Harbor's task layout to OUT_DIR (new, or empty)."""
+    environment = load_env(env)
+    export_harbor_task(environment, out_dir)
+    click.echo(f"exported {environment.name} as a Harbor task in {out_dir}")

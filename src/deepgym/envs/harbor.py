@@ -1,0 +1,551 @@
+"""Harbor tasks as session environments, and session environments as Harbor tasks.
+
+A Harbor task (harborframework.com) is a folder: ``task.toml`` (``[metadata]``; ``[verifier]``
+``timeout_sec`` and ``env``; ``[agent] timeout_sec``; ``[solution] env``; ``[environment]``
+``docker_image``, ``memory_mb``, ``gpus``, ``env``, ...), ``instruction.md`` (the prompt),
+``environment/`` (a ``Dockerfile`` and the files it copies, or a compose file), ``tests/test.sh``
+(run after the agent; it writes the reward to ``/logs/verifier/reward.txt``, a number, or
+``reward.json``, an object whose ``reward`` is the number) and ``solution/solve.sh`` (the oracle).
+
+``import_harbor_task(task_dir, out_dir)`` writes a session environment folder and loads it:
+
+- the work dir is seeded with the files the Dockerfile copies into its ``WORKDIR``, and its
+  variables and ``RUN`` lines become ``setup.sh`` (``deepgym.envs.dockerfile`` says precisely
+  which Dockerfiles the host stands in for);
+- ``verifier.py`` is ``deepgym.envs.harbor_verifier``: it runs ``tests/test.sh`` in the final
+  verifier's sandbox and reads its reward (the verdicts are in its docstring);
+- ``reference_agent.json`` writes ``solution/`` to ``/tmp/harbor/solution``, then runs
+  ``solve.sh`` in the work dir: the oracle is the reference agent;
+- ``[agent] timeout_sec`` is the session's ``lifetime`` and ``step_timeout`` (Harbor limits the
+  agent's phase as a whole), ``[verifier] timeout_sec`` the test script's limit.
+
+Refused, with one ``ConfigError`` line: a task that needs a container image (a ``docker_image``
+in task.toml, a compose file, a Dockerfile beyond the host subset: it "cannot run on the host
+sandbox"); also a GPU, a Windows task, a multi-step task, and a variable read from the host
+(``${VAR}``: the sandbox passes none of the host's).
+
+Paths. Tasks hard-code paths of Harbor's container; the sandbox's root is read-only, and only
+``/work`` and ``/tmp`` are writable. So in ``instruction.md``, in the ``RUN`` lines and variables,
+and in every UTF-8 file of the work dir, ``tests/`` and ``solution/``, a path starting with one of
+these is rewritten (``path_map``): ``/logs`` -> ``/tmp/harbor/logs``, ``/tests`` ->
+``/tmp/harbor/tests``, ``/solution`` -> ``/tmp/harbor/solution``, the ``WORKDIR`` -> ``/work``.
+
+Threat model: the agent's sandbox never holds ``tests/`` or ``solution/``. The tests reach only
+the final verifier's sandbox (they are the environment's hidden tests); the solution is only in
+``reference_agent.json``, which only the reference agent plays. Every file read from the task
+folder is checked: a link out of it is refused (a task must not carry host files into a sandbox).
+
+``export_harbor_task(env, out_dir)`` writes a session environment in Harbor's layout: a
+Dockerfile that copies its ``repo/`` into ``/work`` (and runs its ``setup.sh`` there), a
+``tests/test.sh`` that runs its verifier (``deepgym.envs.harbor_runner``) and writes the score to
+``reward.txt``, and a ``solution/solve.sh`` made of its reference agent's actions. Importing the
+export gives the environment back: the same task, verifier and reference agent.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import glob
+import json
+import math
+import posixpath
+import re
+import shlex
+import shutil
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from deepgym.envs import dockerfile
+from deepgym.envs.registry import load_folder, resolve
+from deepgym.envs.session_check import reference_actions
+from deepgym.exceptions import ConfigError
+from deepgym.models import Environment
+
+__all__ = [
+    "HARBOR_ROOT",
+    "WORK",
+    "export_harbor_task",
+    "import_harbor_task",
+    "path_map",
+    "rewrite",
+]
+
+HARBOR_ROOT = "/tmp/harbor"
+"""Where Harbor's own paths (``/logs``, ``/tests``, ``/solution``) are in a session."""
+WORK = "/work"
+"""A session's work dir."""
+EXPORT_BASE = "python:3.12"
+"""The base of an exported task's image: Debian with python3, git, make and a C compiler, the
+toolchain the built-in session environments use."""
+VERIFIER_GRACE_S = 15.0
+"""The final verifier's limit past the test script's own: it reports the script's timeout."""
+DEFAULT_AGENT_S = 600.0
+"""The agent's time where task.toml gives none."""
+DEFAULT_VERIFIER_S = 600.0
+"""The test script's time where task.toml gives none (Harbor's default)."""
+_HERE = Path(__file__).resolve().parent
+_COMPOSE = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+# ---------------------------------------------------------------------------------------------
+
+
+def path_map(workdir: str) -> dict[str, str]:
+    """Harbor's fixed paths, and the task's ``workdir``, to where a session has them."""
+    out = {
+        "/logs": f"{HARBOR_ROOT}/logs",
+        "/tests": f"{HARBOR_ROOT}/tests",
+        "/solution": f"{HARBOR_ROOT}/solution",
+    }
+    if workdir != WORK:
+        out[workdir] = WORK
+    return out
+
+
+def rewrite(text: str, mapping: dict[str, str]) -> str:
+    """``text`` with each path that starts with a key of ``mapping`` (the key whole, then the
+    end of the path or a ``/``) starting with its value instead."""
+    keys = sorted(mapping, key=len, reverse=True)
+    pattern = re.compile(
+        r"(?<![\w.~$/})-])(" + "|".join(re.escape(k) for k in keys) + r")(?![\w.-])"
+    )
+    return pattern.sub(lambda m: mapping[m[1]], text)
+
+
+def _rewrite_tree(folder: Path, mapping: dict[str, str]) -> None:
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # binary data is kept as it is
+        new = rewrite(text, mapping)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+
+
+def _checked(source: Path, root: Path) -> None:
+    """``ConfigError`` if ``source``, or a link under it, leads out of ``root``."""
+    top = root.resolve()
+    for path in [source, *(source.rglob("*") if source.is_dir() else [])]:
+        if not path.resolve().is_relative_to(top):
+            raise ConfigError(f"{path}: a link out of the task folder {root}")
+
+
+def _copy_in(source: Path, target: Path, root: Path) -> None:
+    """Copy ``source`` (a file, or a folder's contents) to ``target``, links followed, after
+    checking that none leads out of ``root``."""
+    _checked(source, root)
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Import
+# ---------------------------------------------------------------------------------------------
+
+
+def _needs_image(task: Path, why: str) -> ConfigError:
+    return ConfigError(
+        f"{task.name}: needs a container image ({why}), and cannot run on the host sandbox"
+    )
+
+
+def _config(task: Path) -> dict[str, Any]:
+    if not task.is_dir():
+        raise ConfigError(f"{task}: not a Harbor task folder")
+    for name in ("task.toml", "instruction.md", "tests/test.sh"):
+        if not (task / name).is_file():
+            raise ConfigError(f"{task}: not a Harbor task folder (no {name})")
+    try:
+        config = tomllib.loads((task / "task.toml").read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{task / 'task.toml'}: malformed TOML ({exc})") from None
+    for section in ("metadata", "task", "verifier", "agent", "solution", "environment"):
+        if not isinstance(config.get(section, {}), dict):
+            raise ConfigError(f"{task / 'task.toml'}: [{section}] must be a table")
+    return config
+
+
+def _seconds(config: dict[str, Any], section: str, default: float, where: Path) -> float:
+    value = config.get(section, {}).get("timeout_sec")
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{where}: [{section}] timeout_sec must be a positive number of seconds")
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: [{section}] timeout_sec must be finite")
+    return float(value)
+
+
+def _variables(config: dict[str, Any], section: str, where: Path) -> dict[str, str]:
+    values = config.get(section, {}).get("env", {})
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: [{section}] env must be a table of strings")
+    out = {}
+    for key, value in values.items():
+        if not _NAME.fullmatch(key) or not isinstance(value, str | int | float):
+            raise ConfigError(f"{where}: [{section}] env {key!r} is not a variable with a value")
+        if "${" in str(value):
+            raise ConfigError(
+                f"{where}: [{section}] env {key} reads {value} from the host, and the sandbox "
+                "passes none of the host's variables"
+            )
+        out[key] = str(value)
+    return out
+
+
+def _memory_mb(environment: dict[str, Any], where: Path) -> int | None:
+    value = environment.get("memory_mb")
+    if value is None and isinstance(environment.get("memory"), str):  # Harbor's older "2G"
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([GMK])\s*", environment["memory"].upper())
+        if m is None:
+            raise ConfigError(f"{where}: [environment] memory {environment['memory']!r}")
+        value = int(float(m[1]) * {"G": 1024, "M": 1, "K": 1 / 1024}[m[2]])
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 32:
+        raise ConfigError(f"{where}: [environment] memory_mb must be a whole number, at least 32")
+    return value
+
+
+def _plan(task: Path, config: dict[str, Any]) -> dockerfile.Plan:
+    """What the task's environment builds, or the one-line refusal of a task that needs an
+    image."""
+    environment = config.get("environment", {})
+    if (task / "steps").is_dir():
+        raise ConfigError(f"{task.name}: a multi-step task (steps/), which is not imported")
+    if str(environment.get("os", "linux")).lower() != "linux":
+        raise ConfigError(f"{task.name}: a task for {environment['os']}, not for linux")
+    gpus = environment.get("gpus", 0)
+    if gpus:
+        raise ConfigError(f"{task.name}: needs {gpus} GPU(s), which the host sandbox does not give")
+    if environment.get("docker_image"):
+        raise _needs_image(task, f"task.toml docker_image = {environment['docker_image']!r}")
+    for name in _COMPOSE:
+        if (task / "environment" / name).is_file():
+            raise _needs_image(task, f"environment/{name} defines its services")
+    docker = task / "environment" / "Dockerfile"
+    if not docker.is_file():
+        return dockerfile.Plan(base="", workdir=dockerfile.DEFAULT_WORKDIR)
+    try:
+        return dockerfile.plan(dockerfile.parse(docker.read_text(encoding="utf-8")))
+    except ConfigError as exc:
+        raise _needs_image(task, f"environment/Dockerfile {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{docker}: not UTF-8 text") from None
+
+
+def _seed(plan: dockerfile.Plan, context: Path, repo: Path) -> None:
+    """The files a plan copies, where they land under its work dir, in ``repo``."""
+    for c in plan.copies:
+        matched: list[Path] = []
+        for src in c.sources:
+            hits = sorted(context.glob(src)) if glob.has_magic(src) else [context / src]
+            if not hits or not all(h.exists() for h in hits):
+                raise ConfigError(f"environment/Dockerfile line {c.line}: no {src} in environment/")
+            matched += hits
+        target = repo / posixpath.relpath(c.dest, plan.workdir)
+        into = c.into or c.dest == plan.workdir or len(matched) > 1 or target.is_dir()
+        for source in matched:
+            dest = target / source.name if into and not source.is_dir() else target
+            _copy_in(source, dest, context)
+            if c.chmod is not None:
+                for p in [dest, *(dest.rglob("*") if dest.is_dir() else [])]:
+                    if p.is_file():
+                        p.chmod(c.chmod)
+
+
+def _setup(plan: dockerfile.Plan, variables: dict[str, str], mapping: dict[str, str]) -> str:
+    """The setup script: the task's variables exported, then its ``RUN`` lines in their
+    folders ("" when there is neither)."""
+    if not variables and not plan.runs:
+        return ""
+    lines = [
+        "# From the Harbor task's environment: its variables, then its RUN lines (each in its",
+        "# WORKDIR), run in the session's shell before the agent acts.",
+        "set -e",
+    ]
+    for key, value in variables.items():
+        if not _NAME.fullmatch(key):
+            raise ConfigError(f"environment/Dockerfile: ENV {key!r} is not a variable name")
+        lines.append(f"export {key}={shlex.quote(rewrite(value, mapping))}")
+    for run in plan.runs:
+        cwd = WORK + run.cwd[len(plan.workdir) :]
+        lines.append(f"(cd {shlex.quote(cwd)} && {rewrite(run.command, mapping)})")
+    lines.append(f"cd {WORK}")
+    return "\n".join(lines) + "\n"
+
+
+def _delimiter(text: str, tag: str) -> str:
+    lines = set(text.splitlines())
+    while tag in lines:
+        tag += "_"
+    return tag
+
+
+def _write_command(path: str, data: bytes, executable: bool = False) -> str:
+    """A bash command that writes ``data`` to ``path`` exactly (a here-document; base64 for
+    bytes that are not newline-terminated UTF-8 text)."""
+    out = f"mkdir -p {shlex.quote(posixpath.dirname(path))} && "
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and text.endswith("\n"):
+        tag = _delimiter(text, "HARBOR_EOF")
+        out += f"cat > {shlex.quote(path)} <<'{tag}'\n{text}{tag}"
+    else:
+        encoded = base64.encodebytes(data).decode()
+        out += f"base64 -d > {shlex.quote(path)} <<'HARBOR_EOF'\n{encoded}HARBOR_EOF"
+    return out + (f"\nchmod +x {shlex.quote(path)}" if executable else "")
+
+
+def _reference(
+    task: Path, mapping: dict[str, str], variables: dict[str, str]
+) -> list[dict[str, str]] | None:
+    """The oracle as the reference agent: write ``solution/`` to ``/tmp/harbor/solution``, then
+    run ``solve.sh`` in the work dir (None without a ``solve.sh``)."""
+    solution = task / "solution"
+    if not (solution / "solve.sh").is_file():
+        return None
+    _checked(solution, task)
+    actions = []
+    for path in sorted(p for p in solution.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        with contextlib.suppress(UnicodeDecodeError):  # binary data is kept as it is
+            data = rewrite(data.decode("utf-8"), mapping).encode("utf-8")
+        target = f"{HARBOR_ROOT}/solution/{path.relative_to(solution).as_posix()}"
+        command = _write_command(target, data, executable=bool(path.stat().st_mode & 0o111))
+        actions.append({"tool": "bash", "command": command})
+    env = "".join(f"{k}={shlex.quote(v)} " for k, v in variables.items())
+    run = f"bash {HARBOR_ROOT}/solution/solve.sh"
+    actions.append(
+        {
+            "tool": "bash",
+            "command": f"mkdir -p {HARBOR_ROOT}/logs/agent && cd {WORK} && "
+            + (f"env {env}{run}" if env else run),
+        }
+    )
+    return actions
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _metadata(
+    task: Path, config: dict[str, Any], agent_s: float, verifier_s: float
+) -> dict[str, Any]:
+    info, about = config.get("metadata", {}), config.get("task", {})
+    description = about.get("description") or info.get("description") or ""
+    tags = _strings(info.get("tags")) or _strings(about.get("keywords"))
+    meta: dict[str, Any] = {
+        "name": task.name,
+        "kind": "session",
+        "description": description if isinstance(description, str) else "",
+        "tags": ["harbor", *(t for t in tags if t != "harbor")],
+        "lifetime": agent_s,
+        "step_timeout": agent_s,
+        "timeout": verifier_s + VERIFIER_GRACE_S,
+    }
+    if isinstance(info.get("difficulty"), str):
+        meta["difficulty"] = info["difficulty"]
+    memory = _memory_mb(config.get("environment", {}), task / "task.toml")
+    if memory is not None:
+        meta["memory_mb"] = memory
+    return meta
+
+
+def _fresh(out_dir: str | Path | None) -> Path:
+    """An empty folder to write into: ``out_dir`` (made if missing), or a temporary one that is
+    removed when the interpreter exits."""
+    if out_dir is None:
+        made = Path(tempfile.mkdtemp(prefix="harbor-import-"))
+        atexit.register(shutil.rmtree, made, True)
+        return made
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out}: exists and is not an empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _clear(folder: Path) -> None:
+    for path in folder.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def import_harbor_task(task_dir: str | Path, out_dir: str | Path | None = None) -> Environment:
+    """The Harbor task in ``task_dir`` as a session environment, written as a folder to
+    ``out_dir`` (a temporary folder, removed at exit, when None) and loaded from it.
+
+    ``ConfigError``, one line, for a task that needs a container image (it cannot run on the
+    host sandbox) or is not a Harbor task; see the module doc for what runs here.
+    """
+    task = Path(task_dir)
+    config = _config(task)
+    toml = task / "task.toml"
+    plan = _plan(task, config)
+    mapping = path_map(plan.workdir)
+    agent_s = _seconds(config, "agent", DEFAULT_AGENT_S, toml)
+    verifier_s = _seconds(config, "verifier", DEFAULT_VERIFIER_S, toml)
+    variables = {**plan.env, **_variables(config, "environment", toml)}
+    verifier_env = {**variables, **_variables(config, "verifier", toml)}
+    meta = _metadata(task, config, agent_s, verifier_s)
+    setup = _setup(plan, variables, mapping)
+    reference = _reference(task, mapping, _variables(config, "solution", toml))
+    _checked(task / "tests", task)
+    out = _fresh(out_dir)
+    try:
+        if plan.copies:
+            (out / "repo").mkdir()
+            _seed(plan, task / "environment", out / "repo")
+            _rewrite_tree(out / "repo", mapping)
+        instruction = (task / "instruction.md").read_text(encoding="utf-8", errors="replace")
+        (out / "task.md").write_text(rewrite(instruction, mapping), encoding="utf-8")
+        (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if setup:
+            (out / "setup.sh").write_text(setup)
+        shutil.copyfile(_HERE / "harbor_verifier.py", out / "verifier.py")
+        _copy_in(task / "tests", out / "tests" / "harbor", task)
+        _rewrite_tree(out / "tests" / "harbor", mapping)
+        harbor = {"script": "test.sh", "timeout": verifier_s, "env": verifier_env}
+        (out / "tests" / "harbor.json").write_text(json.dumps(harbor, indent=2) + "\n")
+        if reference is not None:
+            (out / "reference_agent.json").write_text(json.dumps(reference, indent=2) + "\n")
+    except BaseException:  # nothing half-written stays
+        _clear(out)
+        raise
+    return load_folder(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------------------------
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value))  # a JSON string (ASCII, escaped) is a TOML basic string
+
+
+def _task_toml(env: Environment) -> str:
+    name = "deepgym/" + re.sub(r"[^A-Za-z0-9._-]+", "-", env.name).strip("-.")
+    sections: dict[str, dict[str, Any]] = {
+        "task": {"name": name, "description": env.description, "keywords": list(env.tags)},
+        "metadata": {"source": "deepgym", "deepgym_env": env.name, "tags": list(env.tags)},
+        "verifier": {"timeout_sec": float(env.timeout)},
+        "agent": {"timeout_sec": float(env.lifetime)},
+        "environment": {
+            "build_timeout_sec": 600.0,
+            "cpus": 1,
+            "memory_mb": env.memory_mb,
+            "allow_internet": False,
+        },
+    }
+    if env.difficulty:
+        sections["metadata"]["difficulty"] = env.difficulty
+    lines = ['schema_version = "1.1"']
+    for section, values in sections.items():
+        lines += ["", f"[{section}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _dockerfile(env: Environment) -> str:
+    lines = [
+        f"# deepgym's session environment {env.name}: the work dir is {WORK}.",
+        f"FROM {EXPORT_BASE}",
+        f"WORKDIR {WORK}",
+    ]
+    if env.repo_path is not None:
+        lines.append(f"COPY repo/ {WORK}/")
+    if env.setup_script:
+        lines += [
+            f"COPY setup.sh {WORK}/.deepgym-setup.sh",
+            "RUN bash .deepgym-setup.sh && rm .deepgym-setup.sh",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+_TEST_SH = f"""#!/bin/bash
+# deepgym's final verifier: verify(work, tests) of verifier.py over the work dir, with the hidden
+# tests in hidden/. Its score is the reward; no reward file means the verifier itself failed.
+mkdir -p /logs/verifier
+cd {WORK}
+python3 /tests/deepgym_verify.py /tests/verifier.py {WORK} /tests/hidden /logs/verifier/reward.txt
+"""
+
+
+def _solve_sh(env: Environment) -> str:
+    lines = [
+        "#!/bin/bash",
+        f"# deepgym's reference agent for {env.name}: its actions, in order, in one shell.",
+        "exec </dev/null",
+        f"cd {WORK}",
+    ]
+    for i, action in enumerate(reference_actions(env), 1):
+        if action.tool == "done":
+            break
+        if action.tool == "bash":
+            lines += [f"# step {i}", action.command]
+        else:
+            path = posixpath.normpath(posixpath.join(WORK, action.path))
+            write = _write_command(path, action.content.encode())
+            lines += [f"# step {i}: write {action.path}", write]
+    return "\n".join(lines) + "\n"
+
+
+def export_harbor_task(env: Environment | str | Path, out_dir: str | Path) -> Path:
+    """Write the session environment ``env`` (an ``Environment``, a name or a folder) to
+    ``out_dir`` in Harbor's task layout; the folder written."""
+    environment = resolve(env)
+    if environment.kind != "session":
+        raise ConfigError(f"{environment.name} is a {environment.kind} task, not a session")
+    verifier = environment.verifier_code
+    if verifier is None and environment.verifier_path is not None:
+        verifier = environment.verifier_path.read_text()
+    solve = _solve_sh(environment) if environment.reference_solution else None
+    out = _fresh(out_dir)
+    (out / "task.toml").write_text(_task_toml(environment))
+    (out / "instruction.md").write_text(environment.task)
+    context = out / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text(_dockerfile(environment))
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    if environment.repo_path is not None:
+        shutil.copytree(environment.repo_path, context / "repo", ignore=ignore, symlinks=True)
+    if environment.setup_script:
+        (context / "setup.sh").write_text(environment.setup_script)
+    tests = out / "tests"
+    (tests / "hidden").mkdir(parents=True)
+    if environment.tests_path is not None:
+        shutil.copytree(environment.tests_path, tests / "hidden", ignore=ignore, dirs_exist_ok=True)
+    (tests / "test.sh").write_text(_TEST_SH)
+    (tests / "test.sh").chmod(0o755)
+    shutil.copyfile(_HERE / "harbor_runner.py", tests / "deepgym_verify.py")
+    (tests / "verifier.py").write_text(verifier or "")
+    if solve is not None:
+        (out / "solution").mkdir()
+        (out / "solution" / "solve.sh").write_text(solve)
+        (out / "solution" / "solve.sh").chmod(0o755)
+    return out

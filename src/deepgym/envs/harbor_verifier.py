@@ -1,0 +1,144 @@
+"""The final verifier of an imported Harbor task: run its ``tests/test.sh``, read its reward.
+
+``deepgym.envs.harbor`` copies this file into each imported task's folder as ``verifier.py``; the
+session's final verifier sandbox runs ``verify(work, tests)`` over a copy of the agent's work dir.
+Standard library only (it runs there, outside the deepgym package).
+
+``tests`` holds ``harbor.json`` (the test script's name, its ``timeout`` in seconds and its
+environment variables) and ``harbor/``, the task's ``tests/`` with Harbor's paths rewritten to
+``/tmp/harbor/...``. ``verify`` copies ``harbor/`` to ``/tmp/harbor/tests``, makes a fresh
+``/tmp/harbor/logs/verifier``, runs ``bash /tmp/harbor/tests/test.sh`` in the work dir (its
+output in ``test-stdout.txt`` there, as Harbor keeps it), then reads the reward as Harbor does:
+``reward.json`` first (its ``reward``, the other numbers as reward components), else
+``reward.txt`` (one number).
+
+Verdicts, by the reward contract: the test script is started before anything reads the agent's
+work, and starting it is the instant the work comes into play, so every failure from then on is
+the agent's 0, never a missing verdict (a policy must not learn to break the tests to be masked):
+
+- no reward file, an unreadable one, or a reward that is not a finite number in [0, 1]:
+  ``solution_error``, a judged 0 (a crashed or misused verifier after the work came into play);
+- the test script past its ``timeout``: its process group is killed, ``solution_timeout``, 0;
+- a set-up failure before the script starts (``harbor.json`` missing): raised, so the session
+  records no verdict (``verifier_error``).
+
+Threat model: the agent's sandbox ended before this one started, and its ``/tmp`` with it; here
+the reward folder is made fresh, so nothing the agent left can stand as a reward. What the test
+script runs of the agent's (its programs, under test) runs as this process's user and could
+write the reward folder, as in Harbor's own container; deepgym's own verifiers keep their verdict
+on a pipe that nothing they start holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+ROOT = Path("/tmp/harbor")
+"""Where Harbor's fixed paths (/tests, /logs, /solution) live in the sandbox."""
+OUTPUT_TAIL = 1500
+"""Characters of the test script's output kept in the result's case message."""
+
+
+def verify(work: Path, tests: Path) -> dict[str, Any]:
+    """Run the task's test script over ``work``; Harbor's reward as this session's score."""
+    config = json.loads((tests / "harbor.json").read_text())
+    shutil.rmtree(ROOT, ignore_errors=True)
+    shutil.copytree(tests / "harbor", ROOT / "tests")
+    logs = ROOT / "logs" / "verifier"
+    for name in ("agent", "verifier", "artifacts"):
+        (ROOT / "logs" / name).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **{str(k): str(v) for k, v in config.get("env", {}).items()}}
+    timeout = float(config["timeout"])
+    output = logs / "test-stdout.txt"
+    with open(output, "wb") as out:
+        proc = subprocess.Popen(  # the agent's work comes into play here
+            ["bash", str(ROOT / "tests" / config["script"])],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        fired = threading.Event()
+
+        def kill() -> None:
+            fired.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            proc.wait()  # a blocking wait: the timer ends the script at its limit
+        finally:
+            timer.cancel()
+    tail = output.read_text(errors="replace")[-OUTPUT_TAIL:]
+    if fired.is_set():
+        report: dict[str, Any] = {
+            "status": "solution_timeout",
+            "score": 0.0,
+            "message": f"tests/{config['script']} ran past its timeout of {timeout:g} s",
+        }
+    else:
+        report = read_reward(logs)
+    report["cases"] = [
+        {"name": f"tests/{config['script']}", "passed": report.get("score") == 1.0, "message": tail}
+    ]
+    return report
+
+
+def _malformed(why: str) -> dict[str, Any]:
+    return {"status": "solution_error", "score": 0.0, "message": f"tests/test.sh: {why}"}
+
+
+def _scored(value: Any, what: str, components: dict[str, float]) -> dict[str, Any]:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _malformed(f"{what} is {value!r}, not a number")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        return _malformed(f"{what} is {value!r}, not a finite number in [0, 1]")
+    return {"status": "ok", "score": float(value), "reward_components": components}
+
+
+def read_reward(verifier_dir: Path) -> dict[str, Any]:
+    """Harbor's reward in ``verifier_dir`` as a verifier's report: ``reward.json``'s ``reward``
+    (its other numbers as reward components), else ``reward.txt``'s number; a missing or
+    malformed reward is a ``solution_error`` report with a score of 0."""
+    as_json, as_text = verifier_dir / "reward.json", verifier_dir / "reward.txt"
+    components: dict[str, float] = {}
+    if as_json.is_file():
+        try:
+            data = json.loads(as_json.read_text())
+        except (ValueError, UnicodeDecodeError):
+            return _malformed("reward.json is not JSON")
+        if not isinstance(data, dict):
+            return _malformed("reward.json is not a JSON object")
+        components = {
+            str(k): float(v)
+            for k, v in data.items()
+            if k != "reward"
+            and isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+        }
+        if "reward" in data:
+            return _scored(data["reward"], "reward.json's reward", components)
+        if not as_text.is_file():
+            return _malformed("reward.json has no 'reward' (and there is no reward.txt)")
+    if as_text.is_file():
+        text = as_text.read_text(errors="replace").strip()
+        try:
+            value = float(text)
+        except ValueError:
+            return _malformed(f"reward.txt holds {text[:40]!r}, not a number")
+        return _scored(value, "reward.txt", components)
+    return _malformed("wrote no reward (no /logs/verifier/reward.txt or reward.json)")
