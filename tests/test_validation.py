@@ -48,3 +48,61 @@ def test_seconds_is_total(value: object) -> None:
         return
     assert isinstance(out, float) and math.isfinite(out) and out > 0
     assert optional_seconds(value, "t") == out
+
+
+# -- bounds: every number finite and under its documented maximum, every string sendable ------
+
+
+def test_numbers_have_documented_maxima() -> None:
+    from deepgym.validation import MAX_COUNT, MAX_SECONDS, bounded_int, number
+
+    assert seconds(MAX_SECONDS, "t") == MAX_SECONDS
+    with pytest.raises(ConfigError, match=r"t must be a positive number of seconds \(at most"):
+        seconds(MAX_SECONDS * 2, "t")
+    with pytest.raises(ConfigError, match="at most 5"):
+        seconds(6, "t", maximum=5)
+    assert positive_int(MAX_COUNT, "n") == MAX_COUNT
+    with pytest.raises(ConfigError, match="an int past 10"):
+        positive_int(10**400, "n")  # its repr alone would raise: the message says it in words
+    assert bounded_int(7, "p", 1, 7) == 7
+    for bad in (0, 8, True, 7.0, None):
+        with pytest.raises(ConfigError, match="p must be an int from 1 to 7"):
+            bounded_int(bad, "p", 1, 7)
+    assert number(0.5, "x", 0, 1) == 0.5
+    for bad in (math.nan, math.inf, -0.1, False, 10**400, "0.5"):
+        with pytest.raises(ConfigError, match="x must be a number from 0 to 1"):
+            number(bad, "x", 0, 1)
+
+
+def test_text_and_names() -> None:
+    from deepgym.validation import MAX_NAME_CHARS, depth_at_most, name_str, text
+
+    assert text("é🙂", "s") == "é🙂"
+    with pytest.raises(ConfigError, match="lone surrogate at index 2"):
+        text("ab\ud800", "s")
+    with pytest.raises(ConfigError, match="s is 11 characters long: the limit is 10"):
+        text("x" * 11, "s", 10)
+    with pytest.raises(ConfigError, match="s must be a str, got int"):
+        text(3, "s")
+    assert name_str("humaneval/3", "env") == "humaneval/3"
+    for bad, why in [
+        ("", "non-empty"),
+        ("a\nb", "control character at index 1"),
+        ("x" * 257, "the limit is 256"),
+    ]:
+        with pytest.raises(ConfigError, match=why):
+            name_str(bad, "env")
+    assert len(name_str("x" * MAX_NAME_CHARS, "env")) == MAX_NAME_CHARS
+    deep: list[object] = []
+    for _ in range(100_000):  # past the stack, were it checked by recursion
+        deep = [deep]
+    with pytest.raises(ConfigError, match="cases nests deeper than 64 levels"):
+        depth_at_most(deep, "cases")
+    assert depth_at_most({"a": [[1]]}, "cases") == {"a": [[1]]}
+
+
+def test_a_message_shows_a_hostile_value_in_a_line() -> None:
+    for bad in ("x\n" * 10**6, [[[]]] * 10**5, {"a": 1}):
+        with pytest.raises(ConfigError) as info:
+            seconds(bad, "t")
+        assert "\n" not in str(info.value) and len(str(info.value)) < 200

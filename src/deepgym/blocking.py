@@ -127,19 +127,33 @@ class Portal:
             _, pending = await asyncio.wait(tasks, timeout=CANCEL_WAIT_S / 2)
             for task in pending:  # one that went on after its cancel: cancel it again
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if pending:  # bounded: a task that ignores two cancels is not waited for
+                await asyncio.wait(pending, timeout=CANCEL_WAIT_S / 2)
+            for task in tasks:  # retrieve their outcomes (nothing is logged as never retrieved)
+                if task.done() and not task.cancelled():
+                    task.exception()
         await self.loop.shutdown_asyncgens()
 
     def stop(self) -> None:
-        """End what is left on the loop, then stop the loop and its thread."""
+        """End what is left on the loop, then stop the loop and its thread.
+
+        A loop whose thread died (a callback raised ``KeyboardInterrupt`` or ``SystemExit`` in
+        it) is drained here, in the caller's thread, before it is closed: closing it with tasks
+        or async generators still pending would leave them to the garbage collector, which
+        prints ``Task was destroyed but it is pending!`` for each.
+        """
         if self.loop.is_running():
             drained = asyncio.run_coroutine_threadsafe(self._drain(), self.loop)
             with contextlib.suppress(Exception):
                 drained.result(timeout=CANCEL_WAIT_S)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=5)
-        if not self.loop.is_running():
-            self.loop.close()
+        if self.loop.is_running() or self.loop.is_closed():
+            return
+        if not self.thread.is_alive():
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self._drain())
+        self.loop.close()
 
 
 class _Closable(Protocol):

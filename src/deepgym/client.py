@@ -26,7 +26,13 @@ from deepgym.sandbox import SANDBOXES
 from deepgym.sandbox.base import Backend
 from deepgym.scheduling import TimeLimitPolicy, group_slices
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
-from deepgym.validation import optional_positive_int, optional_seconds, positive_int
+from deepgym.validation import (
+    name_str,
+    optional_positive_int,
+    optional_seconds,
+    positive_int,
+    text,
+)
 
 if TYPE_CHECKING:
     from deepgym.session import Agent, AsyncSession, Budget, Episode, Session
@@ -85,24 +91,19 @@ def _make_engine(
 def _check_outputs(outputs: Any) -> list[str]:
     if isinstance(outputs, str) or not isinstance(outputs, Sequence):
         raise ConfigError("outputs must be a sequence of answers, not one str")
-    for i, answer in enumerate(outputs):
-        if not isinstance(answer, str):
-            raise ConfigError(f"outputs[{i}] must be a str, got {type(answer).__name__}")
-    return list(outputs)
+    return [text(answer, f"outputs[{i}]") for i, answer in enumerate(outputs)]
 
 
 def _check_answer(model_output: Any) -> str:
-    if not isinstance(model_output, str):
-        raise ConfigError(f"model_output must be a str, got {type(model_output).__name__}")
-    return model_output
+    return text(model_output, "model_output")
 
 
 def _check_answer_map(outputs: Any) -> Mapping[str, str]:
     if not isinstance(outputs, Mapping):
         raise ConfigError("outputs must map environment names to answers")
-    for name, answer in outputs.items():
-        if not isinstance(answer, str):
-            raise ConfigError(f"outputs[{name!r}] must be a str, got {type(answer).__name__}")
+    for key, answer in outputs.items():
+        name_str(key, "a key of outputs")
+        text(answer, f"outputs[{key!r}]")
     return outputs
 
 
@@ -163,7 +164,12 @@ class AsyncDeepGym:
 
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
         """The effective time limit for ``env``: the call's, the environment's ``time_limit``,
-        or ``clamp(k * reference runtime, floor, env.timeout)`` measured once and cached."""
+        or ``clamp(k * reference runtime, floor, env.timeout)`` measured once and cached.
+
+        ``env.timeout`` caps all three: a ``time_limit`` above it is held to it (a batch may
+        span environments of different caps), and each result's ``time_limit_s`` says the limit
+        its run had. It is at most ``deepgym.validation.MAX_SECONDS``; a service refuses one
+        above its own maximum (``deepgym serve --max-time-limit``)."""
         return await self._engine.time_limit(env, optional_seconds(time_limit, "time_limit"))
 
     async def run(
@@ -246,6 +252,11 @@ class AsyncDeepGym:
 
         An environment with no answer in ``outputs`` is scored on the empty answer (a judged 0).
         """
+        if not isinstance(envs_or_suite, str | Sequence):
+            raise ConfigError(
+                "envs_or_suite must be a suite's name or a sequence of environments, "
+                f"got {type(envs_or_suite).__name__}"
+            )
         return await self._engine.eval(
             envs_or_suite,
             _check_answer_map(outputs),

@@ -11,11 +11,25 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deepgym.text import one_line
+from deepgym.validation import (
+    MAX_CASES,
+    MAX_FILE_MB,
+    MAX_MEMORY_MB,
+    MAX_PROCESSES,
+    depth_at_most,
+    int_field,
+    name_field,
+    name_str,
+    optional_seconds_field,
+    optional_text_field,
+    seconds_field,
+    text_field,
+)
 from deepgym.verdict import ALL_ERROR_TYPES, MODEL_FAULT_ERRORS, has_verdict
 
 __all__ = [
@@ -45,43 +59,44 @@ class Environment(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1)
-    task: str = ""
+    name: Annotated[str, name_field("name")]
+    task: Annotated[str, text_field("task")] = ""
     kind: EnvKind = "function"
-    entry_point: str | None = None
+    entry_point: Annotated[str | None, name_field("entry_point", optional=True)] = None
     test_cases: list[dict[str, Any]] | None = None
-    verifier_code: str | None = None
+    verifier_code: Annotated[str | None, optional_text_field("verifier_code")] = None
     verifier_path: Path | None = None
-    reference_solution: str | None = None
+    reference_solution: Annotated[str | None, optional_text_field("reference_solution")] = None
     repo_path: Path | None = None
-    timeout: float = Field(default=10.0, gt=0)
-    """The cap on one run's time; the effective limit may be lower (see ``time_limit``)."""
-    time_limit: float | None = Field(default=None, gt=0)
+    timeout: Annotated[float, seconds_field("timeout")] = 10.0
+    """The cap on one run's time; the effective limit may be lower (see ``time_limit``), never
+    higher: a call's own ``time_limit`` above it is held to it."""
+    time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """A fixed time limit for this environment, instead of one derived from the reference."""
-    case_timeout: float = Field(default=2.0, gt=0)
-    memory_mb: int = Field(default=1024, ge=32)
-    max_processes: int = Field(default=64, ge=1)
-    max_file_mb: int = Field(default=64, ge=1)
+    case_timeout: Annotated[float, seconds_field("case_timeout")] = 2.0
+    memory_mb: Annotated[int, int_field("memory_mb", 32, MAX_MEMORY_MB)] = 1024
+    max_processes: Annotated[int, int_field("max_processes", 1, MAX_PROCESSES)] = 64
+    max_file_mb: Annotated[int, int_field("max_file_mb", 1, MAX_FILE_MB)] = 64
     compare: Compare = "exact"
-    difficulty: str | None = None
-    tags: tuple[str, ...] = ()
-    max_steps: int = Field(default=50, ge=1)
+    difficulty: Annotated[str | None, name_field("difficulty", optional=True)] = None
+    tags: tuple[str, ...] = Field(default=(), max_length=256)
+    max_steps: Annotated[int, int_field("max_steps", 1, 1_000_000)] = 50
     """A session: the most actions an episode takes (``kind: "session"`` only)."""
-    step_timeout: float = Field(default=30.0, gt=0)
+    step_timeout: Annotated[float, seconds_field("step_timeout")] = 30.0
     """A session: the time limit of one command, in seconds."""
-    lifetime: float = Field(default=600.0, gt=0)
+    lifetime: Annotated[float, seconds_field("lifetime")] = 600.0
     """A session: how long its sandbox lives, in seconds, from the moment it opens."""
-    setup_script: str | None = None
+    setup_script: Annotated[str | None, optional_text_field("setup_script")] = None
     """A session: a bash script run in the work dir when it opens, before the agent acts."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
-    step_verifier_code: str | None = None
+    step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
     """A session: an optional per-step verifier, ``verify_step(work, tests)``, run after each
     action over a snapshot of the work dir (a shaping reward; never the episode's verdict)."""
-    seed: int | None = None
+    seed: Annotated[int | None, int_field("seed", -(2**63), 2**63 - 1, optional=True)] = None
     """The random seed a built-in's ``generate.py`` makes its ``test_cases.json`` from (the
     same seed, the same cases); deepgym itself does not read it."""
-    description: str = ""
+    description: Annotated[str, text_field("description")] = ""
     source_dir: Path | None = None
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
@@ -103,6 +118,20 @@ class Environment(BaseModel):
             "tags": list(self.tags),
             "description": self.description,
         }
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_are_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(name_str(t, f"tags[{i}]") for i, t in enumerate(v))
+
+    @field_validator("test_cases", mode="before")
+    @classmethod
+    def _cases_are_bounded(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            if len(v) > MAX_CASES:
+                raise ValueError(f"test_cases: {len(v)} cases, the limit is {MAX_CASES}")
+            depth_at_most(v, "test_cases")
+        return v
 
     @field_validator("test_cases")
     @classmethod

@@ -26,7 +26,7 @@ Both sides import this module, so the wire has one definition:
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,6 +44,14 @@ from deepgym.exceptions import (
     VerifierError,
 )
 from deepgym.models import ExecResult, RunResult
+from deepgym.validation import (
+    MAX_COUNT,
+    MAX_PATH_CHARS,
+    int_field,
+    name_field,
+    optional_seconds_field,
+    text_field,
+)
 
 __all__ = [
     "RAISABLE",
@@ -120,9 +128,9 @@ class RunRequest(_Request):
     """``POST /v1/run``: one answer to one environment."""
 
     env: EnvSpec = Field(description=_ENV_DOC)
-    answer: str
+    answer: Annotated[str, text_field("answer")]
     """The model's answer: code, a script, or a diff, as the environment's kind expects."""
-    time_limit: float | None = None
+    time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """The run's time limit in seconds; null: the service derives it from the reference."""
 
 
@@ -130,7 +138,7 @@ class TimeLimitRequest(_Request):
     """``POST /v1/time_limit``: the time limit the service would use for an environment."""
 
     env: EnvSpec = Field(description=_ENV_DOC)
-    time_limit: float | None = None
+    time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """A limit to check instead of deriving one, in seconds."""
 
 
@@ -141,13 +149,13 @@ class BatchRequest(_Request):
         description="One environment for every answer, or one per answer (each as in `env` of "
         "`/v1/run`)."
     )
-    answers: list[str]
+    answers: list[Annotated[str, text_field("answers[]")]]
     """The answers, scored in this order; results come back with their index."""
-    group_size: int | None = None
+    group_size: Annotated[int | None, int_field("group_size", 1, MAX_COUNT, optional=True)] = None
     """Answers per group (a GRPO group): each group is streamed the moment it is complete."""
-    max_parallel: int = 8
+    max_parallel: Annotated[int, int_field("max_parallel", 1, MAX_COUNT)] = 8
     """Runs of this request at once (the service's own cap applies as well)."""
-    time_limit: float | None = None
+    time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """Every run's time limit in seconds; null: derived per environment."""
 
 
@@ -156,13 +164,15 @@ class EvalRequest(_Request):
 
     envs: list[EnvSpec] | None = None
     """The environments (give this or `suite`)."""
-    suite: str | None = None
+    suite: Annotated[str | None, name_field("suite", optional=True)] = None
     """A suite's name: `builtin` or `humaneval` (give this or `envs`)."""
-    outputs: dict[str, str] = Field(default_factory=dict)
+    outputs: dict[
+        Annotated[str, name_field("outputs key")], Annotated[str, text_field("outputs[]")]
+    ] = Field(default_factory=dict)
     """The answer to each environment, by name; a missing one is the empty answer."""
-    max_parallel: int = 8
+    max_parallel: Annotated[int, int_field("max_parallel", 1, MAX_COUNT)] = 8
     """Runs at once (the service's own cap applies as well)."""
-    time_limit: float | None = None
+    time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """Every run's time limit in seconds; null: derived per environment."""
 
 
@@ -187,9 +197,9 @@ class SessionExecRequest(_Request):
     """``POST /v1/sessions/{sandbox_id}/exec``: run a command in the session's persistent
     shell."""
 
-    command: str
+    command: Annotated[str, text_field("command")]
     """A bash command; the working dir, variables and files carry over to the next one."""
-    timeout: float | None = None
+    timeout: Annotated[float | None, optional_seconds_field("timeout")] = None
     """Seconds before the command is killed with its process group (it comes back
     `timed_out`); null: the environment's `step_timeout`."""
 
@@ -201,9 +211,9 @@ SessionExecReply = ExecResult
 class SessionWriteRequest(_Request):
     """``POST /v1/sessions/{sandbox_id}/files/write``: write a file under the work dir."""
 
-    path: str
+    path: Annotated[str, text_field("path", MAX_PATH_CHARS)]
     """The file's path, relative to the work dir."""
-    content_b64: str
+    content_b64: Annotated[str, text_field("content_b64")]
     """The file's bytes, base64-encoded."""
 
 
@@ -211,7 +221,7 @@ class SessionReadRequest(_Request):
     """``POST /v1/sessions/{sandbox_id}/files/read``: read a file under the work dir (answers
     `content`, its text)."""
 
-    path: str
+    path: Annotated[str, text_field("path", MAX_PATH_CHARS)]
     """The file's path, relative to the work dir."""
 
 
@@ -219,7 +229,7 @@ class SessionListRequest(_Request):
     """``POST /v1/sessions/{sandbox_id}/files/list``: the files under a folder of the work dir
     (answers `files`, their paths)."""
 
-    path: str = "."
+    path: Annotated[str, text_field("path", MAX_PATH_CHARS)] = "."
     """The folder, relative to the work dir."""
 
 

@@ -37,7 +37,7 @@ from deepgym.exceptions import ConfigError, is_misconfiguration
 from deepgym.models import Environment, RunResult
 from deepgym.text import one_line, short_cause
 from deepgym.types import EnvLike
-from deepgym.validation import optional_seconds, positive_int
+from deepgym.validation import optional_positive_int, optional_seconds, positive_int
 
 __all__ = ["ENV_KEYS", "AsyncRewardFunction", "RewardFunction", "as_coroutine_function"]
 
@@ -140,6 +140,7 @@ class AsyncRewardFunction:
         name: str = "deepgym",
     ) -> None:
         positive_int(max_parallel, "max_parallel")
+        optional_positive_int(workers, "workers")
         timeout = optional_seconds(timeout, "timeout")
         if isinstance(env_keys, str):
             env_keys = (env_keys,)

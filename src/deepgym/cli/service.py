@@ -17,6 +17,7 @@ from deepgym.client import SANDBOXES
 from deepgym.exceptions import ConfigError
 from deepgym.server import launch
 from deepgym.store import RunStore, default_store_path
+from deepgym.validation import MAX_SECONDS, number, seconds
 
 __all__ = ["console_cmd", "serve_cmd"]
 
@@ -66,6 +67,14 @@ def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
 @click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=32.0, show_default=True)
 @click.option("--max-answers", type=click.IntRange(min=1), default=10_000, show_default=True)
 @click.option(
+    "--max-time-limit",
+    type=click.FloatRange(min=0, min_open=True, max=MAX_SECONDS),
+    default=600.0,
+    show_default=True,
+    help="The longest time a client may ask for, in seconds (a run's time_limit, an inline "
+    "environment's timeout or lifetime, a command's timeout); more is refused with a 400.",
+)
+@click.option(
     "--grace",
     "grace_s",
     type=click.FloatRange(min=0),
@@ -99,6 +108,7 @@ def serve_cmd(
     concurrency: int | None,
     max_body_mb: float,
     max_answers: int,
+    max_time_limit: float,
     grace_s: float,
     openrlhf: bool,
     ray_address: str | None,
@@ -109,6 +119,10 @@ def serve_cmd(
         raise ConfigError(
             f"--host {host} is reachable from other machines: give --token (or DEEPGYM_TOKEN)"
         )
+    # click's ranges let "nan" through (it compares false with every bound): check here.
+    max_body_bytes = int(number(max_body_mb, "--max-body-mb", 0.001, 2**20) * 2**20)
+    max_time_limit = seconds(max_time_limit, "--max-time-limit")
+    grace_s = seconds(grace_s, "--grace", allow_zero=True)
     launch.require_server_extra()
     from deepgym.server.service import Limits
 
@@ -123,7 +137,11 @@ def serve_cmd(
             token=token,
             console_token=console_token,
             allow_verifier_code=allow_verifier_code,
-            limits=Limits(max_body_bytes=int(max_body_mb * 2**20), max_answers=max_answers),
+            limits=Limits(
+                max_body_bytes=max_body_bytes,
+                max_answers=max_answers,
+                max_time_limit=max_time_limit,
+            ),
             openrlhf=openrlhf,
             ray_address=ray_address,
         )

@@ -116,11 +116,13 @@ class LocalEngine:
     def _limit_now(self, env: Environment, time_limit: float | None) -> float | None:
         """The run's limit where it is known without running anything (the call's, the
         environment's own, its cap, or a derived one measured here or read from the machine's
-        store); None while the derived limit is still to be measured."""
-        if time_limit is not None:  # an explicit choice stands as given
-            return float(time_limit)
+        store); None while the derived limit is still to be measured. The environment's
+        ``timeout`` caps every one of them: a call's or the environment's own limit above it is
+        held to it, as a derived limit is (``TimeLimitPolicy.limit``)."""
+        if time_limit is not None:  # an explicit choice stands, up to the cap
+            return min(float(time_limit), env.timeout)
         if env.time_limit is not None:
-            return env.time_limit
+            return min(env.time_limit, env.timeout)
         if self.time_limits.factor is None or not env.reference_solution:
             return env.timeout
         key = self._limit_key(env)
@@ -325,8 +327,16 @@ class LocalEngine:
 
         async def one(i: int) -> RunResult:
             nonlocal done
-            async with sem, cap:
-                result = await self._safe(envs[i], outputs[i], queued, time_limit)
+            try:
+                async with sem, cap:
+                    result = await self._safe(envs[i], outputs[i], queued, time_limit)
+            except BaseException:
+                # A failure ``_safe`` does not turn into a result (a bug of ours, the host that
+                # cannot sandbox at all): its group still completes, so ``stream_groups`` raises
+                # it rather than wait for ever on a group that never fills.
+                if on_done is not None:
+                    on_done(i)
+                raise
             done += 1
             if progress is not None:
                 progress(done, len(outputs))

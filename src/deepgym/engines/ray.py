@@ -555,8 +555,8 @@ class RayEngine:
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
         """The effective time limit of a run of ``env`` (measured on one node, once)."""
         e = resolve(env)
-        if time_limit is not None:
-            return float(time_limit)
+        if time_limit is not None:  # held to the environment's cap, as on every node
+            return min(float(time_limit), e.timeout)
         key = fingerprint(e)
         if key not in self._limits:
             value = float(await self._call_one("time_limit", e))

@@ -28,6 +28,7 @@ from typing import Any
 
 from deepgym.exceptions import ConfigError, UnknownEnvironmentError
 from deepgym.models import Environment
+from deepgym.text import one_line
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 AGENT_DIR = Path(__file__).resolve().parent / "agent"
@@ -206,7 +207,7 @@ def load_folder(folder: str | Path) -> Environment:
     try:
         return Environment(**fields)
     except ValueError as exc:
-        raise ConfigError(f"{d}: {exc}") from exc
+        raise ConfigError(f"{d}: {one_line(str(exc), 600)}") from exc
 
 
 @functools.cache

@@ -15,6 +15,12 @@ The environment is ``env`` when given, else each sample's label: an environment 
 ``infra_failure_score`` (a number OpenRLHF can train on), is counted by ``MaskedRate``, and is
 flagged in ``extra_logs["deepgym_no_verdict"]``.
 
+A label is the trainer's own data when the endpoint runs beside the trainer: a name or a folder
+path on this host. Mounted on ``deepgym serve --openrlhf``, the endpoint serves clients of the
+service, so its labels are loaded as the service loads a client's environment (``load_env``):
+never a path on the service's host, never verifier code unless ``--allow-verifier-code``; a
+label it refuses refuses the whole request with a 400, as any client's bad input.
+
 FastAPI is imported only by ``create_app``.
 """
 
@@ -40,6 +46,7 @@ from deepgym.completions import extract_code
 from deepgym.exceptions import ConfigError
 from deepgym.integrations.reward import MaskedRate, label_env
 from deepgym.types import EnvLike
+from deepgym.validation import positive_int
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -81,6 +88,7 @@ class _Grader:
         environments: Mapping[str, EnvLike] | None,
         infra_failure_score: float,
         masked_rate: MaskedRate | None,
+        load_env: Callable[[str], Environment] | None = None,
     ) -> None:
         if not isinstance(infra_failure_score, int | float) or isinstance(
             infra_failure_score, bool
@@ -90,6 +98,9 @@ class _Grader:
         self.environments = dict(environments or {})
         self.infra_failure_score = float(infra_failure_score)
         self.masked_rate = masked_rate if masked_rate is not None else MaskedRate("openrlhf")
+        self.load_env = load_env
+        """How a label's name is loaded for a client of a service (None: ``load_environment``,
+        a name or a path on this host, the trainer's own)."""
 
     def environment(self, label: Any) -> Environment:
         target = self.env if self.env is not None else label_env(label)
@@ -103,6 +114,8 @@ class _Grader:
             target = self.environments[target]
             if isinstance(target, Environment):
                 return target
+        if self.load_env is not None:
+            return self.load_env(str(target))
         return load_environment(target)
 
     def jobs(self, body: Mapping[str, Any]) -> list[tuple[Environment | Exception, str]]:
@@ -118,10 +131,14 @@ class _Grader:
         if len(prompts) != len(queries) or len(labels) != len(queries):
             raise ConfigError("'query', 'prompts' and 'labels' must have the same length")
         out: list[tuple[Environment | Exception, str]] = []
-        for query, prompt, label in zip(queries, prompts, labels, strict=True):
+        for i, (query, prompt, label) in enumerate(zip(queries, prompts, labels, strict=True)):
             code = extract_code(response_text(str(query), str(prompt or "")))
             try:
                 out.append((self.environment(label), code))
+            except ConfigError as exc:
+                if self.load_env is not None:  # a client's bad label: refused, never run
+                    raise ConfigError(f"labels[{i}]: {exc}") from exc
+                out.append((exc, code))  # the trainer's own: no verdict, never a failed request
             except Exception as exc:  # one bad sample: no verdict, never a failed request
                 out.append((exc, code))
         return out
@@ -189,18 +206,23 @@ def create_app(
     infra_failure_score: float = 0.0,
     max_parallel: int = 8,
     masked_rate: MaskedRate | None = None,
+    load_env: Callable[[str], Environment] | None = None,
 ) -> FastAPI:
     """The OpenRLHF reward endpoint: ``POST /get_reward`` (and ``GET /health``).
 
     ``client`` runs the answers (one made here, and closed at shutdown, when None). Serve it with
     uvicorn and pass ``http://HOST:PORT/get_reward`` as OpenRLHF's ``--remote_rm_url``.
+    ``load_env``: how a label's environment name is loaded when the endpoint serves clients
+    other than its own trainer (``deepgym serve --openrlhf`` passes the service's, which refuses
+    paths and verifier code); a label it refuses refuses the request with a 400.
     """
     from contextlib import asynccontextmanager
 
     from fastapi import Body, FastAPI
     from fastapi.responses import JSONResponse
 
-    grader = _Grader(env, environments, infra_failure_score, masked_rate)
+    positive_int(max_parallel, "max_parallel")
+    grader = _Grader(env, environments, infra_failure_score, masked_rate, load_env)
     owned = client is None
     state: dict[str, Any] = {"client": client, "sem": None}
 

@@ -3,18 +3,35 @@
 The folder is made with mode 0700 (no other user of the host reads a run's answer or test data)
 and removed at ``close``. Staged environments are keyed by their content, so runs of one
 environment share one copy, which sandboxes mount read-only.
+
+A process killed with SIGKILL never reaches ``close``: its folder stays behind. Each folder holds
+``.lock``, a file its process holds an exclusive ``flock`` on for as long as it lives (the kernel
+drops the lock when the last descriptor closes, however the process ends). A new ``Workspace``
+first removes the stale folders (``sweep_stale``): those of this user whose lock it can take.
+A live process's folder is never removed (its lock is held), nor a folder that has no ``.lock``
+yet (one being made: the lock is taken under another name and renamed to ``.lock`` only once
+held), nor anything that is not a plain folder of this user.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 from deepgym.models import Environment
+
+log = logging.getLogger("deepgym.sandbox")
+
+PREFIX = "deepgym-"
+LOCK = ".lock"
 
 
 def _env_key(env: Environment) -> str:
@@ -39,8 +56,10 @@ class Workspace:
     """A backend's private temporary folder: ``envs/<key>`` per environment, ``run-*`` per run."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="deepgym-"))
+        sweep_stale()
+        self.root = Path(tempfile.mkdtemp(prefix=PREFIX))
         os.chmod(self.root, 0o700)
+        self._lock_fd: int | None = _hold_lock(self.root)
         self.envs = self.root / "envs"
         """Every staged environment, one folder each (a pool worker mounts it whole)."""
         self.envs.mkdir()
@@ -54,6 +73,17 @@ class Workspace:
         if cached is not None:
             return cached
         d = self.envs / key
+        try:
+            self._stage(env, d)
+        except BaseException:  # a full disk, say: a half-staged folder would hold its space
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        self._staged[key] = d
+        return d
+
+    @staticmethod
+    def _stage(env: Environment, d: Path) -> None:
+        """Write ``env``'s files into ``d``."""
         d.mkdir(parents=True, exist_ok=True)
         if env.test_cases is not None:
             (d / "test_cases.json").write_text(json.dumps(env.test_cases))
@@ -72,8 +102,6 @@ class Workspace:
             (d / "step_verifier.py").write_text(env.step_verifier_code)
         if env.tests_path is not None:  # a session's hidden tests, beside its verifier
             shutil.copytree(env.tests_path, d / "tests", dirs_exist_ok=True)
-        self._staged[key] = d
-        return d
 
     def run_dir(self) -> Path:
         """A new, empty folder for one run (the caller removes it when the run ends)."""
@@ -82,3 +110,64 @@ class Workspace:
     def close(self) -> None:
         """Remove the folder and everything staged in it."""
         shutil.rmtree(self.root, ignore_errors=True)
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _hold_lock(root: Path) -> int:
+    """Take ``root``'s lock for as long as this process lives (or until ``close``): made and
+    locked under a temporary name, then renamed, so ``.lock`` is never seen unlocked."""
+    tmp = root / f"{LOCK}.{os.getpid()}"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(tmp, root / LOCK)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep_stale(parent: str | Path | None = None) -> list[Path]:
+    """Remove the folders that workspaces of processes now gone left in ``parent`` (the temporary
+    folder by default); the folders removed. Never raises: a folder that cannot be checked or
+    removed is left."""
+    base = Path(parent if parent is not None else tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(PREFIX):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        if _stale(Path(entry.path)):
+            removed.append(Path(entry.path))
+    if removed:
+        log.info("removed %d workspace folder(s) of processes now gone", len(removed))
+    return removed
+
+
+def _stale(root: Path) -> bool:
+    """Remove ``root`` if its lock can be taken (its process is gone); whether it was."""
+    try:
+        fd = os.open(root / LOCK, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:  # no lock yet (being made), or not ours to open
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its process is alive
+            return False
+        shutil.rmtree(root, ignore_errors=True)
+        return not root.exists()
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)

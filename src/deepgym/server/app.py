@@ -13,6 +13,7 @@ any route sees it), 503 while draining, and the request counter. Errors are one 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import importlib
@@ -56,6 +57,7 @@ from deepgym.protocol import (
     error_body,
 )
 from deepgym.sandbox.base import Backend
+from deepgym.sandbox.workspace import sweep_stale
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.metrics import CONTENT_TYPE
 from deepgym.server.openapi import openapi_schema
@@ -66,7 +68,6 @@ from deepgym.server.service import (
     UnknownSessionError,
     check_time_limit,
     eval_plan,
-    parse_env,
 )
 from deepgym.session import AsyncSession
 from deepgym.store import RunStore
@@ -269,8 +270,6 @@ def _too_many(n: int, limits: Limits) -> JSONResponse | None:
 
 
 def _add_api(app: FastAPI, service: Service) -> None:
-    allow = service.allow_verifier_code
-
     @app.get("/v1/environments")
     async def environments() -> dict[str, Any]:
         envs = [load_environment(n) for n in list_environments()]
@@ -282,14 +281,16 @@ def _add_api(app: FastAPI, service: Service) -> None:
     @app.post("/v1/time_limit")
     async def time_limit(request: Request) -> dict[str, float]:
         body = await _parse(request, TimeLimitRequest)
-        env = parse_env(body.env, allow_verifier_code=allow)
-        return {"time_limit": await service.time_limit(env, check_time_limit(body.time_limit))}
+        env = service.env(body.env)
+        limit = check_time_limit(body.time_limit, service.limits)
+        return {"time_limit": await service.time_limit(env, limit)}
 
     @app.post("/v1/run")
     async def run(request: Request) -> Response:
         body = await _parse(request, RunRequest)
-        env = parse_env(body.env, allow_verifier_code=allow)
-        reply = await service.run_one(env, body.answer, check_time_limit(body.time_limit))
+        env = service.env(body.env)
+        limit = check_time_limit(body.time_limit, service.limits)
+        reply = await service.run_one(env, body.answer, limit)
         return Response(reply.model_dump_json(), media_type="application/json")
 
     @app.post("/v1/run_batch")
@@ -312,10 +313,7 @@ def _add_api(app: FastAPI, service: Service) -> None:
             too_many = _too_many(len(body.envs), service.limits)
             if too_many is not None:
                 return too_many
-            envs = [
-                parse_env(s, allow_verifier_code=allow, where=f"envs[{i}]")
-                for i, s in enumerate(body.envs)
-            ]
+            envs = [service.env(s, where=f"envs[{i}]") for i, s in enumerate(body.envs)]
             source = ",".join(e.name for e in envs)
         else:
             assert body.suite is not None
@@ -345,18 +343,18 @@ def _json(model: BaseModel) -> Response:
 def _add_sessions(app: FastAPI, service: Service) -> None:
     """Agent sessions over HTTP: each route is one call of ``deepgym.session.AsyncSession`` on
     the service's client, the session found by its ``sandbox_id``."""
-    allow = service.allow_verifier_code
 
     @app.post("/v1/sessions")
     async def open_session(request: Request) -> Response:
         body = await _parse(request, SessionOpenRequest)
-        env = parse_env(body.env, allow_verifier_code=allow)
+        env = service.env(body.env)
         return _json(SessionOpenReply(sandbox_id=await service.open_session(env)))
 
     @app.post("/v1/sessions/{sandbox_id}/exec")
     async def session_exec(sandbox_id: str, request: Request) -> Response:
         body = await _parse(request, SessionExecRequest)
-        done = await service.in_session(sandbox_id, lambda s: s.exec(body.command, body.timeout))
+        timeout = check_time_limit(body.timeout, service.limits, "timeout")
+        done = await service.in_session(sandbox_id, lambda s: s.exec(body.command, timeout))
         return _json(done)
 
     @app.post("/v1/sessions/{sandbox_id}/files/write")
@@ -413,7 +411,9 @@ def _mount_openrlhf(app: FastAPI, service: Service) -> None:
     factory = getattr(openrlhf, "create_app", None)
     if factory is None:
         raise ConfigError("--openrlhf: deepgym.integrations.openrlhf has no create_app")
-    app.mount(OPENRLHF_PREFIX, factory(service.client))
+    # A label names an environment as a client names one on /v1: never a path on this host,
+    # never verifier code unless allowed (--allow-verifier-code).
+    app.mount(OPENRLHF_PREFIX, factory(service.client, load_env=service.env))
 
 
 def create_app(
@@ -456,6 +456,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # The folders a service or eval killed with SIGKILL left behind (never a live one's).
+        await asyncio.to_thread(sweep_stale)
         yield
         await service.close_sessions()  # the service's own, whoever owns the backend
         if owned:

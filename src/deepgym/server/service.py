@@ -54,7 +54,7 @@ from deepgym.server.metrics import Metrics
 from deepgym.session import AsyncSession
 from deepgym.store import RunKind, RunStatus, RunStore
 from deepgym.text import one_line
-from deepgym.validation import optional_seconds, positive_int
+from deepgym.validation import name_str, optional_seconds, positive_int, seconds
 
 log = logging.getLogger("deepgym.server")
 T = TypeVar("T")
@@ -75,6 +75,18 @@ class Limits:
     """A request's ``max_parallel`` is clamped to this; ``concurrency`` caps the whole service."""
     max_sessions: int = 64
     """Agent sessions open at once (each is a sandbox); one more is refused with 429."""
+    max_time_limit: float = 600.0
+    """The longest time a client may ask for, in seconds: a run's ``time_limit``, a command's
+    ``timeout``, and an inline environment's ``timeout``, ``time_limit``, ``step_timeout`` and
+    ``lifetime``; more is refused with 400 naming this maximum (``deepgym serve
+    --max-time-limit``). The service's own environments keep their caps."""
+
+    def __post_init__(self) -> None:
+        positive_int(self.max_body_bytes, "max_body_bytes")
+        positive_int(self.max_answers, "max_answers")
+        positive_int(self.max_parallel, "max_parallel")
+        positive_int(self.max_sessions, "max_sessions")
+        seconds(self.max_time_limit, "max_time_limit")
 
 
 REAP_GRACE_S = 2.0
@@ -147,6 +159,8 @@ class MeteredBackend:
 # ---------------------------------------------------------------------------------------------
 
 _PATH_FIELDS = ("verifier_path", "repo_path", "tests_path", "source_dir")
+_TIME_FIELDS = ("timeout", "time_limit", "step_timeout", "lifetime")
+"""An inline environment's times that hold a sandbox: each at most the service's maximum."""
 
 
 def _looks_like_path(name: str) -> bool:
@@ -160,13 +174,21 @@ def _looks_like_path(name: str) -> bool:
         return True
 
 
-def parse_env(spec: EnvSpec, *, allow_verifier_code: bool, where: str = "env") -> Environment:
+def parse_env(
+    spec: EnvSpec,
+    *,
+    allow_verifier_code: bool,
+    where: str = "env",
+    max_time_limit: float | None = None,
+) -> Environment:
     """An environment a client named or sent; never a path on this host.
 
     A name must be a built-in or a registered ``prefix/<id>``. By value, the fields are
-    ``Environment``'s; verifier code is refused unless allowed.
+    ``Environment``'s (checked by ``deepgym.validation``); verifier code is refused unless
+    allowed, and each time that holds a sandbox is at most ``max_time_limit`` seconds.
     """
     if isinstance(spec, str):
+        spec = name_str(spec, where)
         if spec in list_environments():
             return load_environment(spec)
         if _looks_like_path(spec):
@@ -187,17 +209,36 @@ def parse_env(spec: EnvSpec, *, allow_verifier_code: bool, where: str = "env") -
                 "(start it with --allow-verifier-code to allow that)"
             )
     try:
-        return Environment.model_validate(spec)
+        env = Environment.model_validate(spec)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {one_line(str(exc), MESSAGE_CHARS)}") from exc
+    if max_time_limit is not None:
+        for key in _TIME_FIELDS:
+            value = getattr(env, key)
+            if value is not None and value > max_time_limit:
+                raise ConfigError(_over_max(f"{where}.{key}", value, max_time_limit))
+    return env
+
+
+def _over_max(what: str, value: float, maximum: float) -> str:
+    return (
+        f"{what} of {value:g} s is over this service's maximum of {maximum:g} s "
+        "(deepgym serve --max-time-limit)"
+    )
 
 
 def parse_envs(
-    specs: EnvSpec | list[EnvSpec], n: int, *, allow_verifier_code: bool
+    specs: EnvSpec | list[EnvSpec],
+    n: int,
+    *,
+    allow_verifier_code: bool,
+    max_time_limit: float | None = None,
 ) -> list[Environment]:
     """One environment per answer: one for all, or a list of exactly ``n``."""
     if not isinstance(specs, list):
-        env = parse_env(specs, allow_verifier_code=allow_verifier_code)
+        env = parse_env(
+            specs, allow_verifier_code=allow_verifier_code, max_time_limit=max_time_limit
+        )
         return [env] * n
     if len(specs) != n:
         raise ConfigError(f"env: got {len(specs)} environments for {n} answers; give one or {n}")
@@ -207,16 +248,28 @@ def parse_envs(
         if isinstance(spec, str) and spec in cache:
             out.append(cache[spec])
             continue
-        env = parse_env(spec, allow_verifier_code=allow_verifier_code, where=f"env[{i}]")
+        env = parse_env(
+            spec,
+            allow_verifier_code=allow_verifier_code,
+            where=f"env[{i}]",
+            max_time_limit=max_time_limit,
+        )
         if isinstance(spec, str):
             cache[spec] = env
         out.append(env)
     return out
 
 
-def check_time_limit(time_limit: float | None) -> float | None:
-    """A client's ``time_limit``: None, or finite seconds > 0."""
-    return optional_seconds(time_limit, "time_limit")
+def check_time_limit(
+    time_limit: float | None, limits: Limits | None = None, what: str = "time_limit"
+) -> float | None:
+    """A client's ``time_limit``: None, or finite seconds > 0, at most the service's maximum
+    (``Limits.max_time_limit``; more is refused, naming it)."""
+    value = optional_seconds(time_limit, what)
+    maximum = (limits if limits is not None else Limits()).max_time_limit
+    if value is not None and value > maximum:
+        raise ConfigError(_over_max(what, value, maximum))
+    return value
 
 
 def check_parallel(max_parallel: int, limits: Limits) -> int:
@@ -303,6 +356,15 @@ class Service:
         self._expired: OrderedDict[str, str] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()
 
+    def env(self, spec: EnvSpec, where: str = "env") -> Environment:
+        """An environment a client named or sent, as this service allows (``parse_env``)."""
+        return parse_env(
+            spec,
+            allow_verifier_code=self.allow_verifier_code,
+            where=where,
+            max_time_limit=self.limits.max_time_limit,
+        )
+
     # -- flights and the drain ------------------------------------------------------------
     def _enter(self) -> _Flight:
         if self.draining:
@@ -386,7 +448,12 @@ class Service:
         time_limit: float | None,
     ) -> BatchPlan:
         """A batch request, checked whole before anything runs."""
-        envs = parse_envs(specs, len(answers), allow_verifier_code=self.allow_verifier_code)
+        envs = parse_envs(
+            specs,
+            len(answers),
+            allow_verifier_code=self.allow_verifier_code,
+            max_time_limit=self.limits.max_time_limit,
+        )
         group_slices(len(answers), group_size)
         source = ",".join(dict.fromkeys(e.name for e in envs))[:200] or "batch"
         return BatchPlan(
@@ -396,7 +463,7 @@ class Service:
             answers=answers,
             group_size=group_size,
             max_parallel=check_parallel(max_parallel, self.limits),
-            time_limit=check_time_limit(time_limit),
+            time_limit=check_time_limit(time_limit, self.limits),
         )
 
     def open_stream(self, plan: BatchPlan) -> AsyncIterator[bytes]:
@@ -676,6 +743,6 @@ def eval_plan(
         answers=[outputs.get(e.name, "") for e in envs],
         group_size=1,
         max_parallel=check_parallel(max_parallel, service.limits),
-        time_limit=check_time_limit(time_limit),
+        time_limit=check_time_limit(time_limit, service.limits),
         with_names=with_names,
     )
