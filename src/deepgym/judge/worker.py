@@ -28,6 +28,7 @@ reads when the run ends.
 from __future__ import annotations
 
 import array
+import contextlib
 import gc
 import os
 import signal
@@ -40,7 +41,7 @@ from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds,
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 # Modules answers commonly import, loaded once here so a forked solution starts with them.
@@ -85,7 +86,8 @@ def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.s
     ahead = None
     if job.get("kind") != "script":
         ahead = spawn_request(job, "repo" if job.get("kind") == "patch" else "module", ())
-        zygote.send(b"S" + wire.encode(ahead))
+        with _zygote_alive():
+            zygote.send(b"S" + wire.encode(ahead))
     launcher = ZygoteLauncher(job, lambda: None, zygote, ahead)
 
     def make(job: dict[str, Any], on_start: Callable[[], None]) -> ZygoteLauncher:
@@ -97,8 +99,25 @@ def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.s
     finally:
         launcher.settle()
         if launcher.live:
-            zygote.send(b"X")
-            zygote.recv(MSG_MAX)
+            with _zygote_alive():
+                zygote.send(b"X")
+                if not zygote.recv(MSG_MAX):
+                    raise ConnectionError("the zygote is gone")
+
+
+@contextlib.contextmanager
+def _zygote_alive() -> Iterator[None]:
+    """Talk to the zygote; if it is gone, end this worker at once, by SIGKILL.
+
+    The zygote never ends by itself and no answer can reach it (a pid namespace below it), so
+    losing it is the pool's failure, not the answer's. Raised into the judge, the broken pipe
+    would read as the run's solution failing in play (a 0); a worker killed by a signal reads
+    as a worker that died (a run without a verdict), and the pool replaces it."""
+    try:
+        yield
+    except (OSError, ValueError):  # a broken pipe, or an empty reply (EOF) that will not parse
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise
 
 
 class ZygoteLauncher(ServedLauncher):
@@ -122,7 +141,10 @@ class ZygoteLauncher(ServedLauncher):
         self.ahead = ahead
 
     def _reply(self) -> tuple[int, int | None, list[int]]:
-        data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+        with _zygote_alive():
+            data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+            if not data:
+                raise ConnectionError("the zygote is gone")
         if not data.isdigit() or len(fds) != 6:
             close_all(fds)
             raise OSError(f"no solution process: {data[1:].decode(errors='replace')}")
@@ -145,13 +167,15 @@ class ZygoteLauncher(ServedLauncher):
                 self.ahead = None
                 return self._reply()
             self.settle()
-        self.ctl.send(b"S" + wire.encode(req))
+        with _zygote_alive():
+            self.ctl.send(b"S" + wire.encode(req))
         return self._reply()
 
     def _ask(self, proc: Process, op: str) -> None:
         self.settle()  # replies come in order: the one sent ahead first
-        self.ctl.send(b"%s%d" % (b"K" if op == "kill" else b"R", proc.pid))
-        status, cpu_ms = self.ctl.recv(MSG_MAX).split()
+        with _zygote_alive():
+            self.ctl.send(b"%s%d" % (b"K" if op == "kill" else b"R", proc.pid))
+            status, cpu_ms = self.ctl.recv(MSG_MAX).split()
         proc.status = int(status)
         proc.rusage_cpu_ms = float(cpu_ms)
         self.live.discard(proc.pid)
