@@ -29,6 +29,7 @@ import pytest
 
 from deepgym import DeepGym, Environment, RunResult, VerifierError
 from deepgym.judge.blame import BUSY_SHARE
+from deepgym.sandbox.workspace import base_dir, base_dirs
 
 from .conftest import ADD, ADD_OK, MODULE_SECRET_VAR, HostGuard
 
@@ -75,7 +76,7 @@ def judged(r: RunResult, score: float = 0.0) -> None:
 def host_env_files(token: str) -> list[Path]:
     """Files a backend keeps on the host for an environment whose data holds ``token``."""
     found = []
-    for top in Path(tempfile.gettempdir()).glob("deepgym-*"):
+    for top in (t for base in base_dirs() for t in base.glob("deepgym-*")):
         for p in top.rglob("*"):
             with contextlib.suppress(OSError):
                 if (
@@ -436,6 +437,7 @@ PROBE = """
             "/proc/1/root/judge/env/test_cases.json", "/proc/1/cwd/job.json",
             "../judge/env/test_cases.json", "/tmp/job.json",
             *glob.glob("/tmp/deepgym-*/envs/*/*"), *glob.glob("/tmp/deepgym-*/*/*"),
+            *glob.glob("/dev/shm/deepgym-*/envs/*/*"), *glob.glob("/dev/shm/deepgym-*/*/*"),
         ]
         for path in direct:
             try:
@@ -680,7 +682,9 @@ def test_no_network_to_the_host(dg: DeepGym, host: HostGuard, listeners: dict[st
 def test_two_gigabyte_file(dg: DeepGym, host: HostGuard, tmp_path: Path) -> None:
     token = secrets.token_hex(8)
     targets = [f"/work/big-{token}.bin", f"/tmp/big-{token}.bin", str(tmp_path / "big.bin")]
-    free_before = {d: shutil.disk_usage(d).free for d in ("/work", tempfile.gettempdir())}
+    free_before = {
+        d: shutil.disk_usage(d).free for d in ("/work", tempfile.gettempdir(), str(base_dir()))
+    }
     src = """
         def add(a, b):
             chunk = b"x" * 2**20

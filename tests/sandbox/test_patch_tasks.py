@@ -101,6 +101,8 @@ SPY = textwrap.dedent(
             "/judge/env/test_cases.json", "/judge/env/repo/spypkg/core.py", "/judge/job.json",
             *glob.glob("/judge/envs/*/*"), *glob.glob("/judge/envs/*/repo/spypkg/*"),
             *glob.glob("/tmp/deepgym-*/envs/*/*"), *glob.glob("/tmp/deepgym-*/envs/*/repo/*/*"),
+            *glob.glob("/dev/shm/deepgym-*/envs/*/*"),
+            *glob.glob("/dev/shm/deepgym-*/envs/*/repo/*/*"),
         ]
         for path in targets:
             try:

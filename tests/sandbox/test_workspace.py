@@ -2,7 +2,7 @@
 
 A process that makes a ``Workspace`` and is then SIGKILLed (a crashed ``deepgym serve``, an eval
 the OOM killer ended) leaves its ``deepgym-*`` folder: ``sweep_stale`` removes it, once its lock
-is free. Each process here makes its workspace in the test's own folder (``TMPDIR``).
+is free. Each process here makes its workspace in the test's own folder (``DEEPGYM_TMPDIR``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ time.sleep(60)
 @pytest.fixture
 def holder(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     """A live process holding a workspace under ``tmp_path``; SIGKILLed at the end."""
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "DEEPGYM_TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.Popen(
         [sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -74,7 +74,7 @@ def test_a_new_workspace_sweeps_at_start(
     proc, root = holder
     proc.kill()
     proc.wait(timeout=30)
-    monkeypatch.setattr(tempfile, "tempdir", str(root.parent))
+    monkeypatch.setenv("DEEPGYM_TMPDIR", str(root.parent))
     fresh = Workspace()
     try:
         assert not root.exists()
@@ -83,6 +83,24 @@ def test_a_new_workspace_sweeps_at_start(
     finally:
         fresh.close()
     assert not fresh.root.exists()
+
+
+def test_workspaces_go_to_dev_shm_when_it_has_room_else_the_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import deepgym.sandbox.workspace as ws
+
+    monkeypatch.delenv("DEEPGYM_TMPDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    roomy = ws._roomy(ws.SHM, ws.SHM_MIN_FREE)
+    assert ws.base_dir() == (ws.SHM if roomy else tmp_path)
+    monkeypatch.setattr(ws, "SHM_MIN_FREE", 2**62)  # /dev/shm too small (a container's 64 MiB)
+    assert ws.base_dir() == tmp_path
+    monkeypatch.setattr(ws, "SHM", tmp_path / "missing")
+    assert ws.base_dir() == tmp_path
+    monkeypatch.setenv("DEEPGYM_TMPDIR", str(tmp_path / "chosen"))
+    assert ws.base_dir() == tmp_path / "chosen"
+    assert ws.base_dirs()[0] == tmp_path / "chosen" and tmp_path in ws.base_dirs()
 
 
 def test_what_is_not_a_locked_workspace_is_left(tmp_path: Path) -> None:

@@ -4,6 +4,11 @@ The folder is made with mode 0700 (no other user of the host reads a run's answe
 and removed at ``close``. Staged environments are keyed by their content, so runs of one
 environment share one copy, which sandboxes mount read-only.
 
+Where: ``DEEPGYM_TMPDIR`` if set; else ``/dev/shm`` where it is a writable folder with at least
+``SHM_MIN_FREE`` free (a memory file system: staging an environment there, the first touch of
+every new problem, costs about a tenth of what it costs on a disk, measured in
+benchmarks/RESULTS.md); else the temporary folder (``TMPDIR``, ``/tmp``).
+
 A process killed with SIGKILL never reaches ``close``: its folder stays behind. Each folder holds
 ``.lock``, a file its process holds an exclusive ``flock`` on for as long as it lives (the kernel
 drops the lock when the last descriptor closes, however the process ends). A new ``Workspace``
@@ -32,6 +37,37 @@ log = logging.getLogger("deepgym.sandbox")
 
 PREFIX = "deepgym-"
 LOCK = ".lock"
+SHM = Path("/dev/shm")
+SHM_MIN_FREE = 256 * 2**20
+"""``/dev/shm`` is used only with this much free (a container's default is 64 MiB)."""
+TMPDIR_VAR = "DEEPGYM_TMPDIR"
+
+
+def _roomy(folder: Path, need: int) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK | os.X_OK) and st.f_bavail * st.f_frsize >= need
+
+
+def base_dir() -> Path:
+    """The folder workspaces are made in (see the module docstring)."""
+    chosen = os.environ.get(TMPDIR_VAR)
+    if chosen:
+        return Path(chosen)
+    if _roomy(SHM, SHM_MIN_FREE):
+        return SHM
+    return Path(tempfile.gettempdir())
+
+
+def base_dirs() -> list[Path]:
+    """Every folder a workspace of this user may be in (what ``sweep_stale`` looks through)."""
+    out: list[Path] = []
+    for d in (base_dir(), SHM, Path(tempfile.gettempdir())):
+        if d not in out:
+            out.append(d)
+    return out
 
 
 def _env_key(env: Environment) -> str:
@@ -56,8 +92,9 @@ class Workspace:
     """A backend's private temporary folder: ``envs/<key>`` per environment, ``run-*`` per run."""
 
     def __init__(self) -> None:
+        base = base_dir()
         sweep_stale()
-        self.root = Path(tempfile.mkdtemp(prefix=PREFIX))
+        self.root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))
         os.chmod(self.root, 0o700)
         self._lock_fd: int | None = _hold_lock(self.root)
         self.envs = self.root / "envs"
@@ -130,13 +167,14 @@ def _hold_lock(root: Path) -> int:
 
 
 def sweep_stale(parent: str | Path | None = None) -> list[Path]:
-    """Remove the folders that workspaces of processes now gone left in ``parent`` (the temporary
-    folder by default); the folders removed. Never raises: a folder that cannot be checked or
-    removed is left."""
-    base = Path(parent if parent is not None else tempfile.gettempdir())
+    """Remove the folders that workspaces of processes now gone left in ``parent`` (by default,
+    every folder of ``base_dirs``); the folders removed. Never raises: a folder that cannot be
+    checked or removed is left."""
+    if parent is None:
+        return [p for base in base_dirs() for p in sweep_stale(base)]
     removed: list[Path] = []
     try:
-        entries = list(os.scandir(base))
+        entries = list(os.scandir(parent))
     except OSError:
         return removed
     for entry in entries:
