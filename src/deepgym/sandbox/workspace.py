@@ -5,8 +5,8 @@ and removed at ``close``. Staged environments are keyed by their content, so run
 environment share one copy, which sandboxes mount read-only.
 
 Where: ``DEEPGYM_TMPDIR`` if set; else ``/dev/shm`` where it is a writable folder with at least
-``SHM_MIN_FREE`` free (a memory file system: staging an environment there, the first touch of
-every new problem, costs about a tenth of what it costs on a disk, measured in
+``SHM_MIN_FREE`` free (a memory file system: staging an environment, the first touch of every
+new problem, costs the same there whatever else writes to the disk; measured in
 benchmarks/RESULTS.md); else the temporary folder (``TMPDIR``, ``/tmp``).
 
 A process killed with SIGKILL never reaches ``close``: its folder stays behind. Each folder holds
@@ -16,6 +16,11 @@ first removes the stale folders (``sweep_stale``): those of this user whose lock
 A live process's folder is never removed (its lock is held), nor a folder that has no ``.lock``
 yet (one being made: the lock is taken under another name and renamed to ``.lock`` only once
 held), nor anything that is not a plain folder of this user.
+
+The folder's name carries the workspace's ``owner`` token, ``deepgym-<owner>-<random>``, and so
+does every cgroup its backend makes (``cgroups.owned_name``). The sweep removes a stale owner's
+cgroups first, while it holds the lock, and the folder only once none is left (a group that
+still holds a process stays, and so do the folder and its lock, for the next sweep).
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
+import uuid
 from pathlib import Path
 
 from deepgym.models import Environment
+from deepgym.sandbox import cgroups
 
 log = logging.getLogger("deepgym.sandbox")
 
@@ -94,7 +102,9 @@ class Workspace:
     def __init__(self) -> None:
         base = base_dir()
         sweep_stale()
-        self.root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))
+        self.owner = uuid.uuid4().hex
+        """This workspace's token: in its folder's name and its backend's cgroups' names."""
+        self.root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{self.owner}-", dir=base))
         os.chmod(self.root, 0o700)
         self._lock_fd: int | None = _hold_lock(self.root)
         self.envs = self.root / "envs"
@@ -193,8 +203,18 @@ def sweep_stale(parent: str | Path | None = None) -> list[Path]:
     return removed
 
 
+def owner_of(root: Path) -> str | None:
+    """The owner token a workspace folder's name carries (None: an older folder, without)."""
+    token = root.name[len(PREFIX) :].partition("-")[0]
+    return token if _TOKEN.fullmatch(token) else None
+
+
+_TOKEN = re.compile(r"[0-9a-f]{32}")
+
+
 def _stale(root: Path) -> bool:
-    """Remove ``root`` if its lock can be taken (its process is gone); whether it was."""
+    """Remove ``root`` if its lock can be taken (its process is gone) and its owner's cgroups
+    could all be removed first; whether it was."""
     try:
         fd = os.open(root / LOCK, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:  # no lock yet (being made), or not ours to open
@@ -204,6 +224,9 @@ def _stale(root: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # held: its process is alive
             return False
+        owner = owner_of(root)
+        if owner is not None and not cgroups.remove_owned(owner):
+            return False  # a group still holds a process: the lock stays, for the next sweep
         shutil.rmtree(root, ignore_errors=True)
         return not root.exists()
     finally:
