@@ -1,5 +1,13 @@
 # Two commands: `make demo` (score real answers locally) and `make test` (lint, types, docs, tests).
-PYTHON ?= python3.11
+# The interpreter the venv is made from: PYTHON=... if given, else the first of python3,
+# python3.13, python3.12, python3.11 on PATH that is 3.11 or later.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for p in python3 python3.13 python3.12 python3.11; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { echo $$p; break; }; \
+	done)
+endif
+# The Pythons the core suite runs on (scripts/core-suite.sh; each skipped where absent).
+PYTHONS ?= 3.11 3.12 3.13
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # What is installed, in two steps: the demo needs only the core and HumanEval's data; the tests
@@ -9,9 +17,10 @@ DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 USERNS := $(if $(filter 0,$(shell id -u)),,--user --map-root-user)
 
-.PHONY: demo test lint types docs pytest bench clean
+.PHONY: demo test test-all lint types docs pytest pytest-others bench clean
 
 $(VENV)/bin/python:
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.11 or later on PATH: set PYTHON=/path/to/python3"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
@@ -47,7 +56,18 @@ pytest: $(TEST_STAMP)
 	# Not root: a user namespace of our own first (unshare --user --map-root-user).
 	unshare $(USERNS) --pid --fork --mount-proc --kill-child sh -c '$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; exit $$rc'
 
-test: lint types docs pytest
+# The core suite (all but the trainer integrations, Ray and the sweep) on each Python of PYTHONS
+# other than the venv's, in build/venv-X.Y.
+pytest-others: $(TEST_STAMP)
+	mine=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	for v in $(PYTHONS); do [ $$v = $$mine ] || scripts/core-suite.sh $$v || exit $$?; done
+
+# CI (.ci/run): the full suite on the venv's Python, the core suite on the other Pythons present.
+test: lint types docs pytest pytest-others
+
+# The core suite on every Python of PYTHONS present, each in build/venv-X.Y.
+test-all:
+	for v in $(PYTHONS); do scripts/core-suite.sh $$v || exit $$?; done
 
 bench: $(TEST_STAMP)
 	$(PY) benchmarks/overhead.py

@@ -22,7 +22,8 @@ One module per family of commands, on one shared module:
   ``session`` (a person plays the agent) and ``episodes`` (the recorded ones);
 - ``harbor``: ``harbor import``, ``harbor export`` (Harbor task folders);
 - ``latency``: ``price``, ``sweep``;
-- ``service``: ``serve``, ``console``.
+- ``service``: ``serve``, ``console``;
+- ``doctor``: ``doctor`` (this host's check: exit 0 full limits, 1 weaker limits, 2 no sandbox).
 
 The domain packages never import this one. Importing it loads no heavy optional dependency
 (FastAPI, uvicorn, torch, matplotlib): the commands that need one import it when they run.
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 import click
 
 from deepgym import __version__
-from deepgym.cli import common, demo, environments, episodes, harbor, latency, runs, service
+from deepgym.cli import common, demo, doctor, environments, episodes, harbor, latency, runs, service
 from deepgym.cli.common import DeepGymGroup
 
 __all__ = ["EXIT_CODES", "cli", "main"]
@@ -85,6 +86,7 @@ for _command in (
     latency.sweep_cmd,
     service.serve_cmd,
     service.console_cmd,
+    doctor.doctor_cmd,
 ):
     cli.add_command(_command)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from deepgym.sandbox import cgroups
+from deepgym.sandbox import cgroups, host
 from deepgym.sandbox.base import RawRun
 from deepgym.verdict import Outcome
 
@@ -74,8 +74,13 @@ def take_evidence(group: cgroups.RunCgroup, work_dir: str) -> Evidence:
 
 
 def mechanisms(group: cgroups.RunCgroup | cgroups.Slot, work_dir: str) -> dict[str, str]:
-    """Which mechanism enforced each limit of a run on ``group``."""
-    return {**group.mechanisms(), "work_dir": work_dir, "time": "judge+host"}
+    """Which mechanism enforced each limit of a run on ``group`` (and, for a bwrap sandbox, the
+    bwrap that ran it when it was not the first choice: ``host.Bwrap.note``)."""
+    used = {**group.mechanisms(), "work_dir": work_dir, "time": "judge+host"}
+    if work_dir == "tmpfs" and host.find_bwrap().note:  # bwrap-backed runs only
+        bw = host.find_bwrap()
+        used["bwrap"] = f"{bw.path} ({bw.note})"
+    return used
 
 
 def apply_evidence(raw: RawRun, evidence: Evidence, t0: float) -> RawRun:

