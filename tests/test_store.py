@@ -6,6 +6,7 @@ totals equal an uninterrupted run's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -67,7 +68,8 @@ def test_default_path_is_under_deepgym_home(
 
 
 def test_wal_and_a_round_trip(store: RunStore) -> None:
-    mode = sqlite3.connect(store.path).execute("PRAGMA journal_mode").fetchone()[0]
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        mode = db.execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
     run_id = store.create_run("eval", "a,b", ["a", "b"], ["x", "y"], {"max_parallel": 2})
     assert store.inputs(run_id) == [("a", "x"), ("b", "y")]
@@ -159,7 +161,7 @@ def test_record_eval_scores_only_what_is_missing(store: RunStore) -> None:
     with dg:
         whole = dg.eval(envs, dict(zip(names, ANSWERS, strict=True)))
     run_id = store.create_run("eval", ",".join(names), names, ANSWERS)
-    for i in (0, 2, 3):  # recorded before the process died
+    for i in (0, 3):  # recorded before the process died
         store.record(run_id, i, whole.results[i])
     dg, fake = _dg()
     progress: list[tuple[int, int]] = []
@@ -167,13 +169,65 @@ def test_record_eval_scores_only_what_is_missing(store: RunStore) -> None:
         resumed = record_eval(
             dg, store, run_id, envs, ANSWERS, progress=lambda d, t: progress.append((d, t))
         )
-    assert fake.calls == {"fail": 2, "pass": 1}  # indices 1, 4, 5 only
-    assert progress[-1] == (6, 6)
+    assert fake.calls == {"fail": 2, "pass": 1, "down": 2}  # indices 1, 2, 4, 5 only
+    assert progress[0] == (3, 6) and progress[-1] == (6, 6)
     assert resumed.totals == whole.totals
     assert resumed.env_names == names
     info = store.run(run_id)
     assert info.complete and info.totals == whole.totals
-    with pytest.raises(ConfigError, match="complete"):
+    assert store.results(run_id) == dict(enumerate(resumed.results))
+
+
+def test_a_resumed_eval_scores_again_what_has_no_verdict_and_keeps_every_verdict(
+    store: RunStore,
+) -> None:
+    """A run stored without a verdict (a service that died with it in flight) is ours: the
+    resume scores it again, and the totals become an uninterrupted eval's."""
+    from deepgym.envs.registry import load_suite
+
+    envs = load_suite("builtin")[: len(ANSWERS)]
+    names = [e.name for e in envs]
+    dg, fake = _dg()
+    with dg:
+        whole = dg.eval(envs, dict(zip(names, ANSWERS, strict=True)))
+    run_id = store.create_run("eval", ",".join(names), names, ANSWERS)
+    lost = RunResult.no_verdict("sandbox_error", "the service died", env_name=names[5])
+    for i, r in enumerate(whole.results[:5]):
+        store.record(run_id, i, r)
+    store.record(run_id, 5, lost)  # "pass", taken by the dead service: no verdict
+    store.finish(run_id)
+    assert store.run(run_id).complete  # every index has a result...
+    assert store.run(run_id).totals != whole.totals  # ...and the totals are not the eval's
+    envs_again, answers = resume_inputs(store, run_id, lambda s: envs)  # still resumable
+    assert answers == ANSWERS
+    dg, fake = _dg()
+    with dg:
+        resumed = record_eval(dg, store, run_id, envs_again, answers)
+    assert fake.calls == {"pass": 1, "down": 2}  # index 5, and index 2 ("down") once more
+    assert resumed.totals == whole.totals
+    after = store.results(run_id)
+    assert after[5].passed and after[5].has_verdict
+    assert {i: after[i] for i in (0, 1, 3, 4)} == {i: whole.results[i] for i in (0, 1, 3, 4)}
+    info = store.run(run_id)
+    assert info.complete and info.recorded == 6 and info.totals == whole.totals
+    assert not after[2].has_verdict  # "down" stays without a verdict: resumable, never complete
+    resume_inputs(store, run_id, lambda s: envs)
+    with pytest.raises(ConfigError, match="has a verdict"):  # a verdict is never replaced
+        store.replace_no_verdict(run_id, 5, lost)
+    with pytest.raises(ConfigError, match="already has a result"):
+        store.record(run_id, 2, lost)
+
+
+def test_a_complete_eval_with_every_verdict_has_nothing_to_resume(store: RunStore) -> None:
+    from deepgym.envs.registry import load_suite
+
+    envs = load_suite("builtin")[:2]
+    names = [e.name for e in envs]
+    dg, _ = _dg()
+    run_id = store.create_run("eval", ",".join(names), names, ["pass", "fail"])
+    with dg:
+        record_eval(dg, store, run_id, envs, ["pass", "fail"])
+    with pytest.raises(ConfigError, match="is complete, every run with a verdict"):
         resume_inputs(store, run_id, lambda s: envs)
 
 
@@ -221,7 +275,15 @@ def test_cli_eval_records_and_runs_lists(fake_backend: FakeBackend, tmp_path: Pa
     code, out, _ = invoke("runs", "--json")
     (row,) = json.loads(out)
     assert row["id"] == run_id and row["totals"]["judged_pass_rate"] == 1.0
-    code, _, err = invoke("eval", "--resume", run_id)
+    code, _, err = invoke("eval", "--resume", run_id)  # fizzbuzz had no verdict: again
+    assert code == 0, err
+    assert "(0 to score, 1 without a verdict to score again)" in err
+    assert fake_backend.calls["down"] == 4 and fake_backend.calls["pass"] == 1  # verdicts kept
+    answers.write_text(json.dumps({"two_sum": "pass", "fizzbuzz": "fail"}))
+    code, _, err = invoke("eval", "two_sum,fizzbuzz", "--answers", answers)
+    assert code == 0, err
+    (run_line,) = [line for line in err.splitlines() if line.startswith("run ")]
+    code, _, err = invoke("eval", "--resume", run_line.split()[1])
     assert code == 2 and "is complete" in err
 
 
@@ -320,7 +382,8 @@ def test_a_killed_eval_resumes_to_the_same_totals(tmp_path: Path) -> None:
         assert info.complete and info.recorded == 15
         assert info.totals.model_dump() == expected
         after = s.results(run_id)
-    assert {i: after[i] for i in kept} == kept  # what was stored before the kill was not rerun
+    verdicts = {i: r for i, r in kept.items() if r.has_verdict}
+    assert {i: after[i] for i in verdicts} == verdicts  # a verdict stored before the kill stays
 
 
 def test_cli_run_batch_records_each_result(fake_backend: FakeBackend, tmp_path: Path) -> None:
@@ -346,7 +409,7 @@ def test_a_run_whose_process_is_gone_reads_as_stopped(store: RunStore) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], text=True,
                           capture_output=True, check=True)  # fmt: skip
     gone = store.create_run("eval", "builtin", ["a"], ["x"])
-    with sqlite3.connect(store.path) as db:
+    with contextlib.closing(sqlite3.connect(store.path)) as db, db:
         owner = f"{store_owner_host()}:{dead.stdout.strip()}:1"
         db.execute("UPDATE runs SET owner = ? WHERE id = ?", (owner, gone))
     assert store.run(gone).status == "stopped"
@@ -388,7 +451,7 @@ def test_an_interrupted_recording_marks_the_run_stopped(store: RunStore) -> None
 
 def test_a_version_1_store_gains_the_owner_column(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.executescript(
             "CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, source TEXT NOT NULL, "
             "created REAL NOT NULL, finished REAL, status TEXT NOT NULL, total INTEGER NOT NULL, "
@@ -410,13 +473,13 @@ def test_a_version_2_store_gets_run_times_without_the_wait(tmp_path: Path) -> No
     with RunStore(path) as s:  # today's schema, taken back to version 2
         run_id = s.create_run("batch", "e", ["e", "e"], ["x", "y"])
         s.record(run_id, 0, cold)
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("ALTER TABLE results RENAME COLUMN run_ms TO service_ms")
         db.execute("UPDATE results SET service_ms = 157.0")
         db.execute("PRAGMA user_version=2")
     with RunStore(path) as s:
         assert s.run_times(run_id) == {"e": [12.0]}
         s.record(run_id, 1, cold)  # written under the new column name
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("SELECT run_ms FROM results ORDER BY idx").fetchall() == [(12.0,)] * 2

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,10 +20,12 @@ from deepgym.verdict import (
     ALL_ERROR_TYPES,
     MODEL_FAULT_ERRORS,
     NO_VERDICT_ERRORS,
+    STOP_SIGNALS,
     Outcome,
     checked_score,
     classify,
     has_verdict,
+    killed_from_outside,
 )
 
 ERROR_TYPES = sorted(ALL_ERROR_TYPES)
@@ -154,6 +158,9 @@ outcomes = st.builds(
     wall_timeout=st.booleans(),
     solution_busy=st.booleans(),
     start_failed=st.booleans(),
+    worker_died=st.booleans(),
+    verifier_signal=st.none() | st.sampled_from([1, 2, 6, 9, 11, 15, 24]) | st.integers(1, 64),
+    verifier_out_of_reach=st.booleans(),
     detail=st.text(max_size=10),
 )
 
@@ -180,6 +187,8 @@ def test_classify_follows_the_contract(o: Outcome) -> None:
         assert not c.has_verdict
     if o.verifier_exit_code == 2 or o.start_failed:
         assert not c.has_verdict
+    if killed_from_outside(o):  # ours for certain: never the answer's 0, in play or not
+        assert not c.has_verdict and c.error_type == "sandbox_error"
     if not o.in_play and c.error_type in {
         "solution_error",
         "solution_timeout",
@@ -239,6 +248,58 @@ def test_a_dead_sandbox_is_dated_too() -> None:
         False,
         "verifier",
     )
+
+
+@pytest.mark.parametrize("sig", sorted(STOP_SIGNALS))
+@pytest.mark.parametrize("in_play", [False, True])
+def test_a_verifier_out_of_reach_stopped_from_outside_is_ours(sig: int, in_play: bool) -> None:
+    died = Outcome(
+        report=None,
+        in_play=in_play,
+        verifier_exit_code=128 + sig,
+        sandbox_died=True,
+        verifier_signal=sig,
+        verifier_out_of_reach=True,
+    )
+    c = classify(died)
+    assert (c.error_type, c.has_verdict, c.raise_as) == ("sandbox_error", False, "sandbox")
+    # A report already sent does not stand either: the judge did not finish the run.
+    sent = classify(replace(died, report={"status": "ok", "score": 0.0}))
+    assert (sent.error_type, sent.has_verdict) == ("sandbox_error", False)
+    # The host's own wall limit killed it: dated as a timeout, as before.
+    late = classify(replace(died, wall_timeout=True, solution_busy=True))
+    assert late.error_type == ("solution_timeout" if in_play else "timeout")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGXCPU])
+def test_a_verifier_fault_after_play_stays_the_answers_zero(sig: int) -> None:
+    """A fault of the verifier's own may come from the answer's output it was handling."""
+    c = classify(
+        Outcome(
+            report=None,
+            in_play=True,
+            verifier_exit_code=128 + sig,
+            sandbox_died=True,
+            verifier_signal=sig,
+            verifier_out_of_reach=True,
+        )
+    )
+    assert (c.error_type, c.has_verdict) == ("policy_sandbox_failure", True)
+
+
+def test_a_verifier_the_answer_can_reach_killed_in_play_stays_the_answers_zero() -> None:
+    """``unsafe``: the answer runs as the verifier's user and could have killed it."""
+    c = classify(
+        Outcome(
+            report=None,
+            in_play=True,
+            verifier_exit_code=-9,
+            sandbox_died=True,
+            verifier_signal=9,
+            verifier_out_of_reach=False,
+        )
+    )
+    assert (c.error_type, c.has_verdict) == ("policy_sandbox_failure", True)
 
 
 @pytest.mark.parametrize("status", ["solution_error", "solution_timeout", "policy_sandbox_failure"])

@@ -118,16 +118,20 @@ class LimitStore:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_limits_path()
+        db: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
+            db = sqlite3.connect(
                 self.path, timeout=10.0, check_same_thread=False, isolation_level=None
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
+            if db is not None:  # not left open for the collector to find
+                db.close()
             raise ConfigError(f"limit store {self.path}: cannot open ({exc})") from exc
+        self._db = db
         self._lock = threading.Lock()
 
     def get(self, key: str) -> float | None:

@@ -20,7 +20,8 @@ Both sides import this module, so the wire has one definition:
   the same failure of a session's sandbox (``sandbox_died``: ``SandboxDiedError``,
   ``sandbox_expired``: ``SandboxExpiredError``, ``sandbox_error``: ``SandboxError``), or to
   ``TransportError`` (credentials, overload, the service failing, a session the service no
-  longer has).
+  longer has). Overload is a 503: ``shutting_down`` while the service drains, ``overloaded``
+  (with ``Retry-After``) while it holds as many bytes of requests as it admits at once.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ ErrorCode = Literal[
     "verifier_code_refused",
     "unauthorized",
     "shutting_down",
+    "overloaded",
     "internal",
     "unknown_session",
     "too_many_sessions",

@@ -3,9 +3,12 @@
 Invariants:
 
 - A result is committed the moment it arrives, in its own transaction, so a process killed
-  mid-eval loses only the runs that were in flight. ``record_eval`` on a stored run scores exactly
-  the indices that have no result yet, and its totals match an uninterrupted run's.
-- An index has at most one result (the primary key): a resumed run never counts a run twice.
+  mid-eval loses only the runs that were in flight. ``record_eval`` on a stored run scores the
+  indices that have no result yet and scores again those stored without a verdict (a failure
+  of ours by the contract, such as the runs a service took with it when it died); a stored
+  verdict is kept. Its totals match an uninterrupted run's.
+- An index has at most one result (the primary key): a resumed run never counts a run twice. A
+  result without a verdict is replaced in place (``replace_no_verdict``); a verdict never is.
 - Totals are never stored: they are recomputed from the stored results with ``Totals.of``, the
   contract's one definition (a run without a verdict is a failed 0 in the headline numbers).
 - A result's ``run_ms`` is its service time, ``ServiceTime.run_ms``: the run itself, without the
@@ -210,6 +213,9 @@ class RunStore:
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise ConfigError(f"store {self.path}: not a deepgym run store ({exc})") from exc
+        except BaseException:  # a newer schema, say: the connection is not left open
+            self._db.close()
+            raise
 
     def _migrate_run_ms(self) -> None:
         """A version 1 or 2 store kept ``service_ms``, the wait for a sandbox included: rename it
@@ -295,6 +301,31 @@ class RunStore:
                 raise ConfigError(
                     f"run {run_id}: index {index} already has a result, or no such run"
                 ) from exc
+
+    def replace_no_verdict(self, run_id: str, index: int, result: RunResult) -> None:
+        """Replace the stored result of ``index``, one without a verdict, with a new one (a
+        resumed eval's second try); a stored verdict is never replaced (``ConfigError``)."""
+        row = (
+            result.env_name or "",
+            int(result.has_verdict),
+            int(result.passed),
+            result.score,
+            result.error_type,
+            result.service.run_ms,
+            time.time(),
+            result.model_dump_json(),
+            run_id,
+            index,
+        )
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE results SET env_name = ?, has_verdict = ?, passed = ?, score = ?, "
+                "error_type = ?, run_ms = ?, recorded = ?, result = ? "
+                "WHERE run_id = ? AND idx = ? AND has_verdict = 0",
+                row,
+            )
+        if cur.rowcount != 1:
+            raise ConfigError(f"run {run_id}: index {index} has a verdict, or no result to replace")
 
     def claim(self, run_id: str) -> None:
         """Mark a stored run as running again, in this process (a resumed eval)."""
@@ -492,8 +523,8 @@ def resume_inputs(
     info = store.run(run_id)
     if info.kind != "eval":
         raise ConfigError(f"run {run_id} is a {info.kind}, not an eval")
-    if info.complete:
-        raise ConfigError(f"run {run_id} is complete: nothing to resume")
+    if info.complete and info.totals.no_verdict_count == 0:
+        raise ConfigError(f"run {run_id} is complete, every run with a verdict: nothing to resume")
     items = store.inputs(run_id)
     envs = load(info.source)
     if [e.name for e in envs] != [name for name, _ in items]:
@@ -549,14 +580,19 @@ def record_eval(
     max_parallel: int = 8,
     progress: ProgressFn | None = None,
 ) -> EvalResult:
-    """Score the answers of ``run_id`` that have no stored result, committing each as it comes.
+    """Score the answers of ``run_id`` that have no stored result, and score again those stored
+    without a verdict, committing each result as it comes.
 
-    Scheduling is ``eval``'s (one group per environment, in order); the result holds every stored
-    result and every new one, in suite order.
+    A run without a verdict is a failure of ours by the contract (a sandbox or a service that
+    died, the host out of room), never the answer's: a resumed eval gives it another try, and
+    keeps every stored verdict, so its totals are an uninterrupted eval's. Scheduling is
+    ``eval``'s (one group per environment, in order); the result holds every kept result and
+    every new one, in suite order.
     """
     done = store.results(run_id)
-    todo = [i for i in range(len(answers)) if i not in done]
-    already = len(done)
+    again = {i for i, r in done.items() if not r.has_verdict}
+    todo = [i for i in range(len(answers)) if i not in done or i in again]
+    already = len(answers) - len(todo)
 
     def advance(k: int, _total: int) -> None:
         if progress is not None:
@@ -573,8 +609,12 @@ def record_eval(
                 max_parallel=max_parallel,
                 progress=advance,
             ):
-                store.record(run_id, todo[g], rs[0])
-                done[todo[g]] = rs[0]
+                i = todo[g]
+                if i in again:
+                    store.replace_no_verdict(run_id, i, rs[0])
+                else:
+                    store.record(run_id, i, rs[0])
+                done[i] = rs[0]
     elapsed = (time.monotonic() - t0) * 1000.0
     store.finish(run_id, "complete", elapsed)
     return EvalResult(

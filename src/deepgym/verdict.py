@@ -9,11 +9,18 @@ Invariants (property-tested):
   failure is ours (no verdict); after it, the failure came from handling the answer (a judged 0),
   and a score printed before the crash is never kept. Blame for a timeout also needs evidence that
   the solution itself used its time; otherwise the run has no verdict.
+- A judge's own process that no answer can reach, ended from outside, is ours whatever the
+  instant: a pool worker that died, or a verifier out of the answer's reach (``strict``) ended
+  by a stop signal (``STOP_SIGNALS``: a kill, the OOM killer, a stop). A verifier ended by a
+  fault of its own (SIGSEGV, SIGABRT, ...) after the answer came into play may have met the
+  answer's output, so it stays the answer's 0; and where the answer can signal the verifier
+  (``unsafe``), no signal is ours for certain.
 """
 
 from __future__ import annotations
 
 import math
+import signal
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -25,12 +32,14 @@ __all__ = [
     "ALL_ERROR_TYPES",
     "MODEL_FAULT_ERRORS",
     "NO_VERDICT_ERRORS",
+    "STOP_SIGNALS",
     "Classification",
     "ErrorType",
     "Outcome",
     "checked_score",
     "classify",
     "has_verdict",
+    "killed_from_outside",
 ]
 
 
@@ -66,6 +75,13 @@ NO_VERDICT_ERRORS: frozenset[str] = ALL_ERROR_TYPES - MODEL_FAULT_ERRORS
 VERIFIER_ERROR_EXIT = VERIFIER_BROKEN
 """A verifier that exits with this code reports its own failure: never a verdict (the judge's
 own number, which it also exits with when a verifier misuses calls sent ahead)."""
+
+
+STOP_SIGNALS: frozenset[int] = frozenset(
+    {signal.SIGHUP, signal.SIGINT, signal.SIGKILL, signal.SIGTERM}
+)
+"""Signals that end a process only when another process (or the kernel's OOM killer) sends
+them. A process's own faults end it with others (SIGSEGV, SIGBUS, SIGABRT, SIGXCPU, ...)."""
 
 
 def has_verdict(error_type: str | None, verifier_exit_code: int | None = None) -> bool:
@@ -119,6 +135,11 @@ class Outcome:
     start_failed: bool = False
     worker_died: bool = False
     """A pool worker (the judge's own process) died: ours, whatever the instant."""
+    verifier_signal: int | None = None
+    """The signal that ended the verifier's process, where one did."""
+    verifier_out_of_reach: bool = False
+    """No answer can signal the verifier's process (``strict``: other pid and user namespaces,
+    outside the run's cgroups), so a stop signal that ended it came from outside: ours."""
     detail: str = ""
 
 
@@ -155,12 +176,23 @@ def _fail(error_type: ErrorType, message: str, raise_as: str | None = None) -> C
     )
 
 
+def killed_from_outside(o: Outcome) -> bool:
+    """Whether the verifier's process, out of the answer's reach, was ended by a stop signal
+    (and not by the host's own wall limit, which ``wall_timeout`` dates)."""
+    return o.verifier_out_of_reach and o.verifier_signal in STOP_SIGNALS and not o.wall_timeout
+
+
 def classify(o: Outcome) -> Classification:
     """Turn an outcome into score, passed, error type and verdict, following the contract."""
     if o.start_failed:
         return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the sandbox could not start", "sandbox")
     if o.worker_died and not o.wall_timeout:
         return _fail(ErrorType.SANDBOX_ERROR, o.detail or "the pool worker died", "sandbox")
+    if killed_from_outside(o):
+        name = signal.Signals(o.verifier_signal or 0).name
+        return _fail(
+            ErrorType.SANDBOX_ERROR, f"the verifier was ended from outside ({name})", "sandbox"
+        )
     if o.verifier_exit_code == VERIFIER_ERROR_EXIT:
         said = (o.report or {}).get("message")  # the judge's word on why, where it gave one
         return _fail(ErrorType.VERIFIER_ERROR, o.detail or str(said or "the verifier exited 2"))

@@ -4,6 +4,7 @@ program using ``DeepGym``: an interrupt leaves no task, loop or process of deepg
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -55,7 +56,7 @@ def _recorded(store: Path) -> int:
     if not store.exists():
         return 0
     try:
-        with sqlite3.connect(store, timeout=5) as db:
+        with contextlib.closing(sqlite3.connect(store, timeout=5)) as db, db:
             return int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
     except sqlite3.Error:
         return 0

@@ -153,17 +153,14 @@ def test_a_full_host_workspace_is_ours_never_the_answers_zero(
     leftovers.check()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engines/local.py: run() lets a host OSError (ENOSPC while staging) out as itself, "
-    "not as the contract's SandboxError (batches already turn it into a no-verdict result)",
-)
 def test_a_single_run_on_a_full_host_workspace_raises_the_contracts_error(
     full_workspace: Path,
 ) -> None:
     async def go() -> None:
         async with AsyncDeepGym(workers=1, time_limits=TimeLimitPolicy(factor=None)) as dg:
-            with pytest.raises(SandboxError):
+            with pytest.raises(SandboxError, match="No space left on device") as caught:
                 await asyncio.wait_for(dg.run(BIG, RIGHT), 60)
+            assert isinstance(caught.value.__cause__, OSError)  # translated once, with its cause
+            assert (await asyncio.wait_for(dg.run(ENV, RIGHT), 60)).passed  # the pool still works
 
     asyncio.run(go())

@@ -9,7 +9,9 @@ test kills, with SIGKILL, one process of a run in play:
   run comes back without a verdict, never a 0;
 - the solution process (``dg-solution``): from the judge's side that is an answer that died in
   play, like one that killed itself, so the run completes with its verdict (or none);
-- the strict sandbox's verifier process: ours, so no verdict (today a 0: the xfail below).
+- the strict sandbox's verifier process: ours (the answer, in other pid and user namespaces,
+  cannot signal it), so no verdict, never a 0; a verifier that crashes on its own after the
+  answer came into play stays the answer's 0 (``tests/test_verdict.py``).
 
 Then the pool serves another batch, and after the close nothing is left behind.
 """
@@ -146,24 +148,29 @@ async def strict_in_play(timeout_s: float = 15.0) -> int:
     raise AssertionError("no run came into play")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="strict: a verifier process killed in play reads as the sandbox dying in play "
-    "(verifier exit -9), which verdict.classify scores as the answer's 0 "
-    "(policy_sandbox_failure); the pool reads its worker's death as no verdict",
-)
-def test_the_strict_verifier_killed_mid_batch_is_no_verdict(leftovers: Leftovers) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_the_strict_verifier_killed_mid_batch_is_no_verdict(
+    sig: signal.Signals, leftovers: Leftovers
+) -> None:
     n = 4
 
-    async def go() -> list[RunResult]:
+    async def go() -> tuple[list[RunResult], list[RunResult]]:
         async with AsyncDeepGym(sandbox="strict", time_limits=TimeLimitPolicy(factor=None)) as dg:
             batch = asyncio.ensure_future(
                 dg.run_batch(ENV, [answer(i) for i in range(n)], max_parallel=2)
             )
-            os.kill(await strict_in_play(), signal.SIGKILL)
-            return (await asyncio.wait_for(batch, 60)).results
+            os.kill(await strict_in_play(), sig)
+            results = (await asyncio.wait_for(batch, 60)).results
+            after = await asyncio.wait_for(
+                dg.run_batch(ENV, [answer(i) for i in range(2)], max_parallel=2), 60
+            )
+        return results, after.results
 
-    results = asyncio.run(go())
+    results, after = asyncio.run(go())
     leftovers.check()
     (hit,) = off(results, n)
-    assert not results[hit].has_verdict, results[hit]
+    r = results[hit]
+    assert not r.has_verdict and r.error_type == "sandbox_error", r
+    assert sig.name in (r.error or ""), r
+    assert r.attempts == 1  # in play when it was killed: not run twice
+    assert off(after, 2) == []

@@ -120,7 +120,7 @@ def killed(tmp_path: Path, leftovers: Leftovers) -> Iterator[Killed]:
     assert first.proc.returncode == -signal.SIGKILL
     assert held, "the service held no cgroups"
     yield Killed(run_id, store, tuple(sorted(held)))
-    for d in held:  # the test's own clean-up of what the dead service leaves (xfail below)
+    for d in held:  # the test's own clean-up, where a test left the dead service's groups
         with contextlib.suppress(OSError):
             os.rmdir(d)
 
@@ -157,16 +157,13 @@ def test_the_service_killed_mid_eval_loses_nothing_and_leaves_nothing(
     leftovers.check()  # the dead service's processes, descriptors here, its folder: all gone
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pool's cgroups outlive a process killed by SIGKILL: nothing removes a stale "
-    "slot later (its name carries a pid, and pids repeat across pid namespaces)",
-)
 def test_the_cgroups_of_a_killed_service_are_removed_by_the_next(
     killed: Killed, tmp_path: Path, leftovers: Leftovers
 ) -> None:
+    assert all(os.path.isdir(d) for d in killed.cgroups)  # SIGKILL: its close never ran
     second = serve(tmp_path / "service.sqlite")
     try:
+        assert not any(os.path.exists(d) for d in killed.cgroups)  # swept before it served
         with DeepGym(mode="remote", url=second.url) as dg:
             assert dg.run(ENV, answer(0)).passed
     finally:
@@ -174,18 +171,21 @@ def test_the_cgroups_of_a_killed_service_are_removed_by_the_next(
     leftovers.check(also_cgroups=killed.cgroups)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs the dead service took with it are stored without a verdict and the eval "
-    "completes; --resume scores only runs with no stored result, so it cannot rescore them",
-)
 def test_an_eval_resumed_after_the_service_died_has_the_uninterrupted_totals(
     killed: Killed, tmp_path: Path
 ) -> None:
+    with RunStore(killed.store) as s:
+        before = s.results(killed.run_id)
     second = serve(tmp_path / "service.sqlite")
     try:
         with RunStore(killed.store) as s, DeepGym(mode="remote", url=second.url) as dg:
             resumed = record_eval(dg, s, killed.run_id, [ENV] * N, ANSWERS, max_parallel=4)
+            info = s.run(killed.run_id)
+            after = s.results(killed.run_id)
     finally:
         second.stop()
     assert resumed.totals == UNINTERRUPTED
+    assert info.complete and info.totals == UNINTERRUPTED  # the store's totals, recomputed
+    assert all(as_expected(i, r) for i, r in after.items())
+    kept = {i: r for i, r in before.items() if r.has_verdict}
+    assert {i: after[i] for i in kept} == kept  # a verdict stored before the kill stays

@@ -4,7 +4,8 @@
 The verdict and the totals come from the library (``RunResult.has_verdict``,
 ``Totals.summary_line``), never recomputed here. A run without a verdict is shown as
 ``ERROR (<error_type>)`` with its cause, and no score. ``run-batch`` and ``eval`` commit each
-result to the run store as it comes; ``eval --resume`` scores only what a stored run lacks.
+result to the run store as it comes; ``eval --resume`` scores what a stored run lacks and
+scores again its runs without a verdict (failures of ours), keeping every stored verdict.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def evaluate(
     """Score one answer per environment with a progress bar, then print the report.
 
     With ``record`` (a store and a run id), each result is committed as it comes, and only the
-    environments the run has no result for are scored (``--resume``).
+    environments the run has no verdict for are scored (``--resume``: ``record_eval``).
     """
     with progress(title) as advance:
         if record is None:
@@ -296,7 +297,7 @@ def run_batch(
     "--resume",
     metavar="RUN_ID",
     default=None,
-    help="Continue a stored eval that stopped early: score only what it has no result for.",
+    help="Finish a stored eval: score what it has no result for, and again what has no verdict.",
 )
 @store_option
 @no_store_option
@@ -313,21 +314,30 @@ def eval_cmd(
     """Score one answer per environment of a suite (builtin, humaneval) or a list (a,b,c).
 
     Each result is recorded in the run store as it comes ('deepgym runs' lists the runs);
-    --resume RUN_ID finishes an eval that was stopped, with the same totals.
+    --resume RUN_ID finishes an eval that was stopped, with the same totals: it
+    scores the environments with no stored result, and scores again those stored
+    without a verdict (a failure of ours, such as a service that died with the run
+    in flight); every stored verdict is kept.
 
     \b
     Exit codes: 0 scored, whatever the answers scored (runs without a verdict
     included: read the totals, or --json); 2 bad input; 130 interrupted (the
     --resume command that finishes the eval is printed).
     """
-    store = _run_store(store_path, no_store, resume)
     if resume is not None:
         if suite_or_envs is not None or answers_file is not None:
             raise CliError("--resume takes the suite and the answers from the store")
+        store = _run_store(store_path, no_store, resume)
         assert store is not None
         with store:
             envs, answers = resume_inputs(store, resume, load_targets)
-            click.echo(f"run {resume}: resuming", err=True)
+            info = store.run(resume)
+            missing, again = info.total - info.recorded, info.totals.no_verdict_count
+            click.echo(
+                f"run {resume}: resuming ({missing} to score, {again} without a verdict to "
+                "score again)",
+                err=True,
+            )
             outputs = {e.name: a for e, a in zip(envs, answers, strict=True)}
             with _kept_on_interrupt(store, resume, resume), common.make_client(sandbox) as dg:
                 title = store.run(resume).source
@@ -348,6 +358,7 @@ def eval_cmd(
         click.echo(
             f"note: ignoring answers for unknown environment(s): {', '.join(unused)}", err=True
         )
+    store = _run_store(store_path, no_store, None)  # opened once the inputs are good
     if store is None:
         with common.make_client(sandbox) as dg:
             evaluate(dg, suite_or_envs, envs, outputs, max_parallel, as_json)

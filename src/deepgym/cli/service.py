@@ -65,6 +65,14 @@ def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
     help="Runs at once across all requests (default: the worker count).",
 )
 @click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=32.0, show_default=True)
+@click.option(
+    "--max-inflight-mb",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="Request bodies (the answers) held at once, in MiB; one more is refused with a 503 "
+    "and Retry-After (default: 1/16 of the service's cgroup memory limit, else of the "
+    "machine's memory).",
+)
 @click.option("--max-answers", type=click.IntRange(min=1), default=10_000, show_default=True)
 @click.option(
     "--max-time-limit",
@@ -107,6 +115,7 @@ def serve_cmd(
     workers: int | None,
     concurrency: int | None,
     max_body_mb: float,
+    max_inflight_mb: float | None,
     max_answers: int,
     max_time_limit: float,
     grace_s: float,
@@ -121,6 +130,10 @@ def serve_cmd(
         )
     # click's ranges let "nan" through (it compares false with every bound): check here.
     max_body_bytes = int(number(max_body_mb, "--max-body-mb", 0.001, 2**20) * 2**20)
+    max_inflight_bytes = None
+    if max_inflight_mb is not None:
+        mib = number(max_inflight_mb, "--max-inflight-mb", 0.001, 2**30)
+        max_inflight_bytes = int(mib * 2**20)
     max_time_limit = seconds(max_time_limit, "--max-time-limit")
     grace_s = seconds(grace_s, "--grace", allow_zero=True)
     launch.require_server_extra()
@@ -139,6 +152,7 @@ def serve_cmd(
             allow_verifier_code=allow_verifier_code,
             limits=Limits(
                 max_body_bytes=max_body_bytes,
+                max_inflight_bytes=max_inflight_bytes,
                 max_answers=max_answers,
                 max_time_limit=max_time_limit,
             ),

@@ -8,7 +8,10 @@ failure that was ours before the answer came into play is retried once inside th
 ``run`` raises the contract's no-verdict exceptions; the batch methods turn every failure of one
 run into a result without a verdict, except ``SandboxUnavailableError`` (this host cannot run the
 sandbox at all), which they raise: every run would fail alike, and a batch of rewards all
-``None`` would go unnoticed.
+``None`` would go unnoticed. A host error a backend lets out (``OSError``: a full disk while an
+environment is staged, a fork or a pipe that fails) is translated once, where the engine calls
+the backend (``_backend_run``), into ``SandboxError``: every backend's host failure is ours, a
+run without a verdict, never the answer's 0 and never a foreign exception out of ``run``.
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deepgym.envs.registry import resolve, resolve_many
-from deepgym.exceptions import ConfigError, DeepGymError, SandboxUnavailableError
+from deepgym.exceptions import ConfigError, DeepGymError, SandboxError, SandboxUnavailableError
 from deepgym.limits import LimitStore, content_key
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.results import build_result, raise_for
 from deepgym.sandbox import make_backend
-from deepgym.sandbox.base import Backend, Job
+from deepgym.sandbox.base import Backend, Job, RawRun
 from deepgym.scheduling import (
     TimeLimitPolicy,
     broadcast_envs,
@@ -200,7 +203,7 @@ class LocalEngine:
         )
         best: float | None = None
         for _ in range(2):  # the faster of two runs: one-off start-up costs are not the task's
-            raw = await self.backend.run(job)
+            raw = await self._backend_run(job)
             result, _ = build_result(raw, env.name, env.timeout)
             if not result.passed:
                 return None
@@ -212,11 +215,21 @@ class LocalEngine:
         return best
 
     # -- one run --------------------------------------------------------------------------
+    async def _backend_run(self, job: Job) -> RawRun:
+        """The backend's run of ``job``; a host error it lets out becomes ``SandboxError``
+        (the contract's no-verdict error; the engine's own errors pass as they are)."""
+        try:
+            return await self.backend.run(job)
+        except DeepGymError:
+            raise  # already the contract's (a TransportError is an OSError too)
+        except OSError as exc:
+            raise SandboxError(f"the host failed the run: {exc}") from exc
+
     async def _attempt(
         self, env: Environment, answer: str, limit: float, queue_ms: float, attempt: int
     ) -> tuple[RunResult, Classification]:
         job = Job(env=env, answer=answer, timeout=limit, case_timeout=min(env.case_timeout, limit))
-        raw = await self.backend.run(job)
+        raw = await self._backend_run(job)
         return build_result(
             raw, env.name, limit, queue_ms=queue_ms, attempts=attempt, memory_mb=env.memory_mb
         )
@@ -301,7 +314,7 @@ class LocalEngine:
             return RunResult.no_verdict(
                 error_type, f"{type(exc).__name__}: {exc}", env_name=env.name
             )
-        except OSError as exc:  # a host failure (fork, pipes, disk): ours, not the policy's
+        except OSError as exc:  # a host failure outside the backend: ours, not the policy's
             return RunResult.no_verdict(
                 "runtime_error", f"{type(exc).__name__}: {exc}", env_name=env.name
             )

@@ -9,6 +9,15 @@ a process exiting, is retried later, never left behind at close); a ``Slot`` is 
 worker's group, reused run after run with its control files held open, because making and
 removing a memory cgroup costs more kernel time than a whole pooled run's set-up. Each run on a
 slot reads its evidence as differences from the slot's counters at the run's start.
+
+A process killed by SIGKILL removes none of its groups. Each group a backend makes is named for
+its owner, ``<kind>-<owner>-<random>`` (``owned_name``), where ``owner`` is the token of the
+backend's workspace, whose lock its process holds for as long as it lives (``workspace``). A
+later process that takes a stale workspace's lock removes that owner's groups
+(``remove_owned``) before the folder; the kernel refuses to remove a group that still holds a
+process, and the folder (with its lock) stays until every group of its owner is gone. A live
+process's groups are never removed: its lock is held. Names never rest on a pid (pids repeat
+across pid namespaces).
 """
 
 from __future__ import annotations
@@ -113,15 +122,51 @@ def _rmdir(path: str) -> None:
         _PENDING.append(path)
 
 
-def create(memory_mb: int, max_processes: int) -> RunCgroup:
+OWNED_KINDS = ("pool", "run")
+"""The kinds of group named for an owner: a pool worker's slot, a run's (or a session's)."""
+
+
+def owned_name(kind: str, owner: str) -> str:
+    """A new group's name, ``<kind>-<owner>-<random>``: ``owner`` is the token of the workspace
+    whose lock guards the group (``remove_owned``)."""
+    return f"{kind}-{owner}-{uuid.uuid4().hex[:12]}"
+
+
+def remove_owned(owner: str) -> bool:
+    """Remove every group named for ``owner``, whose process is gone (the caller holds its
+    workspace's lock); whether none is left. A group that still holds a process stays (the
+    kernel refuses: EBUSY), for the next sweep."""
+    left = False
+    for ctrl in v1_controllers():
+        parent = os.path.join(V1_ROOT, ctrl, "deepgym")
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            kind, _, rest = name.partition("-")
+            if kind not in OWNED_KINDS or rest.rpartition("-")[0] != owner:
+                continue
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left = True
+    return not left
+
+
+def create(memory_mb: int, max_processes: int, *, owner: str | None = None) -> RunCgroup:
     """Make the solution's cgroups for one run (empty when the host has none writable).
 
     Only the solution process and what it starts join them, so ``max_processes`` counts the
-    answer's processes, its first one included.
+    answer's processes, its first one included. ``owner``: the token of the backend's workspace
+    (``Workspace.owner``), so that the groups of a process killed mid-run are removed later;
+    None: named for this process, removed only by it.
     """
     retry_pending(final=False)
     group = RunCgroup()
-    name = f"run-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    name = owned_name("run", owner) if owner else f"run-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     for ctrl in v1_controllers():
         d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -43,7 +44,11 @@ class Launch(Protocol):
     work_dir: str
     """What holds a solution's work dir (``tmpfs``, or ``none``): reported as evidence."""
     through_bwrap: bool
-    """Solution processes run under bwrap, which reports a child's signal as 128 + n."""
+    """Processes run under bwrap, which reports a child's signal as 128 + n."""
+    verifier_out_of_reach: bool
+    """No answer can signal the verifier's process (``strict``: the answer is in other pid and
+    user namespaces; the attack suite's "killing the parent" checks it), so a stop signal that
+    ended the verifier came from outside (``deepgym.verdict.killed_from_outside``)."""
 
     def job_paths(self, run_dir: Path, env_dir: Path) -> tuple[str, str]:
         """The environment's folder and the answer's file, as the verifier sees them."""
@@ -73,7 +78,7 @@ class FreshRuns:
         t0 = time.monotonic()
         env_dir = self.workspace.env_dir(job.env)
         run_dir = self.workspace.run_dir()
-        group = cgroups.create(job.env.memory_mb, job.env.max_processes)
+        group = cgroups.create(job.env.memory_mb, job.env.max_processes, owner=self.workspace.owner)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server = SolutionServer(
             mine,
@@ -181,12 +186,30 @@ class FreshRuns:
             raise
         finally:
             transport.close()
-        return read_run(events, proc.returncode, out, err, timed_out, self.launch.isolation)
+        raw = read_run(events, proc.returncode, out, err, timed_out, self.launch.isolation)
+        raw.outcome = dataclasses.replace(
+            raw.outcome,
+            verifier_signal=exit_signal(proc.returncode, self.launch.through_bwrap),
+            verifier_out_of_reach=self.launch.verifier_out_of_reach,
+        )
+        return raw
 
     async def close(self) -> None:
         """Remove what the runs left: cgroups still busy at their end, and the workspace."""
         cgroups.retry_pending(final=True)
         self.workspace.close()
+
+
+def exit_signal(code: int | None, through_bwrap: bool) -> int | None:
+    """The signal that ended a process with exit ``code`` (bwrap reports its child's signal as
+    128 + n; a process killed itself, as -n); None where none did."""
+    if code is None:
+        return None
+    if code < 0:
+        return -code
+    if through_bwrap and 128 < code < 128 + 65:
+        return code - 128
+    return None
 
 
 async def _end_started(verifier: asyncio.Task[asyncio.subprocess.Process]) -> None:

@@ -27,7 +27,6 @@ import json
 import os
 import signal
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -304,7 +303,7 @@ class PoolBackend:
         return policy.argv(policy.WORKER, params)
 
     async def _spawn_worker(self) -> _Worker:
-        slot = cgroups.Slot(f"pool-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+        slot = cgroups.Slot(cgroups.owned_name("pool", self._workspace.owner))
         r_fd, w_fd = os.pipe()
         m_r, m_w = os.pipe()
         os.set_blocking(m_r, False)

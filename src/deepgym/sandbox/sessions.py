@@ -152,7 +152,9 @@ class LocalSession:
         """Start the sandbox and its supervisor (a standby stops here until it is taken)."""
         self.dir.mkdir(mode=0o700)
         env_dir = self.owner.workspace.env_dir(self.env)
-        self.group = cgroups.create(self.env.memory_mb, self.env.max_processes)
+        self.group = cgroups.create(
+            self.env.memory_mb, self.env.max_processes, owner=self.owner.workspace.owner
+        )
         procs = self.group.procs_files
         params = dataclasses.replace(
             self.owner.host,
@@ -456,7 +458,7 @@ class LocalSessions:
         sandbox over ``snapshot``."""
         env = session.env
         env_dir = self.workspace.env_dir(env)
-        group = cgroups.create(env.memory_mb, env.max_processes)
+        group = cgroups.create(env.memory_mb, env.max_processes, owner=self.workspace.owner)
         r_report, w_report = os.pipe()
         r_mark, w_mark = os.pipe()
         params = dataclasses.replace(

@@ -7,7 +7,9 @@ own (fresh user, pid, mount, net, ipc and uts namespaces, uid 65534, no capabili
 user namespaces, a size-capped tmpfs work dir holding only the answer, no /proc) inside the run's
 cgroups. When a sandbox ends, its pid namespace takes every process with it, daemons included.
 Slower than the pool, and the simplest to audit: the baseline the pool must match on every
-isolation test.
+isolation test. No answer can signal the verifier's process (other pid and user namespaces), so
+a verifier ended by a stop signal (a kill from outside, the OOM killer) is ours, like a pool
+worker that died: a run without a verdict (``deepgym.verdict.killed_from_outside``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class BwrapLaunch:
     isolation = "strict"
     work_dir = "tmpfs"
     through_bwrap = True
+    verifier_out_of_reach = True
 
     def __init__(self, host: policy.Params) -> None:
         self.host = host

@@ -24,6 +24,7 @@ class BareLaunch:
     isolation = "unsafe"
     work_dir = "none"
     through_bwrap = False
+    verifier_out_of_reach = False
 
     def job_paths(self, run_dir: Path, env_dir: Path) -> tuple[str, str]:
         """The host's own paths."""

@@ -7,8 +7,11 @@ to close); ``GET /v1/environments``, ``/health``, ``/metrics`` (Prometheus) and 
 
 Every request passes ``_Guard`` first: the bearer token (for ``/v1``, ``/metrics`` and a mounted
 OpenRLHF route, when the service has one), the body size limit (the body is read, bounded, before
-any route sees it), 503 while draining, and the request counter. Errors are one JSON shape
-(``protocol.error_body``) with the status ``protocol.error_for`` maps back on the client.
+any route sees it), 503 while draining, admission by size (``deepgym.server.admission``: the
+bytes of the bodies in flight under a bound, the excess refused with 503 and ``Retry-After``
+before its body is read, where it declares its length), and the request counter. Errors are
+one JSON shape (``protocol.error_body``) with the status ``protocol.error_for`` maps back on the
+client.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from deepgym.protocol import (
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.workspace import sweep_stale
 from deepgym.scheduling import TimeLimitPolicy
+from deepgym.server.admission import RETRY_AFTER_S
 from deepgym.server.metrics import CONTENT_TYPE
 from deepgym.server.openapi import openapi_schema
 from deepgym.server.service import (
@@ -196,32 +200,71 @@ class _Guard:
             )
         elif path.startswith(("/v1/", OPENRLHF_PREFIX)) and self.service.draining:
             refusal = _json_error(503, "shutting_down", "the service is shutting down")
+        admitted = 0
+        declared = _content_length(scope)
+        if refusal is None and declared is not None and declared > self._max_body:
+            refusal = self._too_large()
+        if refusal is None and declared is not None and path.startswith(("/v1/", OPENRLHF_PREFIX)):
+            refusal = self._admit(declared)  # before the body is read: nothing of it is held
+            admitted = 0 if refusal is not None else declared
         if refusal is not None:
             await refusal(scope, receive, counted)
             return
-        body = await self._read_body(scope, receive)
-        if body is None:
-            limit = self.service.limits.max_body_bytes
-            too_large = _json_error(413, "too_large", f"the request body is over {limit} bytes")
-            await too_large(scope, receive, counted)
-            return
-        sent = False
+        try:
+            body = await self._read_body(scope, receive)
+            if body is None:
+                refusal = self._too_large()
+            elif declared is None and path.startswith(("/v1/", OPENRLHF_PREFIX)):
+                refusal = self._admit(len(body))  # no length declared: admitted once read
+                admitted = 0 if refusal is not None else len(body)
+            if refusal is not None:
+                await refusal(scope, receive, counted)
+                return
+            sent = False
 
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            async def replay() -> Message:
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
 
-        await self.app(scope, replay, counted)
+            await self.app(scope, replay, counted)
+        finally:  # the response is sent (a stream to its end), or the request failed
+            self.service.admission.release(admitted)
+
+    @property
+    def _max_body(self) -> int:
+        return self.service.limits.max_body_bytes
+
+    def _too_large(self) -> Response:
+        return _json_error(413, "too_large", f"the request body is over {self._max_body} bytes")
+
+    def _admit(self, size: int) -> Response | None:
+        """Admit a body of ``size`` bytes (held until the response is sent), or the refusal."""
+        admission = self.service.admission
+        verdict = admission.admit(size)
+        if verdict == "admit":
+            return None
+        limit = admission.limit
+        if verdict == "too_large":
+            return _json_error(
+                413,
+                "too_large",
+                f"the request body ({size} bytes) is over the {limit} bytes of requests this "
+                "service holds at once (deepgym serve --max-inflight-mb)",
+            )
+        return _json_error(
+            503,
+            "overloaded",
+            f"the service holds {admission.held} bytes of requests, and admits {limit} at once: "
+            f"send this one ({size} bytes) again later",
+            **{"Retry-After": str(RETRY_AFTER_S)},
+        )
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None when it is over the limit (checked as it arrives)."""
         limit = self.service.limits.max_body_bytes
-        for key, value in scope.get("headers", []):
-            if key == b"content-length" and value.isdigit() and int(value) > limit:
-                return None
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -236,6 +279,14 @@ class _Guard:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The body's length as the request declares it (None: not declared, or not a number)."""
+    for key, value in scope.get("headers", []):
+        if key == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
 
 
 class _NDJSONResponse(StreamingResponse):

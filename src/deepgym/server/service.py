@@ -50,11 +50,18 @@ from deepgym.protocol import EnvSpec, Raised, RunReply, StreamEvent, encode_even
 from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job, RawRun
 from deepgym.scheduling import TimeLimitPolicy, group_slices
+from deepgym.server.admission import InFlightBytes
 from deepgym.server.metrics import Metrics
 from deepgym.session import AsyncSession
 from deepgym.store import RunKind, RunStatus, RunStore
 from deepgym.text import one_line
-from deepgym.validation import name_str, optional_seconds, positive_int, seconds
+from deepgym.validation import (
+    name_str,
+    optional_positive_int,
+    optional_seconds,
+    positive_int,
+    seconds,
+)
 
 log = logging.getLogger("deepgym.server")
 T = TypeVar("T")
@@ -80,9 +87,14 @@ class Limits:
     ``timeout``, and an inline environment's ``timeout``, ``time_limit``, ``step_timeout`` and
     ``lifetime``; more is refused with 400 naming this maximum (``deepgym serve
     --max-time-limit``). The service's own environments keep their caps."""
+    max_inflight_bytes: int | None = None
+    """The bytes of request bodies (the answers) the service holds at once; one request more is
+    refused with 503 and ``Retry-After``, one over it alone with 413 (``deepgym.server.admission``,
+    ``deepgym serve --max-inflight-mb``). None: a share of the service's memory."""
 
     def __post_init__(self) -> None:
         positive_int(self.max_body_bytes, "max_body_bytes")
+        optional_positive_int(self.max_inflight_bytes, "max_inflight_bytes", 2**62)
         positive_int(self.max_answers, "max_answers")
         positive_int(self.max_parallel, "max_parallel")
         positive_int(self.max_sessions, "max_sessions")
@@ -346,6 +358,8 @@ class Service:
         self.store = store
         self.allow_verifier_code = allow_verifier_code
         self.limits = limits if limits is not None else Limits()
+        self.admission = InFlightBytes(self.limits.max_inflight_bytes)
+        """The bytes of requests admitted and not yet answered, against their bound."""
         self.draining = False
         self._flights: set[_Flight] = set()
         self._idle = asyncio.Event()
