@@ -72,7 +72,10 @@ def test_a_call_without_any_verdict_logs_one_error(caplog: pytest.LogCaptureFixt
     assert record.levelno == logging.ERROR
     assert "no sample of this call got a verdict (all 8 left out)" in record.message
     assert "6 of 8: samples 0, 1, 2, 3, 4, ..." in record.message
-    assert "OSError: the host ran out of pipes (2 of 8: samples 6, 7)" in record.message
+    assert (
+        "sandbox_error: SandboxError: the host failed the run: the host ran out of pipes "
+        "(2 of 8: samples 6, 7)"
+    ) in record.message
 
 
 def test_some_samples_without_a_verdict_log_one_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -27,6 +27,7 @@ import sqlite3
 import stat
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,9 @@ class LimitStore:
             raise ConfigError(f"limit store {self.path}: cannot open ({exc})") from exc
         self._db = db
         self._lock = threading.Lock()
+        # A client dropped without close() closes the file here, not in the collector (which
+        # Python 3.13 reports as an unclosed database).
+        self._finalizer = weakref.finalize(self, db.close)
 
     def get(self, key: str) -> float | None:
         """The stored reference runtime (ms) for ``key``, or None."""
