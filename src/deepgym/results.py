@@ -23,9 +23,9 @@ def _ends(text: str, limit: int) -> str:
     return text[: text.find("\n") + 1][:400] + "  ...\n" + tail[tail.find("\n") + 1 :]
 
 
-def _cases(raw: list[Any] | None) -> list[CaseResult]:
+def _cases(raw: Any) -> list[CaseResult]:
     out = []
-    for i, c in enumerate((raw or [])[:_MAX_CASES]):
+    for i, c in enumerate(raw[:_MAX_CASES] if isinstance(raw, list) else []):
         if not isinstance(c, dict):
             continue
         score = c.get("score")

@@ -5,6 +5,7 @@ each limit). Shared by every backend; classification is ``deepgym.verdict``'s, n
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -21,6 +22,31 @@ memory limit: at the limit the kernel reclaims and retries, and the answer crawl
 runs out (or the OOM killer acts after the clock did)."""
 
 
+def parse_event(line: bytes) -> dict[str, Any] | None:
+    """One line of the result channel as an event, or None where it is not a JSON object (the
+    verifier's process writes that channel: any bytes may come, none may raise here)."""
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _name(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _ms(value: Any) -> float | None:
+    """A duration the judge reported, or None where it is no number of milliseconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value < 1e15 else None  # NaN compares false
+
+
 def read_run(
     events: list[dict[str, Any]],
     code: int | None,
@@ -31,12 +57,14 @@ def read_run(
 ) -> RawRun:
     """A run's ``RawRun`` from the judge's ``events``, the verifier's exit ``code`` and output,
     and whether the host's wall limit fired; ``isolation`` is reported as given."""
+    events = [e for e in events if isinstance(e, dict)]
     in_play = next((e for e in events if e.get("event") == "in_play"), None)
     report = next((e for e in events if e.get("event") == "report"), None)
     stderr = err.decode("utf-8", "replace")
     start_failed = report is None and in_play is None and stderr.startswith("bwrap:")
     died = code is not None and (code < 0 or code >= 128)
-    sol = (report or {}).get("solution") or {}
+    sol = (report or {}).get("solution")
+    sol = sol if isinstance(sol, dict) else {}
     detail = ""
     if report is None and not timed_out:
         detail = (stderr.strip().splitlines() or [f"verifier exited {code}"])[-1][:300]
@@ -54,12 +82,12 @@ def read_run(
         report=report,
         isolation=isolation,
         exit_code=code,
-        stdout=(sol.get("stdout") or "") if report else out.decode("utf-8", "replace"),
-        stderr=(sol.get("stderr") or "") + ("" if report else stderr),
-        in_play_ms=in_play.get("in_play_ms") if in_play else None,
-        in_play_by=in_play.get("by") if in_play else None,
-        limit_fired=sol.get("limit"),
-        solution_cpu_ms=sol.get("cpu_ms"),
+        stdout=_text(sol.get("stdout")) if report else out.decode("utf-8", "replace"),
+        stderr=_text(sol.get("stderr")) + ("" if report else stderr),
+        in_play_ms=_ms(in_play.get("in_play_ms")) if in_play else None,
+        in_play_by=_name(in_play.get("by")) if in_play else None,
+        limit_fired=_name(sol.get("limit")),
+        solution_cpu_ms=_ms(sol.get("cpu_ms")),
         signal=-code if code is not None and code < 0 else None,
     )
 

@@ -11,7 +11,6 @@ nothing here branches on the isolation.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
@@ -23,7 +22,7 @@ from typing import Any, Protocol
 
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
-from deepgym.sandbox.evidence import apply_evidence, read_run, take_evidence
+from deepgym.sandbox.evidence import apply_evidence, parse_event, read_run, take_evidence
 from deepgym.sandbox.policy import BASE_ENV
 from deepgym.sandbox.served import SolutionServer
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
@@ -147,11 +146,15 @@ class FreshRuns:
         events: list[dict[str, Any]] = []
 
         async def read_events() -> None:
-            while line := await reader.readline():
-                with contextlib.suppress(ValueError):
-                    msg = json.loads(line)
-                    if isinstance(msg, dict):
-                        events.append(msg)
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:  # a line past the reader's limit: dropped, and read on
+                    continue
+                if not line:
+                    return
+                if (msg := parse_event(line)) is not None:
+                    events.append(msg)
 
         async def drain(stream: asyncio.StreamReader | None) -> bytes:
             if stream is None:

@@ -34,7 +34,7 @@ from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.judge.codes import ANSWER_PATH
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
-from deepgym.sandbox.evidence import apply_evidence, mechanisms, read_run
+from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.spec import START_GRACE_S, job_spec, rlimits, solution_env, work_bytes
 from deepgym.sandbox.workspace import Workspace
@@ -102,13 +102,20 @@ class _Worker:
 
         async def read() -> int | None:
             await self.proc.stdin.drain()  # type: ignore[union-attr]
-            while line := await self.events.readline():
-                with contextlib.suppress(ValueError):
-                    msg = json.loads(line)
-                    if msg.get("event") == "done":
-                        return int(msg.get("exit_code", 1))
+            while True:
+                try:
+                    line = await self.events.readline()
+                except ValueError:  # a line past the reader's limit: dropped, and read on
+                    continue
+                if not line:
+                    return None
+                if (msg := parse_event(line)) is None:
+                    continue
+                if msg.get("event") != "done":
                     events.append(msg)
-            return None
+                    continue
+                with contextlib.suppress(TypeError, ValueError, OverflowError):
+                    return int(msg.get("exit_code", 1))  # else not the judge's: read on
 
         try:
             async with asyncio.timeout(wall):
@@ -141,8 +148,8 @@ class _Worker:
             while chunk := os.read(self.marks, 65536):
                 data += chunk
         for line in data.splitlines():
-            with contextlib.suppress(ValueError):
-                events.append(json.loads(line))
+            if (msg := parse_event(line)) is not None:
+                events.append(msg)
         return events
 
     def kill(self) -> None:
