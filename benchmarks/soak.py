@@ -87,12 +87,25 @@ MIX = ("correct",) * 6 + ("wrong",) * 4 + ("hang", "memory", "fork", "crash")
 """One batch: 14 answers, every kind in it."""
 
 
+STARVABLE = ("hang", "memory", "fork")
+"""Kinds that spend their whole time limit: on a host too loaded to give them the CPU, the
+contract's rule (``deepgym.judge.blame``) has no verdict for them (``timeout``: the host, not the
+answer, held them back), never a score."""
+
+
+def starved(kind: str, r: RunResult) -> bool:
+    """Whether ``r`` is a run of a starvable kind that the host held back (no verdict)."""
+    return kind in STARVABLE and not r.has_verdict and r.error_type == "timeout"
+
+
 def as_expected(kind: str, r: RunResult) -> bool:
     """Whether ``r`` is what an answer of ``kind`` must give under the reward contract."""
     if kind == "correct":
         return r.has_verdict and r.passed and r.score == 1.0
     if kind == "crash":  # the verifier's failure is ours: no verdict, never a 0
         return not r.has_verdict
+    if starved(kind, r):
+        return True
     return r.has_verdict and r.score == 0.0 and not r.passed
 
 
@@ -106,6 +119,8 @@ class Arm:
     batches: int = 0
     lost: int = 0
     unexpected: int = 0
+    starved: int = 0
+    """Runs of a starvable kind the loaded host held back (no verdict, as the contract says)."""
     examples: list[str] = field(default_factory=list)
     go: asyncio.Event = field(default_factory=asyncio.Event)
     """Set while the arm may start batches; cleared to take a row between batches."""
@@ -129,6 +144,7 @@ class Arm:
             self.runs += len(batch.results)
             self.lost += abs(len(MIX) - len(batch.results))
             for kind, r in zip(MIX, batch.results, strict=False):
+                self.starved += starved(kind, r)
                 if not as_expected(kind, r):
                     self.unexpected += 1
                     if len(self.examples) < 5:
@@ -333,6 +349,7 @@ async def soak(
                 "batches": a.batches,
                 "lost_or_duplicated": a.lost,
                 "unexpected": a.unexpected,
+                "starved": a.starved,
                 "examples": a.examples,
             }
             for a in arms
@@ -409,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, a in result["arms"].items():
         print(
             f"{name}: {a['runs']} runs in {a['batches']} batches, {a['unexpected']} off their "
-            f"kind, {a['lost_or_duplicated']} lost or duplicated"
+            f"kind, {a['lost_or_duplicated']} lost or duplicated, {a['starved']} held back by "
+            "the loaded host (no verdict)"
         )
         for line in a["examples"]:
             print(f"  {line}")
