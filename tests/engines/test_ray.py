@@ -49,7 +49,10 @@ def cluster() -> Iterator[Cluster]:
 
 
 def _verdict(r: RunResult) -> tuple[Any, ...]:
-    return (r.has_verdict, r.score, r.passed, r.error_type)
+    """What the trainer gets: the verdict, score and pass, and why there was no verdict. Which
+    of the answer's own failures a judged 0 names can differ with timing (a memory bomb that
+    reaches its time limit before its memory limit on a loaded machine)."""
+    return (r.has_verdict, r.score, r.passed, None if r.has_verdict else r.error_type)
 
 
 def _engine(cluster: Cluster, **kw: Any) -> RayEngine:
