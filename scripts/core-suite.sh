@@ -7,7 +7,8 @@
 #
 # The interpreter: $PYTHON3_<X>_<Y>, else python<X.Y> on PATH, else pyenv's newest <X.Y>.*;
 # absent, the version is skipped with one line (exit 0). Its venv is build/venv-<X.Y>, made on
-# first use with the core, dev, latency and server extras (no torch, no trainer).
+# first use (and again when pyproject.toml changes) with the core, dev, latency and server
+# extras (no torch, no trainer).
 set -eu
 version=$1
 var=PYTHON$(echo "$version" | tr . _)
@@ -28,7 +29,7 @@ if [ -z "$py" ] || ! [ -x "$py" ]; then
     exit 0
 fi
 venv=build/venv-$version
-if [ ! -f "$venv/.installed" ]; then
+if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
     "$py" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
     # No torch and no trainer: the core suite leaves their tests to the main Python (a CPU torch
