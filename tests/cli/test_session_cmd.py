@@ -81,8 +81,13 @@ def test_a_person_plays_the_agent_in_a_terminal(tmp_path: Path) -> None:
         raise AssertionError(f"{text!r} never showed:\n{screen()}")
 
     try:
-        wait_for("deepgym:agent/fix_add$")  # (the pane drops trailing spaces)
-        for keys in (FIX, "python3 -c 'import calc; print(calc.add(2, 3))'", "score"):
+        prompt = "deepgym:agent/fix_add$"  # (the pane drops trailing spaces)
+        wait_for(prompt)
+        for i, keys in enumerate((FIX, "python3 -c 'import calc; print(calc.add(2, 3))'", "score")):
+            # One line at a time, each at its prompt, as a person types.
+            deadline = time.monotonic() + 30
+            while screen().count(prompt) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
             subprocess.run(
                 [*tmux, "send-keys", "-t", "play", keys, "Enter"], check=True, timeout=10
             )
