@@ -44,6 +44,7 @@ from typing import Any
 from _common import print_table, write_json
 
 from deepgym import AsyncDeepGym, Environment, RunResult
+from deepgym.judge.blame import tree_pids
 from deepgym.sandbox import cgroups
 from deepgym.scheduling import TimeLimitPolicy
 
@@ -178,26 +179,8 @@ def fds(pid: int) -> int:
 
 
 def descendants(pid: int) -> set[int]:
-    """Every process below ``pid``."""
-    tree: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        ppid = int(raw[raw.rfind(b")") + 2 :].split()[1])
-        tree.setdefault(ppid, []).append(int(name))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
+    """Every live process below ``pid`` (the judge's own reading of ``/proc``)."""
+    return tree_pids(pid) - {pid}
 
 
 def held_cgroups(pids: list[int]) -> set[str]:
