@@ -41,7 +41,7 @@ from typing import Any
 
 from deepgym import AsyncDeepGym, DeepGym, Environment, NoVerdictError, RunResult
 from deepgym.completions import answer_of
-from deepgym.exceptions import ConfigError, DeepGymError
+from deepgym.exceptions import DeepGymError
 from deepgym.integrations.reward import MaskedRate, warn_unscored
 from deepgym.types import EnvLike
 from deepgym.validation import optional_positive_int, positive_int
@@ -242,15 +242,6 @@ def _define_single_turn() -> type:
     return DeepGymSingleTurnAgentLoop
 
 
-def _session_env(target: EnvLike) -> Environment:
-    from deepgym.envs.registry import resolve
-
-    found = resolve(target)
-    if found.kind != "session":
-        raise ConfigError(f"{found.name} is a {found.kind} task, not a session (deepgym_agent)")
-    return found
-
-
 def _define_agent() -> type:
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
@@ -301,12 +292,11 @@ def _define_agent() -> type:
             session: Any = None
             env: Environment | None = None
             try:
-                env = _session_env(
-                    environment_of(
-                        kwargs.get("data_source"), kwargs.get("extra_info"), self.deepgym_env
-                    )
+                target = environment_of(
+                    kwargs.get("data_source"), kwargs.get("extra_info"), self.deepgym_env
                 )
-                session = await _async_client().session(env)
+                session = await _async_client().session(target)  # refuses a non-session
+                env = session.env
             except DeepGymError as exc:  # never acted: no verdict
                 result = failure_result(exc, None, acted=False)  # the sample is empty, masked
             budget = 0 if env is None else min(env.max_steps, self.max_turns or env.max_steps)
