@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, settings
 from hypothesis import strategies as st
 
-from deepgym.sandbox import spec
+from deepgym.sandbox import cgroups, spec
 from deepgym.sandbox.base import Job, RawRun
 from tests.fakes import FakeBackend
 
@@ -151,13 +151,6 @@ def scripted(answer: Any) -> bool:
     return isinstance(answer, str) and (answer in FAKE_WORDS or answer.startswith("sleep:"))
 
 
-class _NoCgroupDirs:
-    """A run's cgroups without a memory one: ``spec.rlimits`` then sets the address space."""
-
-    def __init__(self) -> None:
-        self.dirs: dict[str, str] = {}
-
-
 class HostlikeBackend(FakeBackend):
     """The fake backend (``tests/fakes.py``), doing first with each job what a real sandbox
     does with its numbers and text, with the real code where it is pure: the rlimits
@@ -168,7 +161,8 @@ class HostlikeBackend(FakeBackend):
 
     async def run(self, job: Job) -> RawRun:
         env = job.env
-        limits = spec.rlimits(job, _NoCgroupDirs())  # type: ignore[arg-type]
+        # a run without a memory cgroup: ``spec.rlimits`` then sets the address space
+        limits = spec.rlimits(job, cgroups.RunCgroup())
         for key, value in limits.items():
             if not 0 <= value <= C_LONG_MAX:
                 raise OverflowError(f"setrlimit {key}: {value} does not fit a C long")

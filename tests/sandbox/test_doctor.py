@@ -272,7 +272,8 @@ def test_what_v2_offers(tmp_path: Path) -> None:
     (own / "cgroup.controllers").write_text("cpu io\n")
     assert doctor.v2_found(str(own)).endswith("without memory and pids controllers")
     (own.parent / "cgroup.controllers").write_text("cpu io memory pids\n")
-    assert doctor.v2_found(str(own)) == f"cgroup v2 group {own}: memory and pids delegated"
+    found = doctor.v2_found(str(own))
+    assert found == f"cgroup v2 group {own}: memory and pids, writable: give it as DEEPGYM_CGROUP"
     assert doctor.v2_found(None) == "no cgroup v2 group"
 
 

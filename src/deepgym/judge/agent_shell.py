@@ -56,8 +56,14 @@ _SAVE = (
 
 
 def _join_cgroups() -> None:
-    for procs in filter(None, os.environ.pop("DEEPGYM_CGROUP_PROCS", "").split(":")):
-        with open(procs, "w") as f:
+    """Join the session's groups: ``cgroup.procs`` paths (v1), or ``&N`` descriptors the host
+    opened (v2), closed once used (``solution_host.join_cgroups``)."""
+    for entry in filter(None, os.environ.pop("DEEPGYM_CGROUP_PROCS", "").split(":")):
+        if entry.startswith("&"):
+            os.write(int(entry[1:]), b"0")
+            os.close(int(entry[1:]))
+            continue
+        with open(entry, "w") as f:
             f.write("0")
 
 

@@ -223,13 +223,25 @@ def _take_host_setup() -> None:
     """What a host that started this process ahead of time passes in the environment: cgroup
     files to join, and where the RPC pipes are (moved to fds 3 and 4). Done before any of the
     answer runs, and removed from the environment the answer sees."""
-    for procs in filter(None, os.environ.pop("DEEPGYM_CGROUP_PROCS", "").split(":")):
-        with open(procs, "w") as f:
-            f.write("0")
+    join_cgroups(os.environ.pop("DEEPGYM_CGROUP_PROCS", ""))
     fds = os.environ.pop("DEEPGYM_RPC_FDS", "")
     if fds:
         req, rep = (int(x) for x in fds.split(","))
         move_fds([req, rep], REQ_FD)
+
+
+def join_cgroups(value: str) -> None:
+    """Join the groups ``value`` names (``DEEPGYM_CGROUP_PROCS``, ``:``-separated): a
+    ``cgroup.procs`` path (cgroup v1), or ``&N``, a descriptor of one the host opened (cgroup v2:
+    the kernel checks the move in the opener's cgroup namespace), closed once used."""
+    for entry in filter(None, value.split(":")):
+        if entry.startswith("&"):
+            fd = int(entry[1:])
+            os.write(fd, b"0")
+            os.close(fd)
+        else:
+            with open(entry, "w") as f:
+                f.write("0")
 
 
 def move_fds(fds: list[int], first: int) -> None:

@@ -296,7 +296,10 @@ class Zygote:
     def __init__(self, ctl: socket.socket, cgroup_procs: list[str]) -> None:
         self.ctl = ctl
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
-        self.cgroup_fds = [os.open(path, os.O_WRONLY) for path in cgroup_procs]
+        # a v1 group's procs file by path; a v2 one as a descriptor the host opened (``&N``)
+        self.cgroup_fds = [
+            int(p[1:]) if p.startswith("&") else os.open(p, os.O_WRONLY) for p in cgroup_procs
+        ]
         self.children: dict[int, int] = {}
         self.standby: tuple[int, int, int, list[int]] | None = None
 
@@ -439,6 +442,9 @@ def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> socket.
         finally:
             os._exit(0)
     theirs.close()
+    for entry in cgroup_procs:  # the zygote holds the v2 group's descriptor: the worker does not
+        if entry.startswith("&"):
+            os.close(int(entry[1:]))
     return mine
 
 

@@ -1,8 +1,21 @@
 """cgroups for the solution's memory and process limits, where the host lets us.
 
-cgroup v1 with writable ``memory`` and ``pids`` controllers is used when present (as root on
-these machines); otherwise the limits fall back to rlimits inside the solution process, and every
-result records which mechanism enforced each limit.
+Where the groups are made, in this order:
+
+- a cgroup v2 folder given in ``DEEPGYM_CGROUP`` (a subtree delegated to this user);
+- cgroup v1 with writable ``memory`` and ``pids`` controllers (as root on these machines);
+- this process's own cgroup v2 group when systemd delegated it (``Delegate=yes``: the group
+  carries the ``trusted.delegate`` or ``user.delegate`` mark).
+
+Otherwise the limits fall back to rlimits inside the solution process. Every result records which
+mechanism enforced each limit (``cgroup-v1``, ``cgroup-v2`` or ``rlimit``).
+
+On cgroup v2 a group with processes cannot hand controllers to groups below it, so before it
+enables ``memory`` and ``pids`` for its groups deepgym moves the processes of a group it uses
+into a leaf of their own (``HOST_LEAF``), as a delegated service is expected to. A solution joins
+its v2 group through a ``cgroup.procs`` descriptor the host opened (``join``): the kernel checks
+a move against the opener's cgroup namespace, which holds both groups, while the sandbox's own
+cgroup namespace does not.
 
 Two shapes: ``create`` makes a group per run (``strict``), removed after the run (one still busy,
 a process exiting, is retried later, never left behind at close); a ``Slot`` is one pool
@@ -23,13 +36,23 @@ across pid namespaces).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import functools
 import os
+import subprocess
+import sys
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 V1_ROOT = "/sys/fs/cgroup"
+V2_ENV = "DEEPGYM_CGROUP"
+"""A cgroup v2 folder deepgym makes its groups in (it takes precedence over cgroup v1)."""
+HOST_LEAF = "deepgym-host"
+"""The leaf the processes of a v2 group deepgym uses move to, so it can enable controllers."""
+V2_CONTROLLERS = ("memory", "pids")
 _PENDING: list[str] = []
 
 AT_LIMIT_BYTES = 2**20
@@ -40,7 +63,10 @@ always count it (measured: 0 after a run held at its limit by page cache), the p
 
 @functools.cache
 def v1_controllers() -> tuple[str, ...]:
-    """Writable v1 controllers among memory and pids (probed by creating a test group)."""
+    """Writable v1 controllers among memory and pids (probed by creating a test group); none
+    when ``DEEPGYM_CGROUP`` names a v2 folder to use instead."""
+    if os.environ.get(V2_ENV):
+        return ()
     found = []
     for ctrl in ("memory", "pids"):
         base = os.path.join(V1_ROOT, ctrl)
@@ -56,19 +82,239 @@ def v1_controllers() -> tuple[str, ...]:
     return tuple(found)
 
 
+@dataclass(frozen=True)
+class V2Base:
+    """The cgroup v2 folder deepgym makes its groups in, and what it found there."""
+
+    path: str
+    source: str
+    """``DEEPGYM_CGROUP``, or ``delegated`` (this process's own group, delegated by systemd)."""
+    controllers: tuple[str, ...] = ()
+    """Among memory and pids: those enabled for the groups made here (limits held by them)."""
+    problem: str = ""
+    """Why memory or pids is not among ``controllers``, or why the folder is unusable."""
+    available: tuple[str, ...] = ()
+    """Among memory and pids: those the folder has (``cgroup.controllers``), enabled or not."""
+    usable: bool = True
+    """Whether groups can be made here at all (False: not a cgroup v2 folder)."""
+
+
+def own_v2_group(mountinfo: str | None = None, cgroup: str | None = None) -> str | None:
+    """This process's cgroup v2 folder, from ``/proc/self/mountinfo`` and ``/proc/self/cgroup``
+    (None without a cgroup2 mount of the hierarchy's root, or a ``0::`` line)."""
+    if mountinfo is None:
+        mountinfo = _read_text("/proc/self/mountinfo")
+    if cgroup is None:
+        cgroup = _read_text("/proc/self/cgroup")
+    mount = None
+    for row in mountinfo.splitlines():
+        left, _, right = row.partition(" - ")
+        fields = left.split()
+        if right.split()[:1] == ["cgroup2"] and len(fields) > 4 and fields[3] == "/":
+            mount = fields[4]
+            if mount == V1_ROOT:  # the unified hierarchy itself: preferred
+                break
+    path = next((ln[3:] for ln in cgroup.splitlines() if ln.startswith("0::")), None)
+    if mount is None or path is None:
+        return None
+    return os.path.normpath(mount + path)
+
+
+def delegated(folder: str) -> bool:
+    """Whether systemd delegated ``folder`` (``Delegate=yes`` marks it with an xattr)."""
+    for name in ("trusted.delegate", "user.delegate"):
+        try:
+            if os.getxattr(folder, name) == b"1":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def v2_candidate() -> tuple[str, str] | None:
+    """(folder, source) deepgym would make its v2 groups in, or None (v1 or rlimits); reads
+    only, changes nothing."""
+    given = os.environ.get(V2_ENV, "")
+    if given:
+        return os.path.abspath(given), V2_ENV
+    if v1_controllers():
+        return None
+    own = own_v2_group()
+    if own is not None and delegated(own):
+        return own, "delegated"
+    return None
+
+
+def is_v2_folder(path: str) -> bool:
+    """Whether ``path`` is a folder of a cgroup v2 hierarchy (v1 folders lack subtree_control)."""
+    return os.path.isfile(os.path.join(path, "cgroup.subtree_control"))
+
+
+def read_v2(path: str, source: str) -> V2Base:
+    """What ``path`` offers as it is now: the controllers already enabled for groups below it,
+    and why another is missing (changes nothing; ``prepare_v2`` enables what it can)."""
+    if not is_v2_folder(path):
+        return V2Base(path, source, (), f"{path} is not a cgroup v2 folder", usable=False)
+    available = set(_read_text(os.path.join(path, "cgroup.controllers")).split())
+    enabled = set(_read_text(os.path.join(path, "cgroup.subtree_control")).split())
+    have = tuple(c for c in V2_CONTROLLERS if c in enabled)
+    offered = tuple(c for c in V2_CONTROLLERS if c in available)
+    missing = [c for c in V2_CONTROLLERS if c not in enabled]
+    if not missing:
+        return V2Base(path, source, have, available=offered)
+    absent = [c for c in missing if c not in available]
+    if absent:
+        why = (
+            f"{' and '.join(absent)} not in {path}/cgroup.controllers: the group above it must "
+            "enable them (its cgroup.subtree_control)"
+        )
+    else:
+        why = f"{' and '.join(missing)} not yet enabled in {path}/cgroup.subtree_control"
+    return V2Base(path, source, have, why, available=offered)
+
+
+def prepare_v2(base: V2Base) -> V2Base:
+    """Enable memory and pids for the groups below ``base.path`` where they are available,
+    first moving the processes of that group into ``HOST_LEAF`` (a group with processes cannot
+    enable controllers below it) when this process is among them."""
+    if not base.usable:
+        return base
+    path = base.path
+    available = set(_read_text(os.path.join(path, "cgroup.controllers")).split())
+    need = [c for c in V2_CONTROLLERS if c in available and c not in base.controllers]
+    if not need:
+        return base
+    procs = _read_text(os.path.join(path, "cgroup.procs")).split()
+    if str(os.getpid()) in procs:
+        leaf = os.path.join(path, HOST_LEAF)
+        with contextlib.suppress(OSError):
+            os.makedirs(leaf, exist_ok=True)
+            for pid in procs:
+                with contextlib.suppress(OSError):  # one that exited meanwhile
+                    _write(os.path.join(leaf, "cgroup.procs"), pid)
+    failed = ""
+    for ctrl in need:
+        try:
+            _write(os.path.join(path, "cgroup.subtree_control"), f"+{ctrl}")
+        except OSError as exc:
+            failed = f"enabling {ctrl} in {path}/cgroup.subtree_control failed: {exc.strerror}"
+            if exc.errno == errno.EBUSY:
+                failed += " (the group holds processes that are not this one's)"
+    now = read_v2(path, base.source)
+    return dataclasses.replace(now, problem=failed or now.problem) if now.problem else now
+
+
+def join_refused(path: str) -> str:
+    """Why a process could not join a group made in ``path`` ("" when it can): a throwaway
+    child moves itself into an empty group through a descriptor opened here, as a solution does,
+    then the group is removed. The kernel asks for write access to the ``cgroup.procs`` of the
+    common parent of the two groups, which a subtree given by hand may lack."""
+    probe = os.path.join(path, f"probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.mkdir(probe)
+    except OSError as exc:
+        return f"making a group in {path} failed: {exc.strerror}"
+    try:
+        fd = os.open(os.path.join(probe, "cgroup.procs"), os.O_WRONLY)
+        try:
+            code = (
+                f"import os, sys\ntry: os.write({fd}, b'0')\n"
+                "except OSError as e: sys.exit(e.strerror)"
+            )
+            child = subprocess.run(
+                [sys.executable, "-I", "-S", "-c", code],
+                pass_fds=(fd,),
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        finally:
+            os.close(fd)
+        if child.returncode != 0:
+            why = child.stderr.strip().splitlines()[-1:] or [f"exit {child.returncode}"]
+            return (
+                f"moving a process into a group in {path} is refused ({why[0]}): the process "
+                "that runs deepgym must be in that folder, or in a group whose common parent "
+                "with it is writable"
+            )
+        return ""
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"probing a group in {path} failed: {exc}"
+    finally:
+        for _ in range(50):  # the child has exited: its group empties a moment later
+            try:
+                os.rmdir(probe)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.01)
+
+
+@functools.cache
+def v2_base() -> V2Base | None:
+    """The v2 folder the backends make their groups in (prepared and probed once), or None.
+    One whose groups a process cannot join is unusable: the runs use rlimits and say so."""
+    found = v2_candidate()
+    if found is None:
+        return None
+    base = prepare_v2(read_v2(*found))
+    if base.usable and (refused := join_refused(base.path)):
+        return dataclasses.replace(base, controllers=(), problem=refused, usable=False)
+    return base
+
+
+def group_parents() -> list[str]:
+    """The folders the groups of this host are made in (one per v1 controller, or the v2 one)."""
+    base = v2_base()
+    if base is not None:
+        return [base.path] if base.usable else []
+    return [os.path.join(V1_ROOT, c, "deepgym") for c in v1_controllers()]
+
+
 class _Groups:
-    """A solution's groups, one folder per controller (``dirs``; empty: rlimits only)."""
+    """A solution's groups: on v1 one folder per controller (``dirs``; empty: rlimits only), on
+    v2 one folder (``dirs["v2"]``) whose enabled controllers are ``v2``."""
 
     dirs: dict[str, str]
+    v2: tuple[str, ...] | None = None
+    _join_fd: int | None = None
+
+    def holds(self, ctrl: str) -> bool:
+        """Whether a group holds the ``memory`` or ``pids`` limit."""
+        return ctrl in self.v2 if self.v2 is not None else ctrl in self.dirs
 
     @property
     def procs_files(self) -> dict[str, str]:
         return {c: os.path.join(d, "cgroup.procs") for c, d in self.dirs.items()}
 
+    def join(self, mounted: str | None) -> tuple[str, dict[str, str], tuple[int, ...]]:
+        """How a solution joins these groups: the ``DEEPGYM_CGROUP_PROCS`` value it is given,
+        the ``cgroup.procs`` files to bind into its sandbox (controller -> host path, each at
+        ``mounted`` formatted with the controller; None: no sandbox, the host paths), and the
+        descriptors to pass it. On v2 a descriptor the host opened (``&N``), nothing bound."""
+        if self.v2 is None:
+            files = self.procs_files
+            if mounted is None:
+                return ":".join(files.values()), {}, ()
+            return ":".join(mounted.format(c) for c in files), files, ()
+        if not self.dirs:
+            return "", {}, ()
+        if self._join_fd is None:
+            self._join_fd = os.open(os.path.join(self.dirs["v2"], "cgroup.procs"), os.O_WRONLY)
+        return f"&{self._join_fd}", {}, (self._join_fd,)
+
+    def _close_join(self) -> None:
+        if self._join_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._join_fd)
+            self._join_fd = None
+
     def mechanisms(self) -> dict[str, str]:
+        kind = "cgroup-v1" if self.v2 is None else "cgroup-v2"
         return {
-            "memory": "cgroup-v1" if "memory" in self.dirs else "rlimit",
-            "processes": "cgroup-v1" if "pids" in self.dirs else "rlimit",
+            "memory": kind if self.holds("memory") else "rlimit",
+            "processes": kind if self.holds("pids") else "rlimit",
         }
 
 
@@ -79,10 +325,13 @@ class RunCgroup(_Groups):
     dirs: dict[str, str] = field(default_factory=dict)
     memory_bytes: int = 1 << 62
     """The memory limit set on the group."""
+    v2: tuple[str, ...] | None = None
 
     def evidence(self) -> tuple[str | None, float | None]:
         """(limit that fired, peak memory in MiB) read from the groups after the run: the memory
         limit fired if the OOM killer acted, a charge failed, or the peak reached the limit."""
+        if self.v2 is not None:
+            return self._v2_evidence()
         limit = None
         peak = None
         mem = self.dirs.get("memory")
@@ -98,8 +347,31 @@ class RunCgroup(_Groups):
             limit = "processes"
         return limit, peak
 
+    def _v2_evidence(self) -> tuple[str | None, float | None]:
+        """v2: the memory limit fired if ``memory.events`` counts an OOM kill or a charge that
+        met ``memory.max``, or the peak (``memory.peak``) reached it; processes if
+        ``pids.events`` counts a refused fork."""
+        d = self.dirs.get("v2")
+        if d is None:
+            return None, None
+        limit = None
+        peak = None
+        if self.holds("memory"):
+            text = _read_text(os.path.join(d, "memory.peak"))
+            top = _int(text)
+            peak = top / 2**20 if text.strip() else None
+            events = _read_text(os.path.join(d, "memory.events"))
+            at_limit = text.strip() and top >= self.memory_bytes - AT_LIMIT_BYTES
+            if _counter(events, "oom_kill") or _counter(events, "max") or at_limit:
+                limit = "memory"
+        refused = _counter(_read_text(os.path.join(d, "pids.events")), "max")
+        if limit is None and self.holds("pids") and refused:
+            limit = "processes"
+        return limit, peak
+
     def remove(self) -> None:
         """Remove the run's groups (a busy one is retried later, never left behind)."""
+        self._close_join()
         for d in self.dirs.values():
             _rmdir(d)
         self.dirs = {}
@@ -137,8 +409,7 @@ def remove_owned(owner: str) -> bool:
     workspace's lock); whether none is left. A group that still holds a process stays (the
     kernel refuses: EBUSY), for the next sweep."""
     left = False
-    for ctrl in v1_controllers():
-        parent = os.path.join(V1_ROOT, ctrl, "deepgym")
+    for parent in group_parents():
         try:
             names = os.listdir(parent)
         except OSError:
@@ -165,8 +436,11 @@ def create(memory_mb: int, max_processes: int, *, owner: str | None = None) -> R
     None: named for this process, removed only by it.
     """
     retry_pending(final=False)
-    group = RunCgroup()
     name = owned_name("run", owner) if owner else f"run-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    base = v2_base()
+    if base is not None:
+        return _create_v2(base, name, memory_mb, max_processes)
+    group = RunCgroup()
     for ctrl in v1_controllers():
         d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
         try:
@@ -182,6 +456,29 @@ def create(memory_mb: int, max_processes: int, *, owner: str | None = None) -> R
             _rmdir(d)
             continue
         group.dirs[ctrl] = d
+    return group
+
+
+def _create_v2(base: V2Base, name: str, memory_mb: int, max_processes: int) -> RunCgroup:
+    """A run's v2 group in ``base``: ``memory.max`` (no swap) and ``pids.max`` where those
+    controllers are enabled; a group without them still holds the run's processes together."""
+    group = RunCgroup(v2=base.controllers)
+    if not base.usable:
+        return group
+    d = os.path.join(base.path, name)
+    try:
+        os.mkdir(d)
+        if "memory" in base.controllers:
+            _write(os.path.join(d, "memory.max"), str(memory_mb * 2**20))
+            group.memory_bytes = memory_mb * 2**20
+            with contextlib.suppress(OSError):  # absent without swap accounting
+                _write(os.path.join(d, "memory.swap.max"), "0")
+        if "pids" in base.controllers:
+            _write(os.path.join(d, "pids.max"), str(max_processes))
+    except OSError:
+        _rmdir(d)
+        return RunCgroup()
+    group.dirs["v2"] = d
     return group
 
 
@@ -213,9 +510,12 @@ class Slot(_Groups):
 
     ``begin`` sets the run's limits and notes the counters; ``end`` reads what the run did: the
     memory limit fired if the kernel's OOM killer acted in the group during the run or the run's
-    usage reached the limit (``AT_LIMIT_BYTES``, from the peak ``end`` reads anyway), the process
-    limit if a fork was refused, and the peak is the usage above the run's starting level (page
-    cache a previous run left charged here is reclaimable and not counted).
+    usage reached the limit (``AT_LIMIT_BYTES``, from the peak ``end`` reads anyway; on v2 also a
+    charge that met ``memory.max``), the process limit if a fork was refused, and the peak is the
+    usage above the run's starting level (page cache a previous run left charged here is
+    reclaimable and not counted). On v2 the peak is reset per run through the slot's own
+    ``memory.peak`` descriptor (Linux 6.12 and later); where the kernel cannot, a pooled run
+    reports no peak rather than the slot's lifetime one.
     """
 
     def __init__(self, name: str) -> None:
@@ -223,24 +523,40 @@ class Slot(_Groups):
         self._fds: dict[str, int] = {}
         self._set: dict[str, int] = {}
         self._base: tuple[int, int, int] = (0, 0, 0)
+        self._peak_resets = False
+        base = v2_base()
+        if base is not None:
+            if base.usable:
+                self._open_v2(base, name)
+            return
         for ctrl in v1_controllers():
             d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
-            fds: dict[str, int] = {}
-            try:
-                os.makedirs(d)
-                for f, writable in _SLOT_FILES[ctrl]:
-                    fds[f] = os.open(os.path.join(d, f), os.O_RDWR if writable else os.O_RDONLY)
-            except OSError:
-                for fd in fds.values():
-                    os.close(fd)
-                _rmdir(d)
-                continue
-            self.dirs[ctrl] = d
-            self._fds.update(fds)
+            fds = _make_and_open(d, _SLOT_FILES[ctrl])
+            if fds is not None:
+                self.dirs[ctrl] = d
+                self._fds.update(fds)
         with contextlib.suppress(OSError):  # absent without swap accounting
             if "memory" in self.dirs:
                 path = os.path.join(self.dirs["memory"], "memory.memsw.limit_in_bytes")
                 self._fds["memory.memsw.limit_in_bytes"] = os.open(path, os.O_RDWR)
+
+    def _open_v2(self, base: V2Base, name: str) -> None:
+        d = os.path.join(base.path, name)
+        fds = _make_and_open(d, [f for c in base.controllers for f in _SLOT_FILES_V2[c]])
+        if fds is None:
+            return
+        self.dirs["v2"] = d
+        self.v2 = base.controllers
+        self._fds = fds
+        if "memory" in base.controllers:
+            with contextlib.suppress(OSError):  # absent without swap accounting
+                _write(os.path.join(d, "memory.swap.max"), "0")
+            try:
+                self._fds["memory.peak"] = os.open(os.path.join(d, "memory.peak"), os.O_RDWR)
+                os.pwrite(self._fds["memory.peak"], b"reset", 0)
+                self._peak_resets = True
+            except OSError:  # before Linux 6.12 (or 5.19: no memory.peak at all)
+                pass
 
     def _read(self, name: str) -> str:
         fd = self._fds.get(name)
@@ -256,6 +572,18 @@ class Slot(_Groups):
     def begin(self, memory_mb: int, max_processes: int) -> None:
         """Set this run's limits (only those that changed) and note the counters."""
         limit = memory_mb * 2**20
+        if self.v2 is not None:
+            self._write("memory.max", limit)
+            if self._peak_resets:
+                os.pwrite(self._fds["memory.peak"], b"reset", 0)  # peak := usage now
+            self._write("pids.max", max_processes)
+            events = self._read("memory.events")
+            self._base = (
+                _int(self._read("memory.current")),
+                _counter(events, "oom_kill") + _counter(events, "max"),
+                _counter(self._read("pids.events"), "max"),
+            )
+            return
         if "memory" in self.dirs:
             # memsw may never be below the memory limit: raise in the order that keeps it so
             order = ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes")
@@ -275,7 +603,18 @@ class Slot(_Groups):
         usage0, kills0, refused0 = self._base
         limit = None
         peak = None
-        if "memory" in self.dirs:
+        if self.v2 is not None:
+            if self.holds("memory"):
+                events = self._read("memory.events")
+                hits = _counter(events, "oom_kill") + _counter(events, "max")
+                at_limit = False
+                if self._peak_resets:
+                    top = _int(self._read("memory.peak"))
+                    peak = max(top - usage0, 0) / 2**20
+                    at_limit = top >= self._set.get("memory.max", 1 << 62) - AT_LIMIT_BYTES
+                if at_limit or hits > kills0:
+                    limit = "memory"
+        elif "memory" in self.dirs:
             top = _int(self._read("memory.max_usage_in_bytes"))
             peak = max(top - usage0, 0) / 2**20
             at_limit = top >= self._set.get("memory.limit_in_bytes", 1 << 62) - AT_LIMIT_BYTES
@@ -287,6 +626,7 @@ class Slot(_Groups):
 
     def close(self) -> None:
         """Close the files and remove the groups (retried at exit if a process is still in)."""
+        self._close_join()
         for fd in self._fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -296,6 +636,22 @@ class Slot(_Groups):
         self.dirs = {}
 
 
+def _make_and_open(d: str, files: Iterable[tuple[str, bool]]) -> dict[str, int] | None:
+    """Make group ``d`` and open its control files (name, writable); None, with nothing left
+    open or made, when either fails."""
+    fds: dict[str, int] = {}
+    try:
+        os.makedirs(d)
+        for f, writable in files:
+            fds[f] = os.open(os.path.join(d, f), os.O_RDWR if writable else os.O_RDONLY)
+    except OSError:
+        for fd in fds.values():
+            os.close(fd)
+        _rmdir(d)
+        return None
+    return fds
+
+
 _SLOT_FILES = {
     "memory": (
         ("memory.limit_in_bytes", True),
@@ -303,6 +659,10 @@ _SLOT_FILES = {
         ("memory.usage_in_bytes", False),
         ("memory.oom_control", False),
     ),
+    "pids": (("pids.max", True), ("pids.events", False)),
+}
+_SLOT_FILES_V2 = {
+    "memory": (("memory.max", True), ("memory.current", False), ("memory.events", False)),
     "pids": (("pids.max", True), ("pids.events", False)),
 }
 

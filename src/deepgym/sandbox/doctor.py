@@ -7,14 +7,16 @@ missing. ``Report.exit_code`` is the command's: 0 the default sandbox runs with 
 runs with weaker limits (named in the checks marked ``weak``), 2 it cannot run.
 
 The checks use the very functions the backends use (``host.choose_bwrap``, ``userns.cause``,
-``cgroups.v1_controllers``), so what the doctor says is what a backend will do; a test passes
-its own bwrap candidates (a fake one that fails like a refused one) to reach every branch.
+``cgroups.v1_controllers``, ``cgroups.v2_candidate``), so what the doctor says is what a backend
+will do; a test passes its own bwrap candidates (a fake one that fails like a refused one) to
+reach every branch.
 Nothing here changes the host: the probes are throwaway children and sandboxes, and the cgroup
 probe makes and removes an empty group.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -230,30 +232,17 @@ def v2_found(own: str | None) -> str:
     controllers = set(_read(Path(own, "cgroup.controllers")).split())
     controllers |= set(_read(Path(parent, "cgroup.controllers")).split())
     if {"memory", "pids"} <= controllers:
+        if cgroups.delegated(own):
+            return f"cgroup v2 group {own}: memory and pids, delegated by systemd"
         writable = os.access(own, os.W_OK) or os.access(parent, os.W_OK)
-        return f"cgroup v2 group {own}: memory and pids {'delegated' if writable else 'read-only'}"
+        how = "writable: give it as DEEPGYM_CGROUP" if writable else "read-only"
+        return f"cgroup v2 group {own}: memory and pids, {how}"
     return f"cgroup v2 group {own} without memory and pids controllers"
 
 
 def v2_group(mountinfo: str, cgroup: str) -> str | None:
-    """This process's cgroup v2 folder, from ``/proc/self/mountinfo`` and ``/proc/self/cgroup``
-    (None without a cgroup2 mount of the hierarchy's root, or a ``0::`` line)."""
-    mount = None
-    for row in mountinfo.splitlines():
-        left, _, right = row.partition(" - ")
-        fields = left.split()
-        if right.split()[:1] == ["cgroup2"] and len(fields) > 4 and fields[3] == "/":
-            mount = fields[4]
-            if mount == cgroups.V1_ROOT:  # the unified hierarchy itself: preferred
-                break
-    path = next((ln[3:] for ln in cgroup.splitlines() if ln.startswith("0::")), None)
-    if mount is None or path is None:
-        return None
-    return os.path.normpath(mount + path)
-
-
-def _own_v2_group() -> str | None:
-    return v2_group(_read(Path("/proc/self/mountinfo")), _read(Path("/proc/self/cgroup")))
+    """This process's cgroup v2 folder (``cgroups.own_v2_group``)."""
+    return cgroups.own_v2_group(mountinfo, cgroup)
 
 
 def _read(path: Path) -> str:
@@ -263,33 +252,68 @@ def _read(path: Path) -> str:
         return ""
 
 
-def check_limits(v1: tuple[str, ...], v2: str) -> list[Check]:
-    """Memory and process limits: a cgroup per run (v1, writable), else rlimits."""
+V2_FIX = (
+    "give deepgym a cgroup v2 subtree with memory and pids enabled: run it in a systemd unit "
+    "with Delegate=yes, or set DEEPGYM_CGROUP to a writable folder whose parent enables them "
+    "(the Deploy page has both); or run as root on a host with cgroup v1 memory and pids"
+)
+
+
+def check_limits(v1: tuple[str, ...], v2: str, base: cgroups.V2Base | None = None) -> list[Check]:
+    """Memory and process limits: a cgroup per run (v2 in ``base``, the folder deepgym would
+    use as read now; else v1, writable), else rlimits."""
     rows = []
     for name, ctrl in (("memory limit", "memory"), ("process limit", "pids")):
-        if ctrl in v1:
-            rows.append(
-                Check(
-                    name,
-                    OK,
-                    f"cgroup v1 {ctrl} controller, writable",
-                    "a cgroup per run holds everything the answer starts; results carry peak "
-                    "memory and which limit fired",
-                )
-            )
-            continue
         gap = MEMORY_RLIMIT_GAP if ctrl == "memory" else PROCESS_RLIMIT_GAP
+        if base is not None:
+            where = f"cgroup v2 {base.path} ({base.source})"
+            if ctrl in base.controllers:
+                rows.append(Check(name, OK, f"{where}: {ctrl} enabled", HELD_BY_GROUP))
+            elif base.usable and ctrl in base.available:
+                rows.append(
+                    Check(
+                        name,
+                        OK,
+                        f"{where}: {ctrl} available, enabled at the first run",
+                        HELD_BY_GROUP,
+                    )
+                )
+            else:
+                rows.append(
+                    Check(name, WEAK, f"{where}: {base.problem}", f"rlimits only: {gap}", V2_FIX)
+                )
+            continue
+        if ctrl in v1:
+            rows.append(Check(name, OK, f"cgroup v1 {ctrl} controller, writable", HELD_BY_GROUP))
+            continue
         rows.append(
             Check(
                 name,
                 WEAK,
                 f"no writable cgroup v1 {ctrl} controller; {v2}",
                 f"rlimits only: {gap}",
-                "run as root on a host with cgroup v1 memory and pids mounted (deepgym does not "
-                "enforce limits through a cgroup v2 subtree yet; see the Deploy page)",
+                V2_FIX,
             )
         )
     return rows
+
+
+HELD_BY_GROUP = (
+    "a cgroup per run holds everything the answer starts; results carry peak memory and which "
+    "limit fired"
+)
+
+
+def _v2_plan() -> cgroups.V2Base | None:
+    """The v2 folder the backends would use, as it is now, and whether a process can join a
+    group made in it (``cgroups.join_refused``: an empty group, made and removed)."""
+    found = cgroups.v2_candidate()
+    if found is None:
+        return None
+    base = cgroups.read_v2(*found)
+    if base.usable and (refused := cgroups.join_refused(base.path)):
+        return dataclasses.replace(base, controllers=(), available=(), problem=refused)
+    return base
 
 
 def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:
@@ -304,6 +328,6 @@ def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:
         bwrap_check,
         check_proc(chosen, refusal),
         check_tmp(),
-        *check_limits(cgroups.v1_controllers(), v2_found(_own_v2_group())),
+        *check_limits(cgroups.v1_controllers(), v2_found(cgroups.own_v2_group()), _v2_plan()),
     ]
     return Report(tuple(checks))

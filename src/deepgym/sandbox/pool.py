@@ -290,6 +290,7 @@ class PoolBackend:
         self._cg_parents = {
             c: os.path.join(cgroups.V1_ROOT, c, "deepgym") for c in cgroups.v1_controllers()
         }
+        """The v1 groups' folders, bound into each worker (a v2 slot is joined by descriptor)."""
         for parent in self._cg_parents.values():
             os.makedirs(parent, exist_ok=True)
 
@@ -297,7 +298,12 @@ class PoolBackend:
     def _worker_argv(self, result_fd: int, marks_fd: int, slot: cgroups.Slot) -> list[str]:
         """A ``worker`` sandbox (``policy``) whose solutions join ``slot``'s groups."""
         mounted = policy.POOL_CGROUP
-        procs = [f"{mounted.format(c)}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()]
+        if slot.v2 is None:
+            procs = [
+                f"{mounted.format(c)}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()
+            ]
+        else:
+            procs = [entry for entry in slot.join(None)[0].split(":") if entry]
         params = dataclasses.replace(
             self._host,
             command=("worker", str(result_fd), str(marks_fd), *procs),
@@ -320,7 +326,7 @@ class PoolBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_fd, m_w),
+                pass_fds=(w_fd, m_w, *slot.join(None)[2]),
                 start_new_session=True,
             )
         except BaseException:

@@ -43,8 +43,16 @@ def _wait_status(returncode: int, through_bwrap: bool) -> int:
 class SolutionServer:
     """Starts, signals and reaps one run's solution processes for its verifier."""
 
-    def __init__(self, sock: socket.socket, argv_for: ArgvFor, through_bwrap: bool) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        argv_for: ArgvFor,
+        through_bwrap: bool,
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
         self.sock = sock
+        self.pass_fds = pass_fds
+        """Descriptors every solution process is given as well (a v2 group's ``cgroup.procs``)."""
         self.sock.setblocking(False)
         self.argv_for = argv_for
         self.through_bwrap = through_bwrap
@@ -64,7 +72,7 @@ class SolutionServer:
                 stdin=r_in,
                 stdout=w_out,
                 stderr=w_err,
-                pass_fds=(r_req, w_rep),
+                pass_fds=(r_req, w_rep, *self.pass_fds),
                 env=env,
                 start_new_session=True,
             )

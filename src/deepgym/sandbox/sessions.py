@@ -135,7 +135,7 @@ class LocalSession:
     def _limits(self) -> dict[str, int]:
         env = self.env
         limits = {"fsize_bytes": env.max_file_mb * 2**20, "nproc": env.max_processes}
-        if self.group is not None and "memory" not in self.group.dirs:
+        if self.group is not None and not self.group.holds("memory"):
             limits["as_bytes"] = env.memory_mb * 2**20
         return limits
 
@@ -155,16 +155,16 @@ class LocalSession:
         self.group = cgroups.create(
             self.env.memory_mb, self.env.max_processes, owner=self.owner.workspace.owner
         )
-        procs = self.group.procs_files
+        joins, binds, join_fds = self.group.join(policy.RUN_CGROUP)
         params = dataclasses.replace(
             self.owner.host,
             command=("session", json.dumps(self._limits())),
             env={
                 "HOME": "/work",
                 "DEEPGYM_SESSION": self.sandbox_id,
-                "DEEPGYM_CGROUP_PROCS": ":".join(policy.RUN_CGROUP.format(c) for c in procs),
+                "DEEPGYM_CGROUP_PROCS": joins,
             },
-            cgroups=procs,
+            cgroups=binds,
             size=self.work_bytes(),
             seed_dir=str(env_dir / "repo") if (env_dir / "repo").is_dir() else "",
         )
@@ -175,6 +175,7 @@ class LocalSession:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
+                pass_fds=join_fds,
                 start_new_session=True,
                 limit=2**28,
             )
@@ -459,18 +460,14 @@ class LocalSessions:
         env = session.env
         env_dir = self.workspace.env_dir(env)
         group = cgroups.create(env.memory_mb, env.max_processes, owner=self.workspace.owner)
+        joins, binds, join_fds = group.join(policy.RUN_CGROUP)
         r_report, w_report = os.pipe()
         r_mark, w_mark = os.pipe()
         params = dataclasses.replace(
             self.host,
             command=("session_verify", str(w_report), str(w_mark), *(["step"] if step else [])),
-            env={
-                "HOME": "/work",
-                "DEEPGYM_CGROUP_PROCS": ":".join(
-                    policy.RUN_CGROUP.format(c) for c in group.procs_files
-                ),
-            },
-            cgroups=group.procs_files,
+            env={"HOME": "/work", "DEEPGYM_CGROUP_PROCS": joins},
+            cgroups=binds,
             size=session.work_bytes(),
             env_dir=str(env_dir),
             snapshot_dir=str(snapshot),
@@ -483,7 +480,7 @@ class LocalSessions:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_report, w_mark),
+                pass_fds=(w_report, w_mark, *join_fds),
                 start_new_session=True,
             )
         except OSError as exc:

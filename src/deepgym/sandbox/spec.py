@@ -47,7 +47,7 @@ def rlimits(job: Job, group: cgroups.RunCgroup | cgroups.Slot) -> dict[str, int]
         "nproc": env.max_processes,
         "core": 0,
     }
-    if "memory" not in group.dirs:
+    if not group.holds("memory"):
         limits["as_bytes"] = env.memory_mb * 2**20
     return limits
 

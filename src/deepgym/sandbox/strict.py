@@ -57,13 +57,12 @@ class BwrapLaunch:
         """A ``solution`` sandbox serving the answer, told where the run's cgroups are."""
         limits = json.dumps(rlimits(job, group))
         env = solution_env("/work")
-        procs = group.procs_files
-        env["DEEPGYM_CGROUP_PROCS"] = ":".join(policy.RUN_CGROUP.format(c) for c in procs)
+        env["DEEPGYM_CGROUP_PROCS"], binds, _ = group.join(policy.RUN_CGROUP)
         params = dataclasses.replace(
             self.host,
             command=("solution", mode, "/work/solution.py", limits, *args),
             run_dir=str(run_dir),
-            cgroups=procs,
+            cgroups=binds,
             size=work_bytes(job),
         )
         return policy.argv(policy.SOLUTION, params), env

@@ -42,7 +42,7 @@ class BareLaunch:
         limits = json.dumps(rlimits(job, group))
         answer = str(run_dir / "answer" / "solution.py")
         env = solution_env(str(run_dir))
-        env["DEEPGYM_CGROUP_PROCS"] = ":".join(group.procs_files.values())
+        env["DEEPGYM_CGROUP_PROCS"] = group.join(None)[0]
         command = ["solution", mode, answer, limits, *args]
         return boot_command(SANDBOX_PYTHON, str(JUDGE_DIR), command), env
 
