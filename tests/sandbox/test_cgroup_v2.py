@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
+import deepgym
 from deepgym import DeepGym, Environment
+from deepgym.envs.registry import load_folder
 from deepgym.sandbox import cgroups, doctor, make_backend
 
 CONTROL_FILES = {
@@ -254,17 +256,53 @@ SLEEPY_ADD = Environment(
 def test_each_backends_solution_joins_its_v2_group(
     sandbox: str, real_v2: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(cgroups.V2_ENV, real_v2)
+    with watching(real_v2, monkeypatch) as seen:
+        dg = DeepGym(backend=make_backend(sandbox))
+        try:
+            answer = "import time\ndef add(a, b):\n    time.sleep(0.5)\n    return a + b\n"
+            result = dg.run(SLEEPY_ADD, answer)
+        finally:
+            dg.close()
+    assert result.has_verdict and result.score == 1.0, result
+    kind = "pool-" if sandbox == "pool" else "run-"
+    assert any(name.startswith(kind) for name in seen), seen  # the solution was in its group
+    # no controller here: the limits were rlimits, and the result says so
+    assert result.evidence.limit_mechanism["memory"] == "rlimit"
+    _nothing_left(real_v2)
+
+
+@needs_real_v2
+@pytest.mark.sandbox
+def test_a_sessions_shell_and_its_verifier_join_their_v2_groups(
+    real_v2: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    example = load_folder(Path(deepgym.__file__).parent / "envs" / "agent" / "fix_add")
+    with watching(real_v2, monkeypatch) as seen, DeepGym() as dg, dg.session(example) as s:
+        s.exec("sleep 0.3")
+        during = {n for n in seen if n.startswith("run-")}
+        s.exec("sed -i 's/a - b/a + b/' calc.py")
+        result = s.score()
+    assert during, seen  # the session's shell, in its group while the agent acted
+    assert len({n for n in seen if n.startswith("run-")}) >= 2, seen  # and the final verifier
+    assert (result.score, result.has_verdict) == (1.0, True), result
+    _nothing_left(real_v2)
+
+
+@contextlib.contextmanager
+def watching(folder: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, set[str]]]:
+    """Use ``folder`` as ``DEEPGYM_CGROUP`` and record which of its groups held a process, and
+    which, while the block runs; then check nothing else was made there but the folder's join
+    probe (``cgroups.join_refused``)."""
+    monkeypatch.setenv(cgroups.V2_ENV, folder)
     _clear()
     seen: dict[str, set[str]] = {}
     done = threading.Event()
 
-    def watch() -> None:  # what each group under the folder holds while the run is in play
+    def watch() -> None:
         while not done.is_set():
-            for name in os.listdir(real_v2):
-                procs = os.path.join(real_v2, name, "cgroup.procs")
+            for name in os.listdir(folder):
                 try:
-                    with open(procs) as f:
+                    with open(os.path.join(folder, name, "cgroup.procs")) as f:
                         pids = set(f.read().split())
                 except OSError:
                     continue
@@ -275,24 +313,16 @@ def test_each_backends_solution_joins_its_v2_group(
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        dg = DeepGym(backend=make_backend(sandbox))
-        try:
-            answer = "import time\ndef add(a, b):\n    time.sleep(0.5)\n    return a + b\n"
-            result = dg.run(SLEEPY_ADD, answer)
-        finally:
-            dg.close()
+        yield seen
     finally:
         done.set()
         watcher.join()
         _clear()
-    assert result.has_verdict and result.score == 1.0, result
-    kind = "pool-" if sandbox == "pool" else "run-"
-    assert any(name.startswith(kind) for name in seen), seen  # the solution was in its group
-    # and nothing else was made there but the folder's join probe (``cgroups.join_refused``)
     assert not [n for n in seen if not n.startswith(("run-", "pool-", "probe-"))], seen
-    # no controller here: the limits were rlimits, and the result says so
-    assert result.evidence.limit_mechanism["memory"] == "rlimit"
-    left = [n for n in os.listdir(real_v2) if os.path.isdir(os.path.join(real_v2, n))]
+
+
+def _nothing_left(folder: str) -> None:
+    left = [n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n))]
     assert left == [], left
 
 
