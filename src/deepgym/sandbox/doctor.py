@@ -11,7 +11,9 @@ The checks use the very functions the backends use (``host.choose_bwrap``, ``use
 will do; a test passes its own bwrap candidates (a fake one that fails like a refused one) to
 reach every branch.
 Nothing here changes the host: the probes are throwaway children and sandboxes, and the cgroup
-probe makes and removes an empty group.
+probes make and remove an empty group (on cgroup v2, after a throwaway child joined it). The
+doctor reads a cgroup v2 folder as it is: it neither moves processes nor enables controllers
+(the backends do, at their first run: ``cgroups.prepare_v2``).
 """
 
 from __future__ import annotations
