@@ -186,6 +186,22 @@ def test_a_folder_that_is_not_cgroup_v2_gives_rlimits_and_says_why(
         _clear()
 
 
+def test_a_folder_that_holds_other_processes_cannot_enable_controllers(tmp_path: Path) -> None:
+    folder = tmp_path / "cg"
+    folder.mkdir()
+    for name, text in CONTROL_FILES.items():
+        (folder / name).write_text(text)
+    base = cgroups.read_v2(str(folder), "given")  # available, not yet enabled, no process
+    assert base.available == ("memory", "pids") and "not yet enabled" in base.problem
+    (folder / "cgroup.procs").write_text("1\n")  # a process that is not this one
+    base = cgroups.read_v2(str(folder), "given")
+    assert base.available == () and "holds processes other than this one" in base.problem
+    rows = doctor.check_limits((), "", base)
+    assert [r.status for r in rows] == [doctor.WEAK, doctor.WEAK]
+    (folder / "cgroup.procs").write_text(f"1\n{os.getpid()}\n")  # deepgym would move both
+    assert cgroups.read_v2(str(folder), "given").available == ("memory", "pids")
+
+
 def test_the_doctor_reads_the_v2_folder_as_it_is() -> None:
     both = cgroups.V2Base("/cg", "delegated", ("memory", "pids"), available=("memory", "pids"))
     rows = doctor.check_limits((), "", both)

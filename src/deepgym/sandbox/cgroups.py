@@ -170,6 +170,14 @@ def read_v2(path: str, source: str) -> V2Base:
         )
     else:
         why = f"{' and '.join(missing)} not yet enabled in {path}/cgroup.subtree_control"
+    procs = _read_text(os.path.join(path, "cgroup.procs")).split()
+    if procs and str(os.getpid()) not in procs:  # deepgym moves only a group it is in
+        why = (
+            f"{path} holds processes other than this one, so the kernel refuses to enable "
+            f"{' and '.join(missing)} below it: give a folder with no process in it, or run "
+            "deepgym inside this one"
+        )
+        offered = tuple(c for c in offered if c in have)
     return V2Base(path, source, have, why, available=offered)
 
 
