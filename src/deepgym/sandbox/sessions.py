@@ -540,6 +540,8 @@ class LocalSessions:
             await self._drop_standby(key)
         for session in list(self.sessions):
             await session.close()
+        # groups still busy when their sandbox ended (its processes exiting): gone before we are
+        cgroups.retry_pending(final=True)
         self.workspace.close()
 
 
