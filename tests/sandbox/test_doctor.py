@@ -263,7 +263,7 @@ NESTED = "40 24 0:25 /user.slice /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
 def test_the_v2_group_is_read_from_mountinfo(
     mountinfo: str, cgroup: str, group: str | None
 ) -> None:
-    assert doctor.v2_group(mountinfo, cgroup) == group
+    assert cgroups.own_v2_group(mountinfo, cgroup) == group
 
 
 def test_what_v2_offers(tmp_path: Path) -> None:

@@ -33,6 +33,8 @@ import tarfile
 import time
 from typing import Any
 
+from .solution_host import join_cgroups
+
 WORK = "/work"
 SEED = "/seed"
 STATE = "/tmp/.deepgym-shell"
@@ -53,18 +55,6 @@ _SAVE = (
     "{{ declare -p; declare -f; }} > {s}/vars 2>/dev/null; "
     "return $__dg_rc; }}\ntrap __dg_save EXIT\n"
 )
-
-
-def _join_cgroups() -> None:
-    """Join the session's groups: ``cgroup.procs`` paths (v1), or ``&N`` descriptors the host
-    opened (v2), closed once used (``solution_host.join_cgroups``)."""
-    for entry in filter(None, os.environ.pop("DEEPGYM_CGROUP_PROCS", "").split(":")):
-        if entry.startswith("&"):
-            os.write(int(entry[1:]), b"0")
-            os.close(int(entry[1:]))
-            continue
-        with open(entry, "w") as f:
-            f.write("0")
 
 
 def _not_dumpable() -> None:
@@ -259,7 +249,7 @@ def _apply_limits(limits: dict[str, int]) -> None:
 
 def main(argv: list[str]) -> int:
     """Serve the host's requests until stdin closes."""
-    _join_cgroups()
+    join_cgroups(os.environ.pop("DEEPGYM_CGROUP_PROCS", ""))
     _not_dumpable()
     _apply_limits(json.loads(argv[0]) if argv else {})
     os.makedirs(STATE, exist_ok=True)

@@ -188,8 +188,7 @@ def prepare_v2(base: V2Base) -> V2Base:
     if not base.usable:
         return base
     path = base.path
-    available = set(_read_text(os.path.join(path, "cgroup.controllers")).split())
-    need = [c for c in V2_CONTROLLERS if c in available and c not in base.controllers]
+    need = [c for c in base.available if c not in base.controllers]
     if not need:
         return base
     procs = _read_text(os.path.join(path, "cgroup.procs")).split()
@@ -259,17 +258,21 @@ def join_refused(path: str) -> str:
                 time.sleep(0.01)
 
 
+def probed(base: V2Base) -> V2Base:
+    """``base``, unusable (with the cause) when no process can join a group made in it."""
+    if base.usable and (refused := join_refused(base.path)):
+        return dataclasses.replace(
+            base, controllers=(), available=(), problem=refused, usable=False
+        )
+    return base
+
+
 @functools.cache
 def v2_base() -> V2Base | None:
     """The v2 folder the backends make their groups in (prepared and probed once), or None.
     One whose groups a process cannot join is unusable: the runs use rlimits and say so."""
     found = v2_candidate()
-    if found is None:
-        return None
-    base = prepare_v2(read_v2(*found))
-    if base.usable and (refused := join_refused(base.path)):
-        return dataclasses.replace(base, controllers=(), problem=refused, usable=False)
-    return base
+    return None if found is None else probed(prepare_v2(read_v2(*found)))
 
 
 def group_parents() -> list[str]:
@@ -306,11 +309,17 @@ class _Groups:
             if mounted is None:
                 return ":".join(files.values()), {}, ()
             return ":".join(mounted.format(c) for c in files), files, ()
-        if not self.dirs:
-            return "", {}, ()
+        fds = self.join_fds()
+        return ":".join(f"&{fd}" for fd in fds), {}, fds
+
+    def join_fds(self) -> tuple[int, ...]:
+        """The descriptors a solution joins these groups by: on v2 the group's ``cgroup.procs``,
+        opened here once (closed with the group); none on v1 (joined by path)."""
+        if self.v2 is None or not self.dirs:
+            return ()
         if self._join_fd is None:
             self._join_fd = os.open(os.path.join(self.dirs["v2"], "cgroup.procs"), os.O_WRONLY)
-        return f"&{self._join_fd}", {}, (self._join_fd,)
+        return (self._join_fd,)
 
     def _close_join(self) -> None:
         if self._join_fd is not None:

@@ -18,7 +18,6 @@ doctor reads a cgroup v2 folder as it is: it neither moves processes nor enables
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -242,11 +241,6 @@ def v2_found(own: str | None) -> str:
     return f"cgroup v2 group {own} without memory and pids controllers"
 
 
-def v2_group(mountinfo: str, cgroup: str) -> str | None:
-    """This process's cgroup v2 folder (``cgroups.own_v2_group``)."""
-    return cgroups.own_v2_group(mountinfo, cgroup)
-
-
 def _read(path: Path) -> str:
     try:
         return path.read_text()
@@ -310,12 +304,7 @@ def _v2_plan() -> cgroups.V2Base | None:
     """The v2 folder the backends would use, as it is now, and whether a process can join a
     group made in it (``cgroups.join_refused``: an empty group, made and removed)."""
     found = cgroups.v2_candidate()
-    if found is None:
-        return None
-    base = cgroups.read_v2(*found)
-    if base.usable and (refused := cgroups.join_refused(base.path)):
-        return dataclasses.replace(base, controllers=(), available=(), problem=refused)
-    return base
+    return None if found is None else cgroups.probed(cgroups.read_v2(*found))
 
 
 def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:

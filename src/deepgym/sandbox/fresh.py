@@ -83,7 +83,7 @@ class FreshRuns:
             mine,
             lambda mode, args: launch.solution_argv(job, run_dir, group, mode, args),
             through_bwrap=launch.through_bwrap,
-            pass_fds=group.join(None)[2],
+            pass_fds=group.join_fds(),
         )
         try:
             (run_dir / "answer").mkdir()

@@ -303,7 +303,7 @@ class PoolBackend:
                 f"{mounted.format(c)}/{Path(d).name}/cgroup.procs" for c, d in slot.dirs.items()
             ]
         else:
-            procs = [entry for entry in slot.join(None)[0].split(":") if entry]
+            procs = [f"&{fd}" for fd in slot.join_fds()]
         params = dataclasses.replace(
             self._host,
             command=("worker", str(result_fd), str(marks_fd), *procs),
@@ -326,7 +326,7 @@ class PoolBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_fd, m_w, *slot.join(None)[2]),
+                pass_fds=(w_fd, m_w, *slot.join_fds()),
                 start_new_session=True,
             )
         except BaseException:
