@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.engines.local import resolve_per_answer
-from deepgym.envs.registry import resolve, resolve_many
+from deepgym.envs.registry import resolve_many
 from deepgym.exceptions import (
     ConfigError,
     DeepGymTimeoutError,
@@ -555,8 +555,9 @@ class RayEngine:
         return runtime
 
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
-        """The effective time limit of a run of ``env`` (measured on one node, once)."""
-        return await self.limits.limit(resolve(env), time_limit)
+        """The effective time limit of a run of ``env`` (measured on one node, once); a
+        session is refused here, as on every node."""
+        return await self.limits.limit(resolve_per_answer(env, 1)[0], time_limit)
 
     async def run(
         self, env: EnvLike, model_output: str, *, time_limit: float | None = None
