@@ -444,3 +444,29 @@ def test_a_runtime_measured_on_one_node_travels_and_no_other_node_measures_it() 
     assert fakes[0].calls["sleep:0.5"] == 2  # measured there (the faster of two runs)
     assert fakes[1].calls["sleep:0.5"] == 0  # and never here
     assert results[0].passed and results[0].time_limit_s == 5.0  # 10 x 0.5 s, not the cap
+
+
+def test_the_drivers_concurrent_first_time_limits_ask_one_node_once() -> None:
+    """The driver's limits are a ``TimeLimits`` whose measurement asks a node: concurrent
+    ``time_limit`` calls ask once, and what no reference decides asks no node at all."""
+    engine = RayEngine("ray://nowhere:1")  # never connected: the node is a stand-in
+    asked: list[tuple[str, str]] = []
+
+    async def call_one(method: str, env: Environment, *args: Any) -> float | None:
+        asked.append((method, env.name))
+        await asyncio.sleep(0.05)
+        return 500.0
+
+    engine._call_one = call_one  # type: ignore[method-assign]
+    env = Environment(
+        name="toy", entry_point="f", test_cases=[], timeout=30.0, reference_solution="ref"
+    )
+
+    async def go() -> list[float]:
+        limits = await asyncio.gather(*(engine.time_limit(env) for _ in range(10)))
+        limits.append(await engine.time_limit(env, 3.0))
+        limits.append(await engine.time_limit(env.model_copy(update={"time_limit": 2.0})))
+        return limits
+
+    assert asyncio.run(go()) == [5.0] * 10 + [3.0, 2.0]
+    assert asked == [("runtime", "toy")]
