@@ -7,10 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deepgym.exceptions import ConfigError
-from deepgym.models import Evidence, RunResult, ServiceTime
+from deepgym.models import Environment, Evidence, RunResult, ServiceTime
 from deepgym.scheduling import (
     TimeLimitPolicy,
     broadcast_envs,
+    fixed_limit,
     group_slices,
     holds_under,
     should_retry,
@@ -102,3 +103,18 @@ def test_a_result_holds_under_a_shorter_limit_only_if_no_clock_or_rlimit_could_f
     assert holds_under(run(1900.0, queue=600.0, start=400.0), 1.0)
     # Threads that used more CPU than the limit: the CPU rlimit that follows it may fire.
     assert not holds_under(run(600.0, cpu=1500.0), 1.0)
+
+
+def test_a_limit_that_no_reference_decides_is_the_calls_the_envs_or_the_cap_held_to_it() -> None:
+    env = Environment(
+        name="toy", entry_point="f", test_cases=[], timeout=8.0, reference_solution="ref"
+    )
+    policy = TimeLimitPolicy()
+    assert fixed_limit(policy, env) is None  # derived from the reference
+    assert fixed_limit(policy, env, 3) == 3.0  # the call's
+    assert fixed_limit(policy, env, 20.0) == 8.0  # ... held to the cap
+    own = env.model_copy(update={"time_limit": 2.0})
+    assert fixed_limit(policy, own) == 2.0 and fixed_limit(policy, own, 5.0) == 5.0
+    assert fixed_limit(policy, env.model_copy(update={"time_limit": 9.0})) == 8.0
+    assert fixed_limit(TimeLimitPolicy(factor=None), env) == 8.0  # the policy derives none
+    assert fixed_limit(policy, env.model_copy(update={"reference_solution": None})) == 8.0

@@ -8,9 +8,9 @@ instead of measuring again.
 
 Invariants:
 
-- The key is the environment's content (``content_key``: everything that decides how the
-  reference runs, the verifier file's and repository's bytes included, never its name) and the
-  sandbox backend: a changed reference or environment gets a new entry.
+- The key (``content_key``) is the environment's content (``deepgym.identity``: everything that
+  decides how the reference runs, the verifier file's and repository's bytes included, never its
+  name) under the sandbox backend: a changed reference or environment gets a new entry.
 - The machine is part of the key (``machine_id``: its CPU model and core count): a runtime
   measured on a fast machine is never applied on a slow one that shares the same home folder
   (a network home, a container image); that machine measures its own.
@@ -24,15 +24,14 @@ import functools
 import hashlib
 import os
 import sqlite3
-import stat
 import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
 
 from deepgym.exceptions import ConfigError
 from deepgym.home import deepgym_home
+from deepgym.identity import feed_content
 from deepgym.models import Environment
 
 __all__ = ["LimitStore", "content_key", "default_limits_path", "machine_id"]
@@ -53,37 +52,6 @@ def default_limits_path() -> Path:
     return deepgym_home() / "limits.sqlite"
 
 
-_FILE_BYTES: dict[tuple[str, int, int], bytes] = {}
-"""Small files' bytes by (path, size, mtime): a verifier file that thousands of environments
-share (HumanEval's) is read once per process, not once per environment. A file changed in the
-last ``_SETTLED_NS`` is read every time: a file system's clock is coarse (a few ms), so two
-writes of the same size in one tick would leave the same (size, mtime)."""
-_FILE_BYTES_MAX = 256
-_SMALL_FILE = 2**20
-_SETTLED_NS = 2_000_000_000
-
-
-def _file_digest(h: Any, path: Path) -> None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    if stat.S_ISREG(st.st_mode):
-        key = (str(path), st.st_size, st.st_mtime_ns)
-        data = _FILE_BYTES.get(key)
-        if data is None:
-            data = path.read_bytes()
-            if len(data) <= _SMALL_FILE and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
-                if len(_FILE_BYTES) >= _FILE_BYTES_MAX:
-                    _FILE_BYTES.clear()
-                _FILE_BYTES[key] = data
-        h.update(data)
-    elif stat.S_ISDIR(st.st_mode):
-        for p in sorted(path.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts:
-                h.update(str(p.relative_to(path)).encode() + b"\0" + p.read_bytes())
-
-
 @functools.cache
 def machine_id() -> str:
     """This machine's speed class: its CPU model and core count (``/proc/cpuinfo``)."""
@@ -100,17 +68,11 @@ def machine_id() -> str:
 
 
 def content_key(env: Environment, backend: str, machine: str | None = None) -> str:
-    """A hash of what decides how ``env``'s reference runs on ``backend`` on ``machine`` (this
-    one by default): its fields (not its name, task or description), the bytes of its verifier
-    file and repository, and the machine's speed class."""
+    """The store's key: ``env``'s content (``feed_content``, as ``env_key``) on ``backend`` on
+    ``machine`` (this one by default). Read afresh on every call: a verifier file changed since
+    the last call gets a new key."""
     h = hashlib.sha256(f"{backend}\0{machine if machine is not None else machine_id()}\0".encode())
-    data = env.model_dump_json(
-        exclude={"name", "task", "description", "difficulty", "tags", "seed", "source_dir"}
-    )
-    h.update(data.encode())
-    for path in (env.verifier_path, env.repo_path, env.tests_path):
-        if path is not None:
-            _file_digest(h, path if isinstance(path, Path) else Path(path))
+    feed_content(h, env)
     return h.hexdigest()
 
 

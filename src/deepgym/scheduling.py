@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deepgym.exceptions import ConfigError
-from deepgym.models import RunResult
+from deepgym.models import Environment, RunResult
 from deepgym.validation import positive_int, seconds
 
 RETRYABLE = frozenset({"sandbox_error", "runtime_error", "timeout"})
@@ -48,6 +48,22 @@ class TimeLimitPolicy:
         if self.factor is None or reference_seconds is None:
             return cap
         return min(max(self.factor * reference_seconds, self.floor), cap)
+
+
+def fixed_limit(
+    policy: TimeLimitPolicy, env: Environment, time_limit: float | None = None
+) -> float | None:
+    """A run's time limit where no reference runtime decides it: the call's ``time_limit``, the
+    environment's own, or its cap (the policy derives none, or there is no reference to run).
+    The environment's ``timeout`` caps each one, as it caps a derived limit. None: the limit is
+    derived from the reference's runtime (``TimeLimitPolicy.limit``)."""
+    if time_limit is not None:  # an explicit choice stands, up to the cap
+        return min(float(time_limit), env.timeout)
+    if env.time_limit is not None:
+        return min(env.time_limit, env.timeout)
+    if policy.factor is None or not env.reference_solution:
+        return env.timeout
+    return None
 
 
 def holds_under(result: RunResult, limit: float) -> bool:

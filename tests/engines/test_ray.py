@@ -13,6 +13,7 @@ import textwrap
 import time
 import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -397,3 +398,75 @@ def test_a_service_on_ray_refuses_agent_sessions_as_a_bad_request() -> None:
         r = client.post("/v1/sessions", json={"env": "agent/fix_add"})
     assert r.status_code == 400
     assert r.json()["error"]["message"] == "this client's engine ('ray') has no agent sessions"
+
+
+def test_a_runtime_measured_on_one_node_travels_and_no_other_node_measures_it() -> None:
+    """The wire between the driver and the nodes, in one process (no cluster): what a node
+    measured comes back under the driver's key, and a node given it measures nothing, even
+    where its copy of the environment has its files elsewhere (a key of its own there)."""
+    from deepgym.engines.ray import _PACKAGE, NodeScorer
+    from deepgym.identity import env_key
+
+    verifier = Path(_PACKAGE) / "envs" / "verifiers" / "humaneval_check.py"
+    here = Environment(
+        name="toy",
+        entry_point="f",
+        verifier_path=verifier,
+        timeout=30.0,
+        reference_solution="sleep:0.5",
+    )
+    elsewhere = "/another/install/deepgym"  # the driver's package folder
+    driver_copy = here.model_copy(
+        update={"verifier_path": Path(elsewhere + str(verifier)[len(_PACKAGE) :])}
+    )
+    wired = (driver_copy, elsewhere, env_key(driver_copy))
+    assert env_key(driver_copy) != env_key(here)
+    policy = TimeLimitPolicy(persist=False)
+    fakes: list[tests.fakes.FakeBackend] = []
+
+    def backend() -> tests.fakes.FakeBackend:
+        fakes.append(tests.fakes.FakeBackend())
+        return fakes[-1]
+
+    async def go() -> tuple[Any, ...]:
+        a = NodeScorer(1, policy=policy, backend_factory=backend)
+        b = NodeScorer(1, policy=policy, backend_factory=backend)
+        try:
+            ms, sent = await a.runtime(wired, {})
+            results, back = await b.score([wired], [0], ["sleep:1.2"], None, sent)
+            return ms, sent, results, back
+        finally:
+            await a.close()
+            await b.close()
+
+    ms, sent, results, back = asyncio.run(go())
+    assert ms == 500.0 and sent == back == {wired[2]: 500.0}
+    assert fakes[0].calls["sleep:0.5"] == 2  # measured there (the faster of two runs)
+    assert fakes[1].calls["sleep:0.5"] == 0  # and never here
+    assert results[0].passed and results[0].time_limit_s == 5.0  # 10 x 0.5 s, not the cap
+
+
+def test_the_drivers_concurrent_first_time_limits_ask_one_node_once() -> None:
+    """The driver's limits are a ``TimeLimits`` whose measurement asks a node: concurrent
+    ``time_limit`` calls ask once, and what no reference decides asks no node at all."""
+    engine = RayEngine("ray://nowhere:1")  # never connected: the node is a stand-in
+    asked: list[tuple[str, str]] = []
+
+    async def call_one(method: str, env: Environment, *args: Any) -> float | None:
+        asked.append((method, env.name))
+        await asyncio.sleep(0.05)
+        return 500.0
+
+    engine._call_one = call_one  # type: ignore[method-assign]
+    env = Environment(
+        name="toy", entry_point="f", test_cases=[], timeout=30.0, reference_solution="ref"
+    )
+
+    async def go() -> list[float]:
+        limits = await asyncio.gather(*(engine.time_limit(env) for _ in range(10)))
+        limits.append(await engine.time_limit(env, 3.0))
+        limits.append(await engine.time_limit(env.model_copy(update={"time_limit": 2.0})))
+        return limits
+
+    assert asyncio.run(go()) == [5.0] * 10 + [3.0, 2.0]
+    assert asked == [("runtime", "toy")]

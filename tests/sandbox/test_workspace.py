@@ -146,3 +146,31 @@ def test_deepgym_serve_sweeps_at_start(
     app, _ = fake_app()
     with ThreadedServer(app, grace_s=0.5):
         assert not root.exists()  # swept before it served its first request
+
+
+def test_an_environment_reloaded_after_its_verifier_changed_is_staged_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staging key is the environment's identity (``env_key``: its content, the verifier
+    file's bytes included), not its verifier's path: a verifier edited and loaded again is the
+    one the next run reads, and the same content under another name is staged once."""
+    from deepgym.models import Environment
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("DEEPGYM_TMPDIR", str(tmp_path / "tmp"))
+    verifier = tmp_path / "verifier.py"
+    verifier.write_text("def verify(solution, test_cases):\n    return 1.0\n")
+
+    def load(name: str = "mine") -> Environment:
+        return Environment(name=name, entry_point="f", verifier_path=verifier)
+
+    w = Workspace()
+    try:
+        first = w.env_dir(load())
+        verifier.write_text("def verify(solution, test_cases):\n    return 0.5\n")
+        edited = w.env_dir(load())
+        assert "0.5" in (edited / "verifier.py").read_text()  # not the stale copy
+        assert "1.0" in (first / "verifier.py").read_text()
+        assert w.env_dir(load("renamed")) == edited  # the same content: staged once
+    finally:
+        w.close()

@@ -2,9 +2,10 @@
 
 Batches are scheduled group-major (a fair semaphore admits answers in index order), each
 environment's time limit comes from its reference answer's measured runtime (measured once per
-environment and machine, ``deepgym.limits``, and only once a run goes past the floor: runs start
-at once under the cap and are held to the limit when it arrives, ``deepgym.scheduling``), and a
-failure that was ours before the answer came into play is retried once inside the run's deadline.
+environment and machine, ``deepgym.time_limits``, and only once a run goes past the floor: runs
+start at once under the cap and are held to the limit when it arrives, ``deepgym.scheduling``),
+and a failure that was ours before the answer came into play is retried once inside the run's
+deadline.
 ``run`` raises the contract's no-verdict exceptions; the batch methods turn every failure of one
 run into a result without a verdict, except ``SandboxUnavailableError`` (this host cannot run the
 sandbox at all), which they raise: every run would fail alike, and a batch of rewards all
@@ -24,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from deepgym.envs.registry import resolve, resolve_many
 from deepgym.exceptions import ConfigError, DeepGymError, SandboxError, SandboxUnavailableError
-from deepgym.limits import LimitStore, content_key
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.results import build_result, raise_for
 from deepgym.sandbox import make_backend
@@ -36,6 +36,7 @@ from deepgym.scheduling import (
     holds_under,
     should_retry,
 )
+from deepgym.time_limits import TimeLimits
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 from deepgym.verdict import Classification
 
@@ -70,7 +71,8 @@ class LocalEngine:
     """Runs a client's calls in sandboxes on this host.
 
     ``backend``: the sandbox backend to use (None: ``make_backend(sandbox, workers=workers)``,
-    made at the first run). ``time_limits``: how a time limit is derived from the reference.
+    made at the first run). ``time_limits``: how a time limit is derived from the reference
+    (the limits themselves: ``limits``, a ``TimeLimits``).
     ``max_in_flight``: the most runs at once across all calls (None: each call's
     ``max_parallel`` only), as a node's scorer on a Ray cluster admits no more than its pool.
     """
@@ -92,11 +94,8 @@ class LocalEngine:
         self.sandbox = sandbox if backend is None else str(getattr(backend, "name", sandbox))
         self.workers = workers
         self.time_limits = time_limits if time_limits is not None else TimeLimitPolicy()
-        self._limits: dict[tuple[str, int], float] = {}
-        self._unstored: set[tuple[str, int]] = set()
-        self._measuring: dict[tuple[str, int], asyncio.Task[float]] = {}
+        self.limits = TimeLimits(self.time_limits, self._reference_ms, sandbox=self.sandbox)
         self._sessions: LocalSessions | None = None
-        self._limit_store: LimitStore | None = None
 
     @property
     def backend(self) -> Backend:
@@ -109,95 +108,14 @@ class LocalEngine:
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
         """The call's limit, the environment's ``time_limit``, or ``clamp(k * reference
         runtime, floor, env.timeout)`` measured once per environment and cached."""
-        e = _single(resolve(env))
-        known = self._limit_now(e, time_limit)
-        return known if known is not None else await self._derive(e)
-
-    def _limit_key(self, env: Environment) -> tuple[str, int]:
-        return (env.name, hash(env.model_dump_json(exclude={"source_dir"})))
-
-    def _limit_now(self, env: Environment, time_limit: float | None) -> float | None:
-        """The run's limit where it is known without running anything (the call's, the
-        environment's own, its cap, or a derived one measured here or read from the machine's
-        store); None while the derived limit is still to be measured. The environment's
-        ``timeout`` caps every one of them: a call's or the environment's own limit above it is
-        held to it, as a derived limit is (``TimeLimitPolicy.limit``)."""
-        if time_limit is not None:  # an explicit choice stands, up to the cap
-            return min(float(time_limit), env.timeout)
-        if env.time_limit is not None:
-            return min(env.time_limit, env.timeout)
-        if self.time_limits.factor is None or not env.reference_solution:
-            return env.timeout
-        key = self._limit_key(env)
-        known = self._limits.get(key)
-        if known is None and key not in self._unstored:
-            store = self._stored_runtimes()
-            stored = store.get(content_key(env, self.sandbox)) if store is not None else None
-            if stored is None:
-                self._unstored.add(key)  # looked up once per client: measured here if needed
-            else:
-                known = self._limits[key] = self.time_limits.limit(stored / 1000.0, env.timeout)
-        return known
-
-    async def _derive(self, env: Environment) -> float:
-        """The derived limit, measured once per environment and client: the runs that need it
-        meanwhile wait on the same measurement (which a caller's cancellation does not stop)."""
-        key = self._limit_key(env)
-        known = self._limits.get(key)
-        if known is not None:
-            return known
-        task = self._measuring.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._measure_limit(env))
-            self._measuring[key] = task
-
-            def keep(t: asyncio.Task[float]) -> None:
-                self._measuring.pop(key, None)
-                if not t.cancelled() and t.exception() is None:  # a failure: the next one retries
-                    self._limits[key] = t.result()
-
-            task.add_done_callback(keep)
-        return await asyncio.shield(task)
-
-    def known_limit(self, env: Environment) -> float | None:
-        """``env``'s derived limit, if this engine knows it (None: not derived, or not yet)."""
-        if env.time_limit is not None or self.time_limits.factor is None:
-            return None
-        return self._limits.get(self._limit_key(env)) if env.reference_solution else None
-
-    def learn_limit(self, env: Environment, seconds: float) -> None:
-        """Take ``env``'s derived limit as measured elsewhere (another node of a cluster)."""
-        self._limits[self._limit_key(env)] = float(seconds)
-
-    def _stored_runtimes(self) -> LimitStore | None:
-        """The machine's store of reference runtimes (None: the policy keeps none)."""
-        if not self.time_limits.persist:
-            return None
-        if self._limit_store is None:
-            self._limit_store = LimitStore()
-        return self._limit_store
-
-    async def _measure_limit(self, env: Environment) -> float:
-        """The derived limit: from the stored runtime of this content on this kind of machine
-        (``deepgym.limits``), or from the reference run here (then stored)."""
-        store = self._stored_runtimes()
-        key = content_key(env, self.sandbox) if store is not None else ""
-        stored = store.get(key) if store is not None else None
-        if stored is not None:
-            return self.time_limits.limit(stored / 1000.0, env.timeout)
-        best = await self._reference_ms(env)
-        if best is None:  # no trustworthy measurement: keep the cap
-            return env.timeout
-        if store is not None:
-            store.put(key, env.name, best)
-        return self.time_limits.limit(best / 1000.0, env.timeout)
+        return await self.limits.limit(_single(resolve(env)), time_limit)
 
     async def _reference_ms(self, env: Environment) -> float | None:
-        """The reference's runtime here (ms, the faster of two runs); None if it failed."""
-        assert env.reference_solution is not None
+        """The reference's runtime here (ms, the faster of two runs); None if it failed
+        (``TimeLimits``'s measurement: it asks only for an environment with a reference)."""
         job = Job(
             env=env,
-            answer=env.reference_solution,
+            answer=env.reference_solution or "",
             timeout=env.timeout,
             case_timeout=env.case_timeout,
         )
@@ -251,7 +169,7 @@ class LocalEngine:
     ) -> tuple[RunResult, Classification]:
         """One answer's result under its time limit, without waiting for a limit that is still
         to be derived (``_provisional``)."""
-        limit = self._limit_now(env, time_limit)
+        limit = self.limits.now(env, time_limit)
         if limit is not None:
             return await self._run_with_retry(env, answer, limit, queued)
         return await self._provisional(env, answer, queued)
@@ -274,7 +192,7 @@ class LocalEngine:
             await asyncio.wait({run}, timeout=sure)
             if run.done() and holds_under(run.result()[0], sure):
                 return run.result()
-            limit = await self._derive(env)
+            limit = await self.limits.derive(env)
             if limit >= cap:  # the limit is the cap the run is held to already
                 return await run
             left = started + limit - time.monotonic()
@@ -455,13 +373,7 @@ class LocalEngine:
         if self._sessions is not None:
             sessions, self._sessions = self._sessions, None
             await sessions.close()
-        measuring = list(self._measuring.values())
-        for task in measuring:
-            task.cancel()
-        await asyncio.gather(*measuring, return_exceptions=True)
-        if self._limit_store is not None:
-            store, self._limit_store = self._limit_store, None
-            store.close()
+        await self.limits.close()
         if self._backend is not None:
             backend, self._backend = self._backend, None
             await backend.close()

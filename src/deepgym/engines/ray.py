@@ -25,7 +25,9 @@ Invariants:
   actor; a lost node's actor is dropped and its chunks go elsewhere.
 - Derived time limits are measured once per cluster: on the node that first needs one, sent
   back with its chunk and sent with every later chunk of that environment (each node also keeps
-  them in its store of limits, ``deepgym.limits``).
+  them in its store of limits, ``deepgym.limits``). The driver and every node hold them in a
+  ``TimeLimits`` (the same decisions as local mode), keyed by ``env_key``, the same in every
+  process; what travels is the reference's runtime, and each holder applies the one policy.
 
 Environments travel as objects (a built-in's files are found in each node's own install of
 deepgym); a verifier or repository of your own given by path must be readable at that path on
@@ -37,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import hashlib
 import logging
 import math
 import os
@@ -48,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.engines.local import resolve_per_answer
-from deepgym.envs.registry import resolve, resolve_many
+from deepgym.envs.registry import resolve_many
 from deepgym.exceptions import (
     ConfigError,
     DeepGymTimeoutError,
@@ -56,10 +57,12 @@ from deepgym.exceptions import (
     SandboxUnavailableError,
     VerifierError,
 )
+from deepgym.identity import env_key
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.protocol import Raised, RunReply, raised_error
 from deepgym.sandbox.spec import START_GRACE_S
 from deepgym.scheduling import TimeLimitPolicy, group_slices
+from deepgym.time_limits import TimeLimits
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 
 __all__ = ["NodeScorer", "RayEngine"]
@@ -74,7 +77,9 @@ _PACKAGE = str(Path(__file__).resolve().parents[1])
 """This install's ``deepgym`` package folder (built-in environments' files live under it)."""
 _PATH_FIELDS = ("verifier_path", "repo_path", "tests_path", "source_dir")
 Wired = tuple[Environment, str, str]
-"""An environment as it travels: the object, the driver's package folder, its fingerprint."""
+"""An environment as it travels: the object, the driver's package folder, its ``env_key``."""
+Runtimes = dict[str, float | None]
+"""Reference runtimes (ms; None: the reference did not pass) by the driver's ``env_key``."""
 
 
 def _require_ray() -> Any:
@@ -83,13 +88,6 @@ def _require_ray() -> Any:
     except ImportError as exc:  # an optional extra
         raise ConfigError("mode='ray' needs Ray: pip install 'deepgym[ray]'") from exc
     return ray
-
-
-def fingerprint(env: Environment) -> str:
-    """A name for ``env``'s content that is the same in every process (the key of a derived
-    limit sent between the driver and the actors)."""
-    data = env.model_dump_json(exclude={"source_dir"})
-    return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 
 # -- the actor: one per node ---------------------------------------------------------------------
@@ -137,26 +135,14 @@ class NodeScorer:
         }
 
     def _learn(
-        self,
-        wired: list[Wired],
-        envs: list[Environment],
-        limits: dict[str, float],
-    ) -> list[str]:
-        """Seed the engine with the derived limits the driver knows; the environments' keys
-        (of the driver's copies: the same on every node)."""
-        keys = [key for _, _, key in wired]
-        for env, key in zip(envs, keys, strict=True):
-            if key in limits:
-                self.engine.learn_limit(env, limits[key])
-        return keys
-
-    def _learned(self, envs: list[Environment], keys: list[str]) -> dict[str, float]:
-        out = {}
-        for env, key in zip(envs, keys, strict=True):
-            known = self.engine.known_limit(env)
-            if known is not None:
-                out[key] = known
-        return out
+        self, wired: list[Wired], envs: list[Environment], runtimes: Runtimes
+    ) -> dict[str, Environment]:
+        """Seed the engine with the reference runtimes the driver knows; this node's copies of
+        the environments by the driver's keys (the same on every node: a copy whose files moved
+        to this node's install has a key of its own here)."""
+        named = {key: env for (_, _, key), env in zip(wired, envs, strict=True)}
+        self.engine.limits.learn(named, runtimes)
+        return named
 
     async def score(
         self,
@@ -164,12 +150,12 @@ class NodeScorer:
         which: list[int],
         answers: list[str],
         time_limit: float | None,
-        limits: dict[str, float],
-    ) -> tuple[list[RunResult], dict[str, float]]:
-        """Score ``answers`` (answer ``i`` on ``envs[which[i]]``), given the derived limits the
-        driver knows; return the results and the derived limits known here afterwards."""
+        runtimes: Runtimes,
+    ) -> tuple[list[RunResult], Runtimes]:
+        """Score ``answers`` (answer ``i`` on ``envs[which[i]]``), given the reference runtimes
+        the driver knows; return the results and the runtimes known here afterwards."""
         resolved = [_local(e) for e in envs]
-        keys = self._learn(envs, resolved, limits)
+        named = self._learn(envs, resolved, runtimes)
         left = len(answers)
         self.running += left
 
@@ -190,18 +176,18 @@ class NodeScorer:
             )
         finally:
             self.running -= left  # cancelled: what did not finish is no longer running
-        return batch.results, self._learned(resolved, keys)
+        return batch.results, self.engine.limits.known(named)
 
     async def run_one(
         self,
         env: Wired,
         answer: str,
         time_limit: float | None,
-        limits: dict[str, float],
-    ) -> tuple[RunReply, dict[str, float]]:
+        runtimes: Runtimes,
+    ) -> tuple[RunReply, Runtimes]:
         """``dg.run`` on this node; its no-verdict exception travels in the reply."""
         resolved = _local(env)
-        keys = self._learn([env], [resolved], limits)
+        named = self._learn([env], [resolved], runtimes)
         self.running += 1
         try:
             reply = RunReply(result=await self.engine.run(resolved, answer, time_limit=time_limit))
@@ -211,13 +197,14 @@ class NodeScorer:
         finally:
             self.running -= 1
             self.progress_at = time.monotonic()
-        return reply, self._learned([resolved], keys)
+        return reply, self.engine.limits.known(named)
 
-    async def time_limit(self, env: Wired, limits: dict[str, float]) -> float:
-        """The time limit of ``env`` on this node (measured here if no one knows it yet)."""
+    async def runtime(self, env: Wired, runtimes: Runtimes) -> tuple[float | None, Runtimes]:
+        """The reference runtime of ``env`` on this node (ms; from this node's store, or
+        measured here: the driver asks when no one knows it yet)."""
         resolved = _local(env)
-        self._learn([env], [resolved], limits)
-        return await self.engine.time_limit(resolved)
+        named = self._learn([env], [resolved], runtimes)
+        return await self.engine.limits.runtime(resolved), self.engine.limits.known(named)
 
     async def stats(self) -> dict[str, Any]:
         """The node's pool in figures."""
@@ -289,7 +276,13 @@ class RayEngine:
         self._backend_factory = backend_factory
         self._ray: Any = None
         self._actors: dict[str, _Actor] = {}
-        self._limits: dict[str, float] = {}
+        self.limits = TimeLimits(
+            time_limits if time_limits is not None else TimeLimitPolicy(),
+            self._runtime_on_a_node,
+            sandbox=sandbox,
+            persist=False,  # each node keeps them in its own store
+        )
+        """The derived limits, as the nodes measure them (one node for each environment)."""
         self._health: asyncio.Task[None] | None = None
         self._started_ray = False
         self._ready: asyncio.Lock | None = None
@@ -416,13 +409,14 @@ class RayEngine:
                 distinct[k] = len(send_envs)
                 send_envs.append(wired[k])
             which.append(distinct[k])
-        limits = {key: self._limits[key] for _, _, key in send_envs if key in self._limits}
+        named = {key: env for env, _, key in send_envs}
+        runtimes = self.limits.known(named)
         answers = [outputs[i] for i in chunk.indices]
         assert chunk.deadline is not None
         left = chunk.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError
-        ref = actor.handle.score.remote(send_envs, which, answers, time_limit, limits)
+        ref = actor.handle.score.remote(send_envs, which, answers, time_limit, runtimes)
         try:
             results, learned = await asyncio.wait_for(asyncio.wrap_future(ref.future()), left)
         except TimeoutError:
@@ -432,7 +426,7 @@ class RayEngine:
             raise _Lost(f"{type(exc.cause).__name__}: {exc.cause}") from exc
         except (ray.exceptions.RayError, ConnectionError) as exc:  # the actor or node died
             raise _Lost(f"{type(exc).__name__}: {exc}") from exc
-        self._limits.update(learned)
+        self.limits.learn(named, learned)
         return list(results)
 
     def _deadline(
@@ -530,10 +524,10 @@ class RayEngine:
     # -- the engine protocol ----------------------------------------------------------------
     async def _call_one(self, method: str, env: Environment, *args: Any) -> Any:
         """One call of an actor's ``method`` for one environment, sent once more to another
-        actor if the first died; the derived limits it knows are kept."""
+        actor if the first died; the reference runtime it knows afterwards is kept."""
         await self._connect()
-        key = fingerprint(env)
-        limits = {key: self._limits[key]} if key in self._limits else {}
+        named = {env_key(env): env}
+        runtimes = self.limits.known(named)
         chunk = _Chunk([0])
         last: Exception | None = None
         for _ in range(2):
@@ -541,9 +535,11 @@ class RayEngine:
             if actor is None:
                 break
             chunk.tried.add(actor.node_id)
-            ref = getattr(actor.handle, method).remote(_wire(env), *args, limits)
+            ref = getattr(actor.handle, method).remote(_wire(env), *args, runtimes)
             try:
-                return await asyncio.wrap_future(ref.future())
+                reply, learned = await asyncio.wrap_future(ref.future())
+                self.limits.learn(named, learned)
+                return reply
             except self._ray.exceptions.RayTaskError as exc:  # the actor's code raised
                 if isinstance(exc.cause, Exception):
                     raise exc.cause from None  # as local mode raises it
@@ -552,26 +548,23 @@ class RayEngine:
                 last = exc
         raise SandboxError(f"no Ray actor could take the run: {last}")
 
+    async def _runtime_on_a_node(self, env: Environment) -> float | None:
+        """``env``'s reference runtime, from the node that takes the call (its store, or measured
+        there): the driver's ``TimeLimits``'s measurement."""
+        runtime: float | None = await self._call_one("runtime", env)
+        return runtime
+
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
-        """The effective time limit of a run of ``env`` (measured on one node, once)."""
-        e = resolve(env)
-        if time_limit is not None:  # held to the environment's cap, as on every node
-            return min(float(time_limit), e.timeout)
-        key = fingerprint(e)
-        if key not in self._limits:
-            value = float(await self._call_one("time_limit", e))
-            if e.time_limit is None and e.reference_solution:
-                self._limits[key] = value
-            return value
-        return self._limits[key]
+        """The effective time limit of a run of ``env`` (measured on one node, once); a
+        session is refused here, as on every node."""
+        return await self.limits.limit(resolve_per_answer(env, 1)[0], time_limit)
 
     async def run(
         self, env: EnvLike, model_output: str, *, time_limit: float | None = None
     ) -> RunResult:
         """Score one answer on a node; raise the contract's no-verdict exceptions."""
         e = resolve_per_answer(env, 1)[0]
-        reply, learned = await self._call_one("run_one", e, model_output, time_limit)
-        self._limits.update(learned)
+        reply = await self._call_one("run_one", e, model_output, time_limit)
         if reply.raised is not None:
             raise raised_error(reply.raised, reply.result)
         result: RunResult | None = reply.result
@@ -690,6 +683,7 @@ class RayEngine:
             self._health.cancel()
             await asyncio.gather(self._health, return_exceptions=True)
             self._health = None
+        await self.limits.close()
         if self._ray is None:
             return
         ray = self._ray
@@ -707,8 +701,8 @@ class RayEngine:
 def _wire(env: Environment) -> Wired:
     """How ``env`` travels to a node: the object, with the driver's package folder (a node whose
     deepgym is installed elsewhere finds a built-in's files in its own install) and its
-    fingerprint (the key of its derived limit, hashed once, on the driver)."""
-    return env, _PACKAGE, fingerprint(env)
+    ``env_key`` (the key of its derived limit, computed on the driver, of the driver's copy)."""
+    return env, _PACKAGE, env_key(env)
 
 
 def _local(wired: Wired) -> Environment:

@@ -25,7 +25,6 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
-import hashlib
 import io
 import json
 import math
@@ -46,6 +45,7 @@ from deepgym.exceptions import (
     SandboxExpiredError,
 )
 from deepgym.home import deepgym_home
+from deepgym.identity import env_key
 from deepgym.judge.blame import tree_pids
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.results import build_result
@@ -413,7 +413,7 @@ class LocalSessions:
         """
         if env.kind != "session":
             raise ConfigError(f"env {env.name!r} is a {env.kind} task, not a session")
-        key = hashlib.sha256(env.model_dump_json().encode()).hexdigest()  # limits included
+        key = env_key(env)  # its limits and setup included: what the standby booted with
         session = await self._take_standby(key)
         if session is None:
             session = LocalSession(self, env)

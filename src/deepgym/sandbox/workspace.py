@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from deepgym.identity import env_key
 from deepgym.models import Environment
 from deepgym.sandbox import cgroups
 
@@ -78,24 +78,6 @@ def base_dirs() -> list[Path]:
     return out
 
 
-def _env_key(env: Environment) -> str:
-    blob = json.dumps(
-        [
-            env.name,
-            env.kind,
-            env.test_cases,
-            env.verifier_code,
-            str(env.verifier_path) if env.verifier_path else None,
-            str(env.repo_path) if env.repo_path else None,
-            str(env.tests_path) if env.tests_path else None,
-            env.step_verifier_code,
-        ],
-        sort_keys=True,
-        default=repr,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
 class Workspace:
     """A backend's private temporary folder: ``envs/<key>`` per environment, ``run-*`` per run."""
 
@@ -115,7 +97,7 @@ class Workspace:
     def env_dir(self, env: Environment) -> Path:
         """The folder holding ``env``'s test data, verifier and repository (staged at first
         use, then reused): what the verifier reads, never the answer."""
-        key = _env_key(env)
+        key = env_key(env)
         cached = self._staged.get(key)
         if cached is not None:
             return cached
