@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from deepgym.exceptions import InvalidScoreError
-from deepgym.judge.codes import VERIFIER_BROKEN
+from deepgym.judge.codes import MODEL_FAULT_STATUSES, VERIFIER_BROKEN
 
 __all__ = [
     "ALL_ERROR_TYPES",
@@ -59,16 +59,9 @@ class ErrorType(StrEnum):
     INVALID_SCORE = "invalid_score"
 
 
-MODEL_FAULT_ERRORS: frozenset[str] = frozenset(
-    {
-        ErrorType.INVALID_PATCH,
-        ErrorType.PATCH_APPLY_FAILED,
-        ErrorType.TEST_INFRA_TAMPERING,
-        ErrorType.SOLUTION_ERROR,
-        ErrorType.SOLUTION_TIMEOUT,
-        ErrorType.POLICY_SANDBOX_FAILURE,
-    }
-)
+MODEL_FAULT_ERRORS: frozenset[str] = frozenset(ErrorType(s) for s in MODEL_FAULT_STATUSES)
+"""The answer's failures: a judged 0. The judge reads the same names (``judge.codes``), so a
+verifier's returned value may report these and no other failure."""
 ALL_ERROR_TYPES: frozenset[str] = frozenset(e.value for e in ErrorType)
 NO_VERDICT_ERRORS: frozenset[str] = ALL_ERROR_TYPES - MODEL_FAULT_ERRORS
 

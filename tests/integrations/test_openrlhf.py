@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import logging
+import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from deepgym import DeepGym
-from deepgym.exceptions import SandboxDiedError, TransportError
+from deepgym import AsyncDeepGym, DeepGym
+from deepgym.exceptions import SandboxUnavailableError
 from deepgym.integrations import openrlhf
 from deepgym.integrations.reward import MaskedRate
-from deepgym.models import RunResult
-from tests.integrations.conftest import TWO_SUM_OK, scripted_client
+from deepgym.sandbox.base import Job, RawRun
+from deepgym.verdict import Outcome
+from tests.integrations.conftest import TWO_SUM_OK, ScriptedBackend, scripted_client
 
+JSON = {"content-type": "application/json"}
 PROMPT = "<|im_start|>user\nSolve two_sum.<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -85,42 +88,84 @@ def test_a_malformed_body_is_a_400() -> None:
     asyncio.run(client.close())
 
 
-class FlakyClient:
-    """Raises what ``answers`` says on each call, then scores 1.0."""
+class DownBackend(ScriptedBackend):
+    """``ScriptedBackend``, where the time limit runs out before the answer came into play
+    (ours: the engine retries it once, within the run's deadline) for every run of the answer
+    ``down`` and the first run of the answer ``flaky``."""
 
-    def __init__(self, failures: list[BaseException]) -> None:
-        self.failures = failures
-        self.calls = 0
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: Counter[str] = Counter()
 
-    async def run(self, env: Any, code: str) -> RunResult:
-        self.calls += 1
-        if self.failures:
-            raise self.failures.pop(0)
-        return RunResult(score=1.0, passed=True)
+    async def run(self, job: Job) -> RawRun:
+        answer = job.answer.strip()
+        self.runs[answer] += 1
+        if answer == "down" or (answer == "flaky" and self.runs[answer] == 1):
+            outcome = Outcome(report=None, in_play=False, wall_timeout=True)
+            return RawRun(outcome=outcome, report=None, isolation="scripted")
+        return await super().run(job)
 
 
-def test_an_infrastructure_failure_is_graded_once_more() -> None:
-    flaky = FlakyClient([TransportError("provider 503", status_code=503)])
-    app = openrlhf.create_app(flaky, env="two_sum")  # type: ignore[arg-type]
+def test_an_infrastructure_failure_is_retried_once_by_the_engine_alone() -> None:
+    backend = DownBackend()
+    client = AsyncDeepGym(backend=backend)
+    rate = MaskedRate("openrlhf-test", block=2, limit=1)
+    app = openrlhf.create_app(client, env="two_sum", infra_failure_score=0.25, masked_rate=rate)
     with TestClient(app) as http:
-        out = http.post(openrlhf.ROUTE, json=_body(["pass"])).json()
-    assert out["rewards"] == [1.0] and flaky.calls == 2
+        out = http.post(openrlhf.ROUTE, json=_body(["flaky", "down"])).json()
+    asyncio.run(client.close())
+    assert out["rewards"] == [1.0, 0.25]
+    assert out["extra_logs"]["deepgym_no_verdict"] == [0.0, 1.0]
+    # One retry each, the engine's: no second loop of the adapter's on top (which ran a sample
+    # that stayed down four times).
+    assert (backend.runs["flaky"], backend.runs["down"]) == (2, 2)
+    assert (rate.total, rate.masked) == (2, 1)
 
 
-def test_a_sample_still_without_a_verdict_gets_the_configured_score_and_is_counted(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    # Infrastructure twice: no third try. A sandbox that died is not known to be ours: no retry.
-    flaky = FlakyClient([ConnectionError("down"), ConnectionError("down"), SandboxDiedError("x")])
-    rate = MaskedRate("openrlhf-test", block=2, limit=0)
-    app = openrlhf.create_app(flaky, env="two_sum", infra_failure_score=0.25, masked_rate=rate)  # type: ignore[arg-type]
-    with caplog.at_level(logging.WARNING, logger="deepgym.integrations"), TestClient(app) as http:
-        first = http.post(openrlhf.ROUTE, json=_body(["pass"])).json()
-        second = http.post(openrlhf.ROUTE, json=_body(["pass"])).json()
-    assert first["rewards"] == [0.25] and second["rewards"] == [0.25]
-    assert flaky.calls == 3
-    assert rate.masked == 2 and rate.alerts == 1
-    assert "2 of the last 2 samples got no verdict" in caplog.text
+def test_the_file_form_retries_by_the_same_rule() -> None:
+    backend = DownBackend()
+    dg = DeepGym(backend=backend)
+    fn = openrlhf.make_reward_func("two_sum", client=dg, infra_failure_score=-0.5)
+    try:
+        out = fn([_query("flaky"), _query("down")], [PROMPT] * 2, ["", ""])
+    finally:
+        fn.close()  # type: ignore[attr-defined]
+        dg.close()
+    assert out["rewards"] == [1.0, -0.5]
+    assert (backend.runs["flaky"], backend.runs["down"]) == (2, 2)
+    assert (fn.masked_rate.total, fn.masked_rate.masked) == (2, 1)  # type: ignore[attr-defined]
+
+
+def test_a_sample_that_cannot_run_has_no_verdict_and_the_others_are_scored() -> None:
+    client, backend = scripted_client()
+    app = openrlhf.create_app(client, infra_failure_score=-1.0)
+    # A lone surrogate (JSON may carry one, escaped): text the client refuses.
+    body = _body(["pass", "pass\ud800", "pass", "half"], ["two_sum", "two_sum", "nope", "two_sum"])
+    with TestClient(app) as http:
+        r = http.post(openrlhf.ROUTE, content=json.dumps(body), headers=JSON)
+    asyncio.run(client.close())
+    out = r.json()
+    assert out["rewards"] == [1.0, -1.0, -1.0, 0.5]
+    assert out["extra_logs"]["deepgym_no_verdict"] == [0.0, 1.0, 1.0, 0.0]
+    assert backend.answers == ["pass", "half"]  # the others never ran
+
+
+def test_a_host_failure_of_one_run_is_that_samples_no_verdict() -> None:
+    client, _ = scripted_client()
+    with TestClient(openrlhf.create_app(client, infra_failure_score=0.5)) as http:
+        out = http.post(openrlhf.ROUTE, json=_body(["raise", "pass"])).json()
+    asyncio.run(client.close())
+    assert out["rewards"] == [0.5, 1.0]
+
+
+def test_a_failure_of_every_run_alike_fails_the_request() -> None:
+    """A host that cannot sandbox at all: the request fails (OpenRLHF sees the error) rather than
+    hand the trainer a batch of no-verdict rewards."""
+    client, _ = scripted_client()
+    app = openrlhf.create_app(client)
+    with TestClient(app) as http, pytest.raises(SandboxUnavailableError):
+        http.post(openrlhf.ROUTE, json=_body(["unavailable", "pass"]))
+    asyncio.run(client.close())
 
 
 def test_make_reward_func_follows_the_file_protocol() -> None:

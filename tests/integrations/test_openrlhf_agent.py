@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import sys
+import time
 import types
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 from deepgym.exceptions import ConfigError
 from deepgym.integrations.openrlhf_agent import session_agent_instance, write_agent_func_file
 from deepgym.integrations.reward import MaskedRate
+from tests.procs import descendants
 
 pytestmark = pytest.mark.sandbox
 
@@ -92,6 +95,45 @@ def test_a_turn_without_a_command_ends_the_phase_and_the_budget_holds() -> None:
     busy = ["```bash\nls\n```"] * 30
     out = asyncio.run(_execute(cls, "p", None, busy, max_steps=30))
     assert out["steps"] == 20  # agent/fix_add's max_steps: then the work is scored
+
+
+def test_rollouts_on_one_loop_share_one_client_closed_with_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deepgym.client import AsyncDeepGym
+
+    made: list[Any] = []
+    closed: list[Any] = []
+    close = AsyncDeepGym.close
+
+    async def recorded_close(self: AsyncDeepGym) -> None:
+        closed.append(self)
+        await close(self)
+
+    monkeypatch.setattr(AsyncDeepGym, "close", recorded_close)
+
+    class Recorded(session_agent_instance(AgentInstanceBase)):  # type: ignore[misc]
+        async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+            out = await super().reset(states, **kwargs)
+            made.append(self.client)
+            return out
+
+    async def rollouts(n: int) -> list[dict[str, Any]]:  # at once, as OpenRLHF runs them
+        return await asyncio.gather(
+            *(_execute(Recorded, "Fix calc.add.", "agent/fix_add", FIX_TURNS) for _ in range(n))
+        )
+
+    before = descendants(os.getpid())
+    outs = asyncio.run(rollouts(2))
+    assert [o["reward"] for o in outs] == [1.0, 1.0]
+    assert len(made) == 2 and made[0] is made[1]  # one client: one session provider
+    assert closed == [made[0]]  # closed once, when the loop shut down
+    assert asyncio.run(rollouts(1))[0]["reward"] == 1.0
+    assert made[2] is not made[0] and closed == [made[0], made[2]]  # a new loop, its own client
+    deadline = time.monotonic() + 5
+    while (left := descendants(os.getpid()) - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"processes left behind: {sorted(left)}"
 
 
 def test_a_session_that_fails_has_no_verdict_and_the_infra_score(

@@ -1057,6 +1057,24 @@ DATING = {
         True,
         "solution_error",
     ),
+    # A returned status cannot mask the answer's sample, nor stand beside a score: here the
+    # score is what the answer computed, as a verifier that returns the answer's value has it.
+    "status_after": (
+        """
+        def verify(solution, test_cases):
+            return {"status": "sandbox_error", "score": solution.add(0.5, 0.5), "passed": True}
+        """,
+        True,
+        "solution_error",
+    ),
+    "status_before": (
+        """
+        def verify(solution, test_cases):
+            return {"status": "timeout"}
+        """,
+        False,
+        "verifier_error",
+    ),
     "exit_2": (
         """
         import sys

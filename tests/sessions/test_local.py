@@ -152,6 +152,47 @@ def test_a_verifier_that_crashes_after_it_reads_is_the_agents_zero(
     assert r.has_verdict and r.score == 0.0 and r.error_type == "solution_error"
 
 
+@pytest.mark.parametrize("status", ["sandbox_error", "timeout", "verifier_error", "bogus"])
+def test_a_status_the_verifier_returns_cannot_mask_the_agents_sample(
+    dg: DeepGym, make_env: Callable[..., Environment], status: str
+) -> None:
+    """The value a session's verifier returns follows the function task's rule: a status that
+    would have no verdict is the verifier's own failure, the agent's 0 once its work was read."""
+    verifier = (
+        "def verify(work, tests):\n"
+        "    ok = 'a + b' in (work / 'calc.py').read_text()\n"
+        f"    return {{'status': {status!r}, 'score': float(ok), 'passed': ok}}\n"
+    )
+    with dg.session(make_env(verifier=verifier)) as s:
+        s.exec(FIX)
+        r = s.score()
+    assert r.has_verdict and (r.score, r.passed, r.error_type) == (0.0, False, "solution_error")
+    assert f"status {status!r}" in r.error
+
+
+def test_a_verifier_may_report_the_agents_failure_and_return_any_value_in_its_cases(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    verifier = (
+        "def verify(work, tests):\n"
+        "    (work / 'calc.py').read_text()\n"
+        "    return {'status': 'solution_timeout', 'score': 0.0, 'message': 'too slow',\n"
+        "            'cases': [{'name': 'slow', 'passed': False, 'message': work}]}\n"
+    )
+    with dg.session(make_env(verifier=verifier)) as s:
+        r = s.score()
+    assert r.has_verdict and (r.score, r.error_type, r.error) == (
+        0.0,
+        "solution_timeout",
+        "too slow",
+    )
+    assert [(c.name, c.passed, c.message) for c in r.cases] == [("slow", False, "/work")]
+    verifier = "def verify(work, tests):\n    return {'score': 1.0, 'details': work}\n"
+    with dg.session(make_env(verifier=verifier)) as s:  # a value JSON cannot hold is dropped
+        r = s.score()
+    assert r.has_verdict and r.score == 1.0
+
+
 def test_a_sandbox_killed_from_outside_is_the_agents_zero(
     dg: DeepGym, example: Environment
 ) -> None:

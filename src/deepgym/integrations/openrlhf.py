@@ -10,10 +10,14 @@ the response are dropped before the answer (the last fenced code block) is taken
 one.
 
 The environment is ``env`` when given, else each sample's label: an environment name, or an object
-(or its JSON) with ``env`` / ``env_name``. A sample that the provider or the network failed
-(``is_infrastructure_failure``) is graded once more; a sample still without a verdict gets
-``infra_failure_score`` (a number OpenRLHF can train on), is counted by ``MaskedRate``, and is
-flagged in ``extra_logs["deepgym_no_verdict"]``.
+(or its JSON) with ``env`` / ``env_name``. Each sample is the client's ``run_one``: a failure of
+its run is a result without a verdict, never a failed request, and an infrastructure failure was
+already retried once within the run's deadline by the engine (``scheduling.should_retry``), the
+one retry rule; a failure of every run alike (a host that cannot sandbox, a service that refuses
+the token) fails the request rather than train on a batch of no verdicts. A sample without a
+verdict (a label that names no environment included) gets ``infra_failure_score`` (a number
+OpenRLHF can train on), is counted by ``MaskedRate``, and is flagged in
+``extra_logs["deepgym_no_verdict"]``.
 
 A label is the trainer's own data when the endpoint runs beside the trainer: a name or a folder
 path on this host. Mounted on ``deepgym serve --openrlhf``, the endpoint serves clients of the
@@ -39,14 +43,13 @@ from deepgym import (
     DeepGym,
     Environment,
     RunResult,
-    is_infrastructure_failure,
     load_environment,
 )
 from deepgym.completions import extract_code
 from deepgym.exceptions import ConfigError
 from deepgym.integrations.reward import MaskedRate, label_env
 from deepgym.types import EnvLike
-from deepgym.validation import positive_int
+from deepgym.validation import positive_int, text
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -134,12 +137,18 @@ class _Grader:
         for i, (query, prompt, label) in enumerate(zip(queries, prompts, labels, strict=True)):
             code = extract_code(response_text(str(query), str(prompt or "")))
             try:
-                out.append((self.environment(label), code))
+                found = self.environment(label)
             except ConfigError as exc:
                 if self.load_env is not None:  # a client's bad label: refused, never run
                     raise ConfigError(f"labels[{i}]: {exc}") from exc
                 out.append((exc, code))  # the trainer's own: no verdict, never a failed request
+                continue
             except Exception as exc:  # one bad sample: no verdict, never a failed request
+                out.append((exc, code))
+                continue
+            try:  # an answer the client refuses (too long, not unicode) is this sample's alone
+                out.append((found, text(code, f"query[{i}]'s answer")))
+            except ConfigError as exc:
                 out.append((exc, code))
         return out
 
@@ -163,39 +172,25 @@ def reward_body(rewards: Sequence[float], results: Sequence[RunResult]) -> dict[
     }
 
 
-def _failed(exc: BaseException, env: Any) -> RunResult:
-    result = getattr(exc, "result", None)
-    if isinstance(result, RunResult) and not result.has_verdict:
-        return result
-    name = env.name if isinstance(env, Environment) else None
-    error_type = "sandbox_error" if is_infrastructure_failure(exc) else "runtime_error"
-    return RunResult.no_verdict(error_type, f"{type(exc).__name__}: {exc}", env_name=name)
+def _unscored(exc: Exception) -> RunResult:
+    """A sample that cannot run (its label names no environment, its answer is not text the
+    client takes): no verdict, never a failed request."""
+    return RunResult.no_verdict("runtime_error", f"{type(exc).__name__}: {exc}")
 
 
 async def _grade(client: AsyncDeepGym, env: Environment | Exception, code: str) -> RunResult:
+    """One sample's result: the client's ``run_one``, where a failure of the run is a result
+    without a verdict and the engine has retried what it retries."""
     if isinstance(env, Exception):
-        return _failed(env, None)
-    for attempt in (1, 2):
-        try:
-            return await client.run(env, code)
-        except Exception as exc:
-            if attempt == 1 and is_infrastructure_failure(exc):
-                continue  # the provider or the network failed it: grade it once more
-            return _failed(exc, env)
-    raise AssertionError("unreachable")
+        return _unscored(env)
+    return await client.run_one(env, code)
 
 
 def _grade_sync(client: DeepGym, env: Environment | Exception, code: str) -> RunResult:
+    """``_grade`` for the blocking client."""
     if isinstance(env, Exception):
-        return _failed(env, None)
-    for attempt in (1, 2):
-        try:
-            return client.run(env, code)
-        except Exception as exc:
-            if attempt == 1 and is_infrastructure_failure(exc):
-                continue
-            return _failed(exc, env)
-    raise AssertionError("unreachable")
+        return _unscored(env)
+    return client.run_one(env, code)
 
 
 def create_app(

@@ -18,14 +18,22 @@ tensor), ``scores``, ``environment_feedback`` (text appended to the conversation
   ``infra_failure_score`` (a number OpenRLHF can train on), is flagged in
   ``extra_logs["deepgym_no_verdict"]`` and counted by ``MaskedRate``.
 
+OpenRLHF runs many rollouts at once on one event loop: they share one client per loop (one
+session provider, whose warm standby then serves the next rollout), made by the first rollout
+on that loop and closed when the loop shuts its async generators down (``asyncio.run`` does, at
+its end), so nothing of it outlives the loop.
+
 ``write_agent_func_file(path, env=...)`` writes the file ``--agent_func_path`` points to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepgym.completions import DONE, turn_command
 from deepgym.exceptions import ConfigError, DeepGymError
@@ -33,11 +41,46 @@ from deepgym.integrations.reward import MaskedRate, label_env
 from deepgym.models import Environment, RunResult
 from deepgym.types import EnvLike
 
+if TYPE_CHECKING:
+    from deepgym.client import AsyncDeepGym
+
 __all__ = ["DONE", "FEEDBACK_CHARS", "session_agent_instance", "write_agent_func_file"]
 
 FEEDBACK_CHARS = 4000
 """The most of a command's output fed back (its tail)."""
 _MASKED = MaskedRate("openrlhf agent")
+
+
+class _LoopClients:
+    """One client per event loop, closed when that loop shuts down."""
+
+    def __init__(self, sandbox: str) -> None:
+        self.sandbox = sandbox
+        self.clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[AsyncDeepGym, AsyncIterator[None]]
+        ] = weakref.WeakKeyDictionary()
+
+    async def get(self) -> AsyncDeepGym:
+        """The running loop's client (made at the first call on that loop)."""
+        from deepgym.client import AsyncDeepGym
+
+        loop = asyncio.get_running_loop()
+        held = self.clients.get(loop)
+        if held is None:
+            client = AsyncDeepGym(sandbox=self.sandbox)
+            closer = _close_at_shutdown(client)
+            self.clients[loop] = held = (client, closer)  # before any await: one per loop
+            await anext(closer)  # the loop now tracks it: its shutdown closes the client
+        return held[0]
+
+
+async def _close_at_shutdown(client: AsyncDeepGym) -> AsyncIterator[None]:
+    """Suspends at once; ``loop.shutdown_asyncgens`` (the end of ``asyncio.run``) resumes it
+    to close ``client`` on the loop that made it."""
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 def session_agent_instance(
@@ -53,6 +96,7 @@ def session_agent_instance(
     if isinstance(infra_failure_score, bool) or not isinstance(infra_failure_score, int | float):
         raise ConfigError(f"infra_failure_score must be a number, got {infra_failure_score!r}")
     masked = masked_rate if masked_rate is not None else _MASKED
+    clients = _LoopClients(sandbox)
 
     class AgentInstance(base):  # type: ignore[misc]
         """One rollout: a deepgym session of the sample's environment."""
@@ -79,10 +123,8 @@ def session_agent_instance(
             return found
 
         async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-            from deepgym.client import AsyncDeepGym
-
             self.env = self._environment(states.get("label"))
-            self.client = AsyncDeepGym(sandbox=sandbox)
+            self.client = await clients.get()  # shared by every rollout on this loop
             self.steps = 0
             try:
                 self.session = await self.client.session(self.env)
@@ -94,12 +136,10 @@ def session_agent_instance(
             return {"observation": states.get("observation", "")}
 
         async def _close(self) -> None:
+            """End this rollout's session (the loop's client stays, for the next rollout)."""
             if self.session is not None:
                 await self.session.close()
                 self.session = None
-            if self.client is not None:
-                await self.client.close()
-                self.client = None
 
         def _reply(self, result: RunResult, feedback: str = "") -> dict[str, Any]:
             import torch

@@ -20,4 +20,8 @@ verifier sees), ``solution_host`` (the solution process), ``worker`` (a pool wor
 zygote), ``isolate`` (the system calls a pool worker isolates with), ``wire`` (the plain-data
 codec), ``compare`` and ``patch`` (checking values and diffs), ``blame`` (who used the time), and
 ``codes`` (the numbers the host and the judge agree on; imports nothing).
+
+One rule turns a verifier's return value into a report, ``report.report_from_value``: the
+function task's verifier (``harness``) and a session's final verifier (``session_verify``) both
+follow it.
 """

@@ -1,4 +1,4 @@
-"""The numbers and paths that the host and the judge must agree on, in one place.
+"""The numbers, paths and names that the host and the judge must agree on, in one place.
 
 Standard library only and no imports at all: ``deepgym.verdict`` (the pure contract) reads
 ``VERIFIER_BROKEN`` from here without loading any of the judge's sandbox code, and inside the
@@ -25,3 +25,16 @@ ANSWER_PATH = "/tmp/answer/solution.py"
 """Where a pool worker puts each run's answer: its own tmpfs, which every solution process covers
 with a fresh one once it has read the answer (the zygote never reads it). The host names this
 path in the job."""
+
+MODEL_FAULT_STATUSES = frozenset(
+    {
+        "invalid_patch",
+        "patch_apply_failed",
+        "test_infra_tampering",
+        "solution_error",
+        "solution_timeout",
+        "policy_sandbox_failure",
+    }
+)
+"""The failures that are the answer's (``deepgym.verdict.MODEL_FAULT_ERRORS`` is built from
+them): the only statuses besides ``ok`` a verifier's returned value may report."""

@@ -20,6 +20,7 @@ from . import compare, wire
 from .codes import SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
+from .report import report_from_value
 from .session import Session, SolutionProxy, call_request
 from .solution_host import write_all
 
@@ -250,24 +251,6 @@ def _load_verifier(j: Judge) -> Any:
     sys.modules["verifier"] = module
     exec(code, module.__dict__)
     return module
-
-
-def report_from_value(value: Any) -> dict[str, Any]:
-    """A ``verify`` return value (bool, number or dict) as a report; the host checks the score."""
-    if isinstance(value, bool | int | float):
-        return {"status": "ok", "score": value}
-    if isinstance(value, dict):
-        out: dict[str, Any] = {"status": "ok", "score": value.get("score")}
-        if isinstance(value.get("passed"), bool):
-            out["passed"] = value["passed"]
-        if isinstance(value.get("reward_components"), dict):
-            out["reward_components"] = value["reward_components"]
-        if isinstance(value.get("cases"), list):
-            out["cases"] = value["cases"]
-        if out["score"] is None and "passed" in out:
-            out["score"] = 1.0 if out["passed"] else 0.0
-        return out
-    return {"status": "invalid_score", "message": f"verify returned a {type(value).__name__}"}
 
 
 def run_custom(j: Judge) -> dict[str, Any]:

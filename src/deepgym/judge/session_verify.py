@@ -11,19 +11,26 @@ it starts, and the process is non-dumpable: the agent's code, if the verifier ru
 neither). The instant the agent's output comes into play is the verifier's first touch of the
 work dir (an open, a listing, a change of directory into it, or a process started): it is
 written once to ``MARK_FD`` the same way. A failure before it is ours; after it, the agent's.
+
+What ``verify`` returns becomes the report by the rule a function task's verifier follows
+(``report.report_from_value``): a bool, a number, or a dict of ``score``, ``passed``, ``cases``,
+``reward_components``, ``message``, and a ``status`` that is ``ok`` or the agent's failure
+(``solution_error``, ``solution_timeout``, ...). No other status is taken: a returned value cannot
+turn the agent's failure into no verdict.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
-import math
 import os
 import shutil
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
+
+from .report import report_from_value
 
 WORK = "/work"
 SNAPSHOT = "/snapshot"
@@ -67,18 +74,6 @@ def _report(fd: int, report: dict[str, Any]) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _plain_report(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"status": "ok", "score": 1.0 if value else 0.0, "passed": value}
-    if isinstance(value, int | float):
-        return {"status": "ok", "score": float(value)}
-    if isinstance(value, dict):
-        out = dict(value)
-        out.setdefault("status", "ok")
-        return out
-    return {"status": "invalid_score", "message": f"verify returned {type(value).__name__}"}
-
-
 def main(argv: list[str]) -> int:
     """Run the verifier once; the exit code says whether a report was written."""
     report_fd, mark_fd = int(argv[0]), int(argv[1])
@@ -106,10 +101,7 @@ def main(argv: list[str]) -> int:
         return 2
     sys.addaudithook(marker)
     try:
-        report = _plain_report(verify(Path(WORK), Path(ENV, "tests")))
-        score = report.get("score")
-        if not isinstance(score, int | float) or not math.isfinite(score) or not 0 <= score <= 1:
-            report = {"status": "invalid_score", "message": f"score {score!r} is not in [0, 1]"}
+        report = report_from_value(verify(Path(WORK), Path(ENV, "tests")))
     except BaseException:
         report = {"status": "verifier_error", "message": traceback.format_exc()[-3000:]}
     _report(report_fd, report)
