@@ -61,6 +61,7 @@ from deepgym.validation import (
 __all__ = [
     "ERRORS",
     "RAISABLE",
+    "REPLY_GRACE_S",
     "BatchRequest",
     "ErrorCode",
     "EvalRequest",
@@ -86,6 +87,11 @@ __all__ = [
     "parse_event",
     "raised_error",
 ]
+
+REPLY_GRACE_S = 15.0
+"""How long past a session request's own time (a command's timeout, the verifier's) its answer
+may take before it counts as lost: the session's supervisor on the service's host waits this
+long, and the remote client waits for it on top of its own slack."""
 
 EnvSpec = str | dict[str, Any]
 """An environment by name, or by value (``Environment``'s fields)."""

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import math
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
@@ -45,6 +44,7 @@ from deepgym.envs.registry import list_environments, load_environment, load_fold
 from deepgym.exceptions import ConfigError, DeepGymError, TransportError, is_misconfiguration
 from deepgym.models import BatchResult, Environment, EvalResult, ExecResult, RunResult
 from deepgym.protocol import (
+    REPLY_GRACE_S,
     BatchRequest,
     EnvSpec,
     EvalRequest,
@@ -65,7 +65,6 @@ from deepgym.protocol import (
     parse_event,
     raised_error,
 )
-from deepgym.sandbox.sessions import REPLY_GRACE_S
 from deepgym.scheduling import broadcast_envs, group_slices
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 
@@ -451,9 +450,7 @@ class RemoteSession:
 
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         """Run ``command`` in the session's shell on the service (see ``LocalSession.exec``)."""
-        limit = self.env.step_timeout if timeout is None else timeout
-        if not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        limit = self.env.step_timeout if timeout is None else timeout  # checked by AsyncSession
         self.acted = True
         body = SessionExecRequest(command=command, timeout=float(limit))
         content = await self._call("exec", body, wait_s=limit + REPLY_GRACE_S + SESSION_SLACK_S)
