@@ -20,7 +20,7 @@ from . import compare, wire
 from .codes import SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
-from .session import Session, SolutionProxy, call_request
+from .rpc import Session, SolutionProxy, call_request
 from .solution_host import write_all
 
 TYPE_CHECKING = False
