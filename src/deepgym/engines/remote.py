@@ -21,9 +21,11 @@ Failure rules (the contract's, unchanged by the network):
 
 Agent sessions (``open_session``, for ``dg.session``) are ``RemoteSession``: each call one request
 under ``/v1/sessions``. A failure of the session's sandbox on the service raises the class local
-mode raises (``SandboxDiedError``, ``SandboxExpiredError``), a transport failure or a session the
-service no longer has raises ``TransportError``, so ``deepgym.session.failure_result`` reads them
-as it reads a local session's.
+mode raises (``SandboxDiedError``, ``SandboxExpiredError``), a transport failure raises
+``TransportError`` and a session the service no longer has ``UnknownSessionError`` (a
+``TransportError``), so ``deepgym.session.failure_result`` reads them as it reads a local
+session's. The service and this client share the wire's constants (``deepgym.protocol``): this
+module imports nothing of this host's sandbox.
 
 httpx errors are translated once, here, with ``raise ... from exc``.
 """
