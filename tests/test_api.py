@@ -153,3 +153,36 @@ def test_sync_and_async_reward_functions_have_the_same_methods_and_signatures() 
         if name != "__init__":
             assert inspect.iscoroutinefunction(core[name]), name
             assert not inspect.iscoroutinefunction(sync[name]), name
+
+
+def _properties(cls: type) -> set[str]:
+    return {name for name, member in vars(cls).items() if isinstance(member, property)}
+
+
+def test_sync_and_async_sessions_have_the_same_methods_and_properties() -> None:
+    from deepgym.session import AsyncSession, Session
+
+    sync, core = _public_methods(Session), _public_methods(AsyncSession)
+    sync.pop("__init__"), core.pop("__init__")  # a core's provider; the blocking face's portal
+    assert set(sync) == set(core)
+    assert {"exec", "score", "failure", "close"} <= set(sync)
+    assert _properties(Session) == _properties(AsyncSession)
+    assert {"env", "diff", "sandbox_id", "acted", "agent_share"} <= _properties(Session)
+
+
+def _session_methods() -> list[str]:
+    from deepgym.session import AsyncSession
+
+    return sorted(n for n in _public_methods(AsyncSession) if n != "__init__")
+
+
+@pytest.mark.parametrize("name", _session_methods())
+def test_sync_and_async_session_signatures_match(name: str) -> None:
+    from deepgym.session import AsyncSession, Session
+
+    sync, core = getattr(Session, name), getattr(AsyncSession, name)
+    assert _params(sync) == _params(core)
+    # Where the async core awaits, the blocking face blocks; a pure method is pure on both.
+    assert not inspect.iscoroutinefunction(sync)
+    if name != "failure":
+        assert inspect.iscoroutinefunction(core)

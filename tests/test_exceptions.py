@@ -21,8 +21,10 @@ from deepgym.exceptions import (
     SandboxUnavailableError,
     TransportError,
     UnknownEnvironmentError,
+    UnknownSessionError,
     VerifierError,
     is_infrastructure_failure,
+    is_misconfiguration,
 )
 
 CLASSES = [
@@ -106,6 +108,7 @@ class ConnectError(Exception):
         (TransportError("forbidden", status_code=403), True),
         (TransportError("not found", status_code=404), False),
         (TransportError("bad request", status_code=400), False),
+        (UnknownSessionError("no such session"), True),
         (SandboxExpiredError("retired"), True),
         (SandboxUnavailableError("no bwrap"), True),
         (SandboxDiedError("died"), False),
@@ -135,3 +138,11 @@ def test_is_infrastructure_failure(exc: BaseException, infra: bool) -> None:
 def test_transport_error_is_a_connection_error() -> None:
     assert issubclass(TransportError, ConnectionError)
     assert TransportError("x", status_code=502).status_code == 502
+
+
+def test_a_session_the_service_lost_is_ours_but_no_misconfiguration() -> None:
+    # A lost session fails that session alone: no batch is refused for it.
+    lost = UnknownSessionError("the service has lost the session")
+    assert isinstance(lost, TransportError) and lost.status_code is None
+    assert is_infrastructure_failure(lost)
+    assert not is_misconfiguration(lost)

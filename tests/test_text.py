@@ -50,7 +50,7 @@ ANSWER_RAISED = (
     "Traceback (most recent call last):\n"
     '  File "/judge/envs/b7/verifier.py", line 2, in verify\n'
     "    return solution.add(1, 2) == 3\n"
-    '  File "/opt/deepgym/deepgym_judge/session.py", line 125, in _receive\n'
+    '  File "/opt/deepgym/deepgym_judge/rpc.py", line 125, in _receive\n'
     "    raise SolutionError(\n"
     "deepgym_judge.errors.SolutionError: ValueError: nope\n"
 )

@@ -325,7 +325,7 @@ SANDBOX_MODULES = [
     "deepgym.judge.worker",
     "deepgym.judge.solution_host",
     "deepgym.judge.launch",
-    "deepgym.judge.session",
+    "deepgym.judge.rpc",
     "deepgym.sandbox",
 ]
 

@@ -35,6 +35,7 @@ _EXPORTS = {
     "Totals": "deepgym.models",
     "TransportError": "deepgym.exceptions",
     "UnknownEnvironmentError": "deepgym.exceptions",
+    "UnknownSessionError": "deepgym.exceptions",
     "VerifierCodeRefusedError": "deepgym.exceptions",
     "VerifierError": "deepgym.exceptions",
     "checked_score": "deepgym.verdict",
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from deepgym.exceptions import SandboxUnavailableError as SandboxUnavailableError
     from deepgym.exceptions import TransportError as TransportError
     from deepgym.exceptions import UnknownEnvironmentError as UnknownEnvironmentError
+    from deepgym.exceptions import UnknownSessionError as UnknownSessionError
     from deepgym.exceptions import VerifierCodeRefusedError as VerifierCodeRefusedError
     from deepgym.exceptions import VerifierError as VerifierError
     from deepgym.exceptions import is_infrastructure_failure as is_infrastructure_failure

@@ -15,6 +15,7 @@
     ├── InvalidScoreError (also ValueError)  a score that is NaN, infinite or outside [0, 1]
     ├── NoVerdictError                       a run without a verdict, where a number is required
     └── TransportError                       a remote service or provider could not be reached
+        └── UnknownSessionError              the service has no session of that id (any more)
 
 Foreign errors are translated once, at the boundary, with ``raise ... from exc``.
 ``is_infrastructure_failure`` says which failures are ours for certain (contract, "Infrastructure
@@ -37,6 +38,7 @@ __all__ = [
     "SandboxUnavailableError",
     "TransportError",
     "UnknownEnvironmentError",
+    "UnknownSessionError",
     "VerifierCodeRefusedError",
     "VerifierError",
     "is_infrastructure_failure",
@@ -124,6 +126,12 @@ class TransportError(DeepGymError, ConnectionError):
         super().__init__(message)
         self.status_code = status_code
         self.unreachable = unreachable
+
+
+class UnknownSessionError(TransportError):
+    """The service has no open session of that id: closed, never opened there, or forgotten
+    (the service restarted). The session is lost as if the service had stopped: ours, never the
+    agent's (HTTP 404 ``unknown_session``)."""
 
 
 _REFUSED_STATUS = frozenset({401, 403})

@@ -15,19 +15,22 @@ Both sides import this module, so the wire has one definition:
   ``sandbox_id``; ``/v1/sessions/{sandbox_id}/exec`` (``SessionExecRequest``, answers
   ``SessionExecReply``), ``/files/write``, ``/files/read``, ``/files/list`` and ``/score``
   (``SessionScoreReply``) act in it, and ``DELETE /v1/sessions/{sandbox_id}`` closes it.
-- An error is ``{"error": {"code": ..., "message": ...}}`` with a 4xx or 5xx status;
-  ``error_for`` maps it to the exception local mode raises for the same input (bad input), for
-  the same failure of a session's sandbox (``sandbox_died``: ``SandboxDiedError``,
-  ``sandbox_expired``: ``SandboxExpiredError``, ``sandbox_error``: ``SandboxError``), or to
-  ``TransportError`` (credentials, overload, the service failing, a session the service no
-  longer has). Overload is a 503: ``shutting_down`` while the service drains, ``overloaded``
-  (with ``Retry-After``) while it holds as many bytes of requests as it admits at once.
+- An error is ``{"error": {"code": ..., "message": ...}}`` with a 4xx or 5xx status. ``ERRORS``
+  is the one table from an exception to its status and code: the service answers with
+  ``error_status`` and the client raises with ``error_for``, so an entry's class comes back as
+  itself (bad input, a session's sandbox that died, expired or failed otherwise, a session the
+  service no longer has: ``UnknownSessionError``, a ``TransportError``). Refusals made before
+  any route (``unauthorized``, ``too_large``, ``overloaded``) and anything else the service
+  raised (``internal``) come back as ``ConfigError`` (a 4xx that names the input) or
+  ``TransportError`` (credentials, overload, the service failing). Overload is a 503:
+  ``shutting_down`` while the service drains, ``overloaded`` (with ``Retry-After``) while it
+  holds as many bytes of requests as it admits at once.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -41,6 +44,7 @@ from deepgym.exceptions import (
     SandboxUnavailableError,
     TransportError,
     UnknownEnvironmentError,
+    UnknownSessionError,
     VerifierCodeRefusedError,
     VerifierError,
 )
@@ -55,7 +59,9 @@ from deepgym.validation import (
 )
 
 __all__ = [
+    "ERRORS",
     "RAISABLE",
+    "REPLY_GRACE_S",
     "BatchRequest",
     "ErrorCode",
     "EvalRequest",
@@ -73,12 +79,19 @@ __all__ = [
     "SessionWriteRequest",
     "StreamEvent",
     "TimeLimitRequest",
+    "WireError",
     "encode_event",
     "error_body",
     "error_for",
+    "error_status",
     "parse_event",
     "raised_error",
 ]
+
+REPLY_GRACE_S = 15.0
+"""How long past a session request's own time (a command's timeout, the verifier's) its answer
+may take before it counts as lost: the session's supervisor on the service's host waits this
+long, and the remote client waits for it on top of its own slack."""
 
 EnvSpec = str | dict[str, Any]
 """An environment by name, or by value (``Environment``'s fields)."""
@@ -295,6 +308,62 @@ def parse_event(line: bytes | str) -> StreamEvent:
         raise TransportError(f"malformed stream line from the service: {exc}") from exc
 
 
+class WireError(NamedTuple):
+    """One exception on the wire: its class, the HTTP status and the error code."""
+
+    cls: type[DeepGymError]
+    status: int
+    code: ErrorCode
+    by_status: bool = False
+    """A ``TransportError`` the service raises with this ``status_code`` (only that one)."""
+
+    def matches(self, exc: DeepGymError) -> bool:
+        """Whether the service answers ``exc`` with this entry."""
+        if not isinstance(exc, self.cls):
+            return False
+        return not self.by_status or getattr(exc, "status_code", None) == self.status
+
+    def rebuild(self, message: str) -> DeepGymError:
+        """The exception the client raises for this entry's reply."""
+        if self.by_status:
+            return _transport(self.status, message)
+        if self.cls is UnknownSessionError:
+            # The service handed this id out and no longer has it (it restarted, or it forgot a
+            # session long expired): the session is lost, ours, as if the service had stopped.
+            return UnknownSessionError(f"the service has lost the session: {message}")
+        return self.cls(message)
+
+
+ERRORS: tuple[WireError, ...] = (
+    WireError(UnknownEnvironmentError, 404, "unknown_environment"),
+    WireError(VerifierCodeRefusedError, 403, "verifier_code_refused"),
+    WireError(ConfigError, 400, "bad_request"),
+    WireError(SandboxDiedError, 409, "sandbox_died"),
+    WireError(SandboxExpiredError, 410, "sandbox_expired"),
+    WireError(SandboxError, 500, "sandbox_error"),  # a session's sandbox failed otherwise
+    WireError(UnknownSessionError, 404, "unknown_session"),
+    WireError(TransportError, 503, "shutting_down", by_status=True),
+    WireError(TransportError, 429, "too_many_sessions", by_status=True),
+)
+"""Every exception the service answers with its own status and code, a subclass before its
+base (the first entry that matches wins); anything else is a 500 ``internal``."""
+
+_BY_REPLY: dict[tuple[int, str], WireError] = {(e.status, e.code): e for e in ERRORS}
+
+
+def error_status(exc: DeepGymError) -> tuple[int, ErrorCode]:
+    """The status and error code the service answers ``exc`` with (``ERRORS``)."""
+    for entry in ERRORS:
+        if entry.matches(exc):
+            return entry.status, entry.code
+    return 500, "internal"
+
+
+def _transport(status: int, message: str) -> TransportError:
+    hint = " (check the client's token: the service's --token)" if status in (401, 403) else ""
+    return TransportError(f"the service answered {status}: {message}{hint}", status_code=status)
+
+
 def error_body(code: ErrorCode, message: str) -> dict[str, Any]:
     """An error reply's JSON: its code and a one-line message."""
     return {"error": {"code": code, "message": message}}
@@ -310,31 +379,20 @@ def _error_fields(body: bytes) -> tuple[str, str]:
 
 
 def error_for(status: int, body: bytes) -> DeepGymError:
-    """The exception for an error reply: local mode's for bad input, ``TransportError`` otherwise.
+    """The exception for an error reply: an ``ERRORS`` entry's class for its status and code;
+    else ``ConfigError`` for a 4xx that names the input, ``TransportError`` otherwise.
 
     401, 403 (other than a refused verifier), 429 and 5xx are the service's or the credentials'
     failure, never the answer's (``is_infrastructure_failure`` is true for them), and so is a
     session the service no longer has (404 ``unknown_session``).
     """
     code, message = _error_fields(body)
-    if status == 404 and code == "unknown_environment":
-        return UnknownEnvironmentError(message)
-    if status == 409 and code == "sandbox_died":
-        return SandboxDiedError(message)
-    if status == 410 and code == "sandbox_expired":
-        return SandboxExpiredError(message)
-    if status == 500 and code == "sandbox_error":  # a session's sandbox failed otherwise
-        return SandboxError(message)
-    if status == 404 and code == "unknown_session":
-        # The service handed this id out and no longer has it (it restarted, or it forgot a
-        # session long expired): the session is lost, ours, as if the service had stopped.
-        return TransportError(f"the service has lost the session: {message}")
-    if status == 403 and code == "verifier_code_refused":
-        return VerifierCodeRefusedError(message)
+    entry = _BY_REPLY.get((status, code))
+    if entry is not None:
+        return entry.rebuild(message)
     if status in (400, 413, 422) and code:
         return ConfigError(message)
-    hint = " (check the client's token: the service's --token)" if status in (401, 403) else ""
-    return TransportError(f"the service answered {status}: {message}{hint}", status_code=status)
+    return _transport(status, message)
 
 
 def raised_error(raised: Raised, result: RunResult | None) -> DeepGymError:

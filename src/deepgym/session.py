@@ -9,12 +9,16 @@ the environment's final verifier in a fresh sandbox over a snapshot of the work 
 an agent (a callable from an ``Observation`` to an action) through one session and returns the
 result with the trajectory.
 
-The contract's rule for sessions is ``failure_result(exc, sandbox_id)``: before the agent has
-acted, every failure has no verdict; once it has, only a failure that is ours for certain has
-none (what ``is_infrastructure_failure`` calls infrastructure; a verifier that could not run, or
-timed out, before it read the agent's work; the sandbox's lifetime ending, unless the agent's own
-commands took at least half of it). Anything else, ``SandboxDiedError`` included, is the agent's
-0 (``policy_sandbox_failure``), and so is a failure the rule cannot read.
+The contract's rule for sessions is ``failure_result(exc, sandbox_id)``, which
+``session.failure(exc)`` applies with what the session knows: before the agent has acted, every
+failure has no verdict; once it has, only a failure that is ours for certain has none (what
+``is_infrastructure_failure`` calls infrastructure; a verifier that could not run, or timed out,
+before it read the agent's work; the sandbox's lifetime ending, unless the agent's own commands
+took at least half of it). Anything else, ``SandboxDiedError`` included, is the agent's 0
+(``policy_sandbox_failure``), and so is a failure the rule cannot read.
+
+A command's ``timeout`` is checked once, by ``AsyncSession.exec`` (``deepgym.validation``), for
+every provider: a provider's ``exec`` gets finite seconds.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from deepgym.exceptions import (
 )
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.text import one_line
+from deepgym.validation import seconds
 
 if TYPE_CHECKING:
     from deepgym.store import RunStore
@@ -114,7 +119,8 @@ class ProviderSession(Protocol):
     agent_s: float
 
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
-        """Run a command in the session's shell."""
+        """Run a command in the session's shell (``timeout``: seconds, already checked by
+        ``AsyncSession``; None: the environment's ``step_timeout``)."""
         ...
 
     async def write_file(self, path: str, content: str | bytes) -> None:
@@ -174,7 +180,8 @@ class AsyncSession:
         past its ``timeout`` is killed with its process group and comes back ``timed_out``."""
         if not isinstance(command, str):
             raise ConfigError(f"command must be a str, got {type(command).__name__}")
-        return await self._inner.exec(command, timeout)
+        limit = seconds(self.env.step_timeout if timeout is None else timeout, "timeout")
+        return await self._inner.exec(command, limit)
 
     async def write_file(self, path: str, content: str | bytes) -> None:
         """Write a file under the work dir."""
@@ -204,9 +211,12 @@ class AsyncSession:
         try:
             return await self._inner.score()
         except DeepGymError as exc:
-            return failure_result(
-                exc, self.sandbox_id, acted=self.acted, agent_share=self.agent_share
-            )
+            return self.failure(exc)
+
+    def failure(self, exc: BaseException) -> RunResult:
+        """The result of this session failing with ``exc`` now: ``failure_result`` with what
+        the session knows (its sandbox, whether the agent acted, its share of the lifetime)."""
+        return failure_result(exc, self.sandbox_id, acted=self.acted, agent_share=self.agent_share)
 
     async def close(self) -> None:
         """End everything the session started."""
@@ -236,6 +246,11 @@ class Session:
         return self._core.sandbox_id
 
     @property
+    def env(self) -> Environment:
+        """See ``AsyncSession.env``."""
+        return self._core.env
+
+    @property
     def acted(self) -> bool:
         """See ``AsyncSession.acted``."""
         return self._core.acted
@@ -244,6 +259,11 @@ class Session:
     def agent_share(self) -> float:
         """See ``AsyncSession.agent_share``."""
         return self._core.agent_share
+
+    @property
+    def diff(self) -> str:
+        """See ``AsyncSession.diff``."""
+        return self._core.diff
 
     def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         """See ``AsyncSession.exec``."""
@@ -273,6 +293,10 @@ class Session:
         """See ``AsyncSession.score``."""
         result: RunResult = self._call(self._core.score())
         return result
+
+    def failure(self, exc: BaseException) -> RunResult:
+        """See ``AsyncSession.failure``."""
+        return self._core.failure(exc)
 
     def close(self) -> None:
         """See ``AsyncSession.close``."""
@@ -487,9 +511,7 @@ async def _act(
                     task=env.task, step=step + 1, last=output, note=note, reward=reward
                 )
         except DeepGymError as exc:
-            episode.result = failure_result(
-                exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
-            )
+            episode.result = session.failure(exc)
             return
         episode.result = await session.score()
         episode.diff = session.diff

@@ -575,3 +575,17 @@ def test_blocking_client_runs_and_streams_over_the_portal() -> None:
         assert dg.run("two_sum", "a").passed
         assert [g for g, _ in dg.stream_groups("two_sum", ["a", "b"], group_size=1)] == [1, 0]
         assert dg.run_batch("two_sum", ["a", "b"]).passed == 1
+
+
+def test_a_remote_only_client_loads_no_sandbox_module() -> None:
+    # The wire's constants live in deepgym.protocol: the client never loads this host's sandbox.
+    probe = (
+        "import json, sys\nimport deepgym.engines.remote\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('deepgym'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = json.loads(out.stdout.splitlines()[-1])
+    assert "deepgym.engines.remote" in loaded
+    assert [m for m in loaded if m == "deepgym.sandbox" or m.startswith("deepgym.sandbox.")] == []

@@ -11,8 +11,15 @@ from typing import Any
 import pytest
 
 from deepgym.envs.registry import list_environments
+from deepgym.exceptions import (
+    DeepGymError,
+    NoVerdictError,
+    TransportError,
+    is_infrastructure_failure,
+)
 from deepgym.models import RunResult
-from deepgym.protocol import StreamEvent
+from deepgym.protocol import ERRORS, StreamEvent, WireError, error_for, error_status
+from deepgym.server.app import error_response
 from deepgym.server.service import Limits
 from deepgym.store import RunStore
 from tests.server.conftest import TOKEN, TOY, asgi, call, fake_app
@@ -418,3 +425,46 @@ def test_a_failing_store_does_not_fail_the_batch(store: RunStore) -> None:
     assert r.status_code == 200
     results = [x for e in _events(r.content) if e.event == "group" for x in e.results or []]
     assert [x.score for x in results] == [1.0, 0.0]
+
+
+# --- errors: one table both ways ----------------------------------------------------------------
+
+
+def _raised(entry: WireError) -> DeepGymError:
+    """An exception of the entry's own class, as the service would raise it."""
+    if entry.by_status:
+        return TransportError("refused", status_code=entry.status)
+    return entry.cls("refused")
+
+
+@pytest.mark.parametrize("entry", ERRORS, ids=lambda e: f"{e.status}-{e.code}")
+def test_every_error_comes_back_to_the_client_as_its_own_class(entry: WireError) -> None:
+    reply = error_response(_raised(entry))
+    assert (reply.status_code, json.loads(reply.body)["error"]["code"]) == (
+        entry.status,
+        entry.code,
+    )
+    back = error_for(reply.status_code, bytes(reply.body))
+    assert type(back) is entry.cls
+    assert "refused" in str(back)
+    if entry.by_status:
+        assert isinstance(back, TransportError) and back.status_code == entry.status
+
+
+def test_the_error_table_has_one_entry_per_reply() -> None:
+    assert len({(e.status, e.code) for e in ERRORS}) == len(ERRORS)
+    assert len({e.code for e in ERRORS}) == len(ERRORS)
+
+
+def test_an_error_off_the_table_is_an_internal_500_and_ours_on_the_client() -> None:
+    reply = error_response(NoVerdictError("no number"))
+    assert reply.status_code == 500
+    assert json.loads(reply.body)["error"] == {
+        "code": "internal",
+        "message": "NoVerdictError: no number",
+    }
+    back = error_for(500, bytes(reply.body))
+    assert type(back) is TransportError and back.status_code == 500
+    assert is_infrastructure_failure(back)
+    # A transport failure with a status of no entry is internal too, not shutting_down.
+    assert error_status(TransportError("odd", status_code=502)) == (500, "internal")

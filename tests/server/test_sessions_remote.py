@@ -29,6 +29,7 @@ from deepgym.exceptions import (
     SandboxDiedError,
     SandboxExpiredError,
     TransportError,
+    UnknownSessionError,
 )
 from deepgym.models import ExecResult, RunResult
 from deepgym.sandbox import sessions as local_sessions
@@ -36,7 +37,7 @@ from deepgym.sandbox.sessions import leftover_pids
 from deepgym.server import service as service_module
 from deepgym.server.app import create_app
 from deepgym.server.runner import ThreadedServer
-from deepgym.server.service import REAP_GRACE_S, Limits, UnknownSessionError
+from deepgym.server.service import REAP_GRACE_S, Limits
 from deepgym.session import Action, AsyncSession, Observation, failure_result
 from tests.server.conftest import TOKEN, fake_service
 
@@ -185,7 +186,7 @@ def test_an_unknown_session_is_a_clear_404(server: ThreadedServer, dg: DeepGym) 
 
     async def go() -> None:
         try:
-            with pytest.raises(TransportError, match="lost the session") as info:
+            with pytest.raises(UnknownSessionError, match="lost the session") as info:
                 await lost.exec("true")
             assert not failure_result(info.value, "local-nope").has_verdict
         finally:

@@ -3,6 +3,8 @@ failure is ours for certain, the agent's 0 (``policy_sandbox_failure``) otherwis
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from deepgym.exceptions import (
@@ -13,8 +15,8 @@ from deepgym.exceptions import (
     TransportError,
     VerifierError,
 )
-from deepgym.models import RunResult
-from deepgym.session import AGENT_SHARE, Action, Budget, failure_result
+from deepgym.models import Environment, ExecResult, RunResult
+from deepgym.session import AGENT_SHARE, Action, AsyncSession, Budget, failure_result
 
 SID = "local-abc"
 
@@ -104,3 +106,62 @@ def test_actions_and_budgets_are_checked() -> None:
         Budget(turns=0)
     with pytest.raises(ConfigError, match="seconds"):
         Budget(seconds=-1)
+
+
+class _Provider:
+    """A provider that records the timeouts it is handed (and fails ``score`` with ``raises``)."""
+
+    def __init__(self, raises: BaseException | None = None) -> None:
+        self.sandbox_id = SID
+        self.env = Environment(
+            name="s", kind="session", task="t", verifier_code=VERIFIER, lifetime=100
+        )
+        self.acted = False
+        self.agent_s = 0.0
+        self.timeouts: list[float | None] = []
+        self.raises = raises
+
+    async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        self.acted = True
+        self.agent_s += 60.0
+        self.timeouts.append(timeout)
+        return ExecResult(
+            stdout="",
+            stderr="",
+            exit_code=0,
+            timed_out=False,
+            truncated=False,
+            duration_s=0.0,
+            stdout_bytes=0,
+            stderr_bytes=0,
+        )
+
+    async def score(self) -> RunResult:
+        assert self.raises is not None
+        raise self.raises
+
+
+VERIFIER = "def verify(work, tests):\n    return True\n"
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "5", 1e9])
+def test_a_commands_timeout_is_checked_once_for_every_provider(bad: object) -> None:
+    provider = _Provider()
+    session = AsyncSession(provider)
+    with pytest.raises(ConfigError, match=r"^timeout must be a positive number of seconds"):
+        asyncio.run(session.exec("true", bad))  # type: ignore[arg-type]
+    assert provider.timeouts == [] and not session.acted  # refused before the provider
+    asyncio.run(session.exec("true"))
+    asyncio.run(session.exec("true", 3))
+    assert provider.timeouts == [provider.env.step_timeout, 3.0]  # always finite seconds
+
+
+def test_a_sessions_failure_applies_the_rule_with_what_it_knows() -> None:
+    fresh = AsyncSession(_Provider())
+    assert not fresh.failure(SandboxDiedError("died")).has_verdict  # not acted yet
+    acted = AsyncSession(_Provider(raises=SandboxExpiredError("over")))
+    asyncio.run(acted.exec("sleep 60"))  # 60 of 100 s: at least half the lifetime
+    assert acted.failure(SandboxExpiredError("over")) == failure_result(
+        SandboxExpiredError("over"), SID, acted=True, agent_share=0.6
+    )
+    assert _zero(asyncio.run(acted.score()))  # score reads its failure the same way

@@ -40,6 +40,17 @@ def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
     return None if no_store else RunStore(path if path is not None else default_store_path())
 
 
+def _refuse_ignored_with_ray(ray_address: str | None, **pool: int | None) -> None:
+    """Under ``--ray`` the cluster's pools run the answers (one per node, sized by its CPUs):
+    the options that size this host's pool would be ignored, so they are refused."""
+    given = [f"--{name}" for name, value in pool.items() if value is not None]
+    if ray_address is not None and given:
+        raise ConfigError(
+            f"--ray would ignore {', '.join(given)} (the cluster's pools run the answers, one "
+            f"per node, sized by its CPUs): drop {'it' if len(given) == 1 else 'them'}, or --ray"
+        )
+
+
 @click.command("serve")
 @_serve_host_option
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
@@ -57,12 +68,14 @@ def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
 @store_option
 @no_store_option
 @click.option("--sandbox", type=click.Choice(SANDBOXES), default="pool", show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Pool workers.")
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=None, help="Pool workers (not with --ray)."
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
     default=None,
-    help="Runs at once across all requests (default: the worker count).",
+    help="Runs at once across all requests (default: the worker count; not with --ray).",
 )
 @click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=32.0, show_default=True)
 @click.option(
@@ -128,6 +141,7 @@ def serve_cmd(
         raise ConfigError(
             f"--host {host} is reachable from other machines: give --token (or DEEPGYM_TOKEN)"
         )
+    _refuse_ignored_with_ray(ray_address, workers=workers, concurrency=concurrency)
     # click's ranges let "nan" through (it compares false with every bound): check here.
     max_body_bytes = int(number(max_body_mb, "--max-body-mb", 0.001, 2**20) * 2**20)
     max_inflight_bytes = None

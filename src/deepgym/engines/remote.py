@@ -21,9 +21,11 @@ Failure rules (the contract's, unchanged by the network):
 
 Agent sessions (``open_session``, for ``dg.session``) are ``RemoteSession``: each call one request
 under ``/v1/sessions``. A failure of the session's sandbox on the service raises the class local
-mode raises (``SandboxDiedError``, ``SandboxExpiredError``), a transport failure or a session the
-service no longer has raises ``TransportError``, so ``deepgym.session.failure_result`` reads them
-as it reads a local session's.
+mode raises (``SandboxDiedError``, ``SandboxExpiredError``), a transport failure raises
+``TransportError`` and a session the service no longer has ``UnknownSessionError`` (a
+``TransportError``), so ``deepgym.session.failure_result`` reads them as it reads a local
+session's. The service and this client share the wire's constants (``deepgym.protocol``): this
+module imports nothing of this host's sandbox.
 
 httpx errors are translated once, here, with ``raise ... from exc``.
 """
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import math
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
@@ -45,6 +46,7 @@ from deepgym.envs.registry import list_environments, load_environment, load_fold
 from deepgym.exceptions import ConfigError, DeepGymError, TransportError, is_misconfiguration
 from deepgym.models import BatchResult, Environment, EvalResult, ExecResult, RunResult
 from deepgym.protocol import (
+    REPLY_GRACE_S,
     BatchRequest,
     EnvSpec,
     EvalRequest,
@@ -65,7 +67,6 @@ from deepgym.protocol import (
     parse_event,
     raised_error,
 )
-from deepgym.sandbox.sessions import REPLY_GRACE_S
 from deepgym.scheduling import broadcast_envs, group_slices
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 
@@ -451,9 +452,7 @@ class RemoteSession:
 
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         """Run ``command`` in the session's shell on the service (see ``LocalSession.exec``)."""
-        limit = self.env.step_timeout if timeout is None else timeout
-        if not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        limit = self.env.step_timeout if timeout is None else timeout  # checked by AsyncSession
         self.acted = True
         body = SessionExecRequest(command=command, timeout=float(limit))
         content = await self._call("exec", body, wait_s=limit + REPLY_GRACE_S + SESSION_SLACK_S)

@@ -229,15 +229,11 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
         return self.env.task, {"env_name": self.env.name, "step": 0}
 
     def _finish(self, obs: str) -> Step:
-        from deepgym.session import failure_result
-
         session = self._session
         try:
             result = session.score()
         except DeepGymError as exc:  # the provider's own failure, read by the session rule
-            result = failure_result(
-                exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
-            )
+            result = session.failure(exc)
         return self._ended(obs, result)
 
     def _ended(self, obs: str, result: RunResult) -> Step:
@@ -248,7 +244,7 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
 
     def step(self, action: str) -> Step:
         """Run ``action`` (a bash command) in the session, or end it with ``done``."""
-        from deepgym.session import failure_result, output_text
+        from deepgym.session import output_text
 
         if self._session is None:
             raise ConfigError("the episode has ended (or not begun): call reset()")
@@ -260,10 +256,7 @@ class DeepGymSessionEnv(gymnasium.Env[str, str]):  # type: ignore[misc]
             out = session.exec(action, timeout=self.env.step_timeout)
             shaped = session.step_reward() if self.env.step_verifier_code else None
         except DeepGymError as exc:  # the session failed: the contract's rule gives the result
-            result = failure_result(
-                exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
-            )
-            return self._ended("", result)
+            return self._ended("", session.failure(exc))
         obs = _printable(output_text(out, MAX_OBSERVATION_CHARS), self._charset)
         if self._steps >= self.max_steps:  # the budget is spent: the work is scored as it is
             return self._finish(obs)

@@ -320,12 +320,7 @@ def _define_agent() -> type:
                     try:
                         done = await session.exec(command, env.step_timeout)
                     except DeepGymError as exc:
-                        result = failure_result(
-                            exc,
-                            session.sandbox_id,
-                            acted=session.acted,
-                            agent_share=session.agent_share,
-                        )
+                        result = session.failure(exc)
                         break
                     if turns >= budget:
                         break

@@ -14,11 +14,12 @@ Inside the sandbox this package is mounted as ``deepgym_judge`` and imports only
 so nothing here may import ``deepgym``.
 
 Modules: ``_boot`` (the entry point of every sandboxed process), ``harness`` (the verifier
-process and its drivers), ``session`` (the verifier's RPC session and the objects a verifier
-sees), ``launch`` (starting and supervising solution processes), ``errors`` (the exceptions a
-verifier sees), ``solution_host`` (the solution process), ``worker`` (a pool worker and its
-zygote), ``isolate`` (the system calls a pool worker isolates with), ``wire`` (the plain-data
-codec), ``compare`` and ``patch`` (checking values and diffs), ``blame`` (who used the time), and
+process and its drivers), ``rpc`` (the verifier's RPC with the solution process and the objects
+a verifier sees), ``launch`` (starting and supervising solution processes), ``errors`` (the
+exceptions a verifier sees), ``solution_host`` (the solution process), ``worker`` (a pool worker
+and its zygote), ``isolate`` (the system calls a pool worker isolates with), ``wire`` (the
+plain-data codec), ``compare`` and ``patch`` (checking values and diffs), ``blame`` (who used the
+time), ``agent_shell`` and ``session_verify`` (an agent session's shell and its verifier), and
 ``codes`` (the numbers the host and the judge agree on; imports nothing).
 
 One rule turns a verifier's return value into a report, ``report.report_from_value``: the

@@ -1,4 +1,4 @@
-"""The judge's exceptions, in a module of their own so that the launcher, the session and the
+"""The judge's exceptions, in a module of their own so that the launcher, the RPC and the
 harness all import them without a cycle (nothing here imports anything).
 
 The tree, and who raises what::

@@ -21,7 +21,7 @@ from .codes import SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
 from .report import report_from_value
-from .session import Session, SolutionProxy, call_request
+from .rpc import Session, SolutionProxy, call_request
 from .solution_host import write_all
 
 TYPE_CHECKING = False

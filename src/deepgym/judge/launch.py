@@ -5,7 +5,7 @@ A ``Launcher`` starts a solution process (``start``), waits for its ready line, 
 and a pidfd, never by sleeping), kills and reaps it, and gathers the evidence for a timeout's
 blame (``timeout_blame``). ``ServedLauncher`` asks a server for each process over a socket: the
 host in ``strict`` and ``unsafe``, a pool worker's zygote in ``pool``. What is said to a started
-process, and what its replies mean, is ``session``'s business.
+process, and what its replies mean, is ``rpc``'s business.
 
 Output is bounded: each stream keeps an excerpt, and a process that writes more than the job's
 ``output_cap`` in all is killed (``limit = "output_size"``).

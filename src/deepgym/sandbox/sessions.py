@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import io
 import json
-import math
 import os
 import secrets
 import shutil
@@ -48,6 +47,7 @@ from deepgym.home import deepgym_home
 from deepgym.identity import env_key
 from deepgym.judge.blame import tree_pids
 from deepgym.models import Environment, ExecResult, RunResult
+from deepgym.protocol import REPLY_GRACE_S
 from deepgym.results import build_result
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import RawRun
@@ -62,8 +62,6 @@ STANDBY_ENVS = 4
 """Environments that keep a standby sandbox (the most recently opened)."""
 OUTPUT_CAP = 65536
 """Bytes of a command's stdout, and of its stderr, that come back (the counts are kept)."""
-REPLY_GRACE_S = 15.0
-"""How long past a request's own time the supervisor has to answer before it counts as dead."""
 READ_CAP = 1 << 20
 """Bytes of a file ``read_file`` returns."""
 
@@ -295,9 +293,7 @@ class LocalSession:
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         """Run ``command`` in the session's shell; past ``timeout`` (the environment's step
         limit by default) its process group is killed and the result says ``timed_out``."""
-        limit = self.env.step_timeout if timeout is None else timeout
-        if not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        limit = self.env.step_timeout if timeout is None else timeout  # checked by AsyncSession
         self.acted = True
         return await self._exec(command, float(limit), agent=True)
 

@@ -10,8 +10,8 @@ OpenRLHF route, when the service has one), the body size limit (the body is read
 any route sees it), 503 while draining, admission by size (``deepgym.server.admission``: the
 bytes of the bodies in flight under a bound, the excess refused with 503 and ``Retry-After``
 before its body is read, where it declares its length), and the request counter. Errors are
-one JSON shape (``protocol.error_body``) with the status ``protocol.error_for`` maps back on the
-client.
+one JSON shape (``protocol.error_body``), their status and code from ``protocol.ERRORS``, the
+table ``protocol.error_for`` maps back on the client.
 """
 
 from __future__ import annotations
@@ -33,16 +33,7 @@ from pydantic import BaseModel, ValidationError
 from deepgym import __version__
 from deepgym.engines.base import Engine
 from deepgym.envs.registry import list_environments, list_suites, load_environment, load_suite
-from deepgym.exceptions import (
-    ConfigError,
-    DeepGymError,
-    SandboxDiedError,
-    SandboxError,
-    SandboxExpiredError,
-    TransportError,
-    UnknownEnvironmentError,
-    VerifierCodeRefusedError,
-)
+from deepgym.exceptions import ConfigError, DeepGymError
 from deepgym.protocol import (
     BatchRequest,
     ErrorCode,
@@ -58,6 +49,7 @@ from deepgym.protocol import (
     SessionWriteRequest,
     TimeLimitRequest,
     error_body,
+    error_status,
 )
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.workspace import sweep_stale
@@ -69,7 +61,6 @@ from deepgym.server.service import (
     MESSAGE_CHARS,
     Limits,
     Service,
-    UnknownSessionError,
     check_time_limit,
     eval_plan,
 )
@@ -113,27 +104,13 @@ def _json_error(status: int, code: ErrorCode, message: str, **headers: str) -> J
 
 
 def error_response(exc: DeepGymError) -> JSONResponse:
-    """One exception, one status and error code (the client maps them back)."""
+    """One exception, one status and error code (``protocol.ERRORS``: the client maps them
+    back to the same class)."""
     message = one_line(str(exc), MESSAGE_CHARS)
-    if isinstance(exc, UnknownEnvironmentError):
-        return _json_error(404, "unknown_environment", message)
-    if isinstance(exc, UnknownSessionError):
-        return _json_error(404, "unknown_session", message)
-    if isinstance(exc, SandboxDiedError):
-        return _json_error(409, "sandbox_died", message)
-    if isinstance(exc, SandboxExpiredError):
-        return _json_error(410, "sandbox_expired", message)
-    if isinstance(exc, SandboxError):  # a session's sandbox failed otherwise: the same class there
-        return _json_error(500, "sandbox_error", message)
-    if isinstance(exc, VerifierCodeRefusedError):
-        return _json_error(403, "verifier_code_refused", message)
-    if isinstance(exc, ConfigError):
-        return _json_error(400, "bad_request", message)
-    if isinstance(exc, TransportError) and exc.status_code == 503:
-        return _json_error(503, "shutting_down", message)
-    if isinstance(exc, TransportError) and exc.status_code == 429:
-        return _json_error(429, "too_many_sessions", message)
-    return _json_error(500, "internal", f"{type(exc).__name__}: {message}")
+    status, code = error_status(exc)
+    if code == "internal":
+        message = f"{type(exc).__name__}: {message}"
+    return _json_error(status, code, message)
 
 
 def _route_label(path: str) -> str:

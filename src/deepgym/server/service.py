@@ -42,6 +42,7 @@ from deepgym.exceptions import (
     SandboxExpiredError,
     TransportError,
     UnknownEnvironmentError,
+    UnknownSessionError,
     VerifierCodeRefusedError,
     VerifierError,
 )
@@ -106,10 +107,6 @@ REAP_GRACE_S = 2.0
 closes it, so that a request at the very end still answers ``SandboxExpiredError``."""
 REMEMBERED_EXPIRED = 4096
 """How many reaped sessions' ids the service still answers ``SandboxExpiredError`` for."""
-
-
-class UnknownSessionError(DeepGymError):
-    """No open session has that id here (404 ``unknown_session``)."""
 
 
 class MeteredBackend:

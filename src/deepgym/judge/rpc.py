@@ -1,4 +1,5 @@
-"""The verifier's RPC session with the solution process, and the objects a verifier sees.
+"""The verifier's RPC with the solution process, and the objects a verifier sees (not an agent
+session: that is ``deepgym.session``).
 
 ``SolutionProxy`` is what a ``verify(solution, test_cases)`` function receives: attribute access
 names a function of the answer's module, calling it is an RPC with its own time limit, and a

@@ -1,0 +1,50 @@
+"""``deepgym serve``'s options, refused before anything starts where they would be ignored."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from deepgym import cli
+from deepgym.server import launch
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--workers", "4"], "--workers"),
+        (["--concurrency", "8"], "--concurrency"),
+        (["--workers", "4", "--concurrency", "8"], "--workers, --concurrency"),
+    ],
+)
+def test_serve_ray_refuses_the_pool_options_it_would_ignore(
+    monkeypatch: pytest.MonkeyPatch, options: list[str], named: str
+) -> None:
+    started: list[object] = []
+    monkeypatch.setattr(launch, "service_app", lambda **kw: started.append(kw))
+    r = CliRunner().invoke(
+        cli.cli, ["serve", "--port", "0", "--no-store", "--ray", "auto", *options]
+    )
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    assert lines[0].startswith(f"error: --ray would ignore {named} ("), lines[0]
+    assert started == []  # nothing was built, no cluster was joined
+
+
+def test_serve_ray_passes_what_it_honours(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[dict[str, object]] = []
+
+    def service_app(**kw: object) -> None:
+        started.append(kw)
+        raise SystemExit(0)  # stop before listening
+
+    monkeypatch.setattr(launch, "service_app", service_app)
+    r = CliRunner().invoke(
+        cli.cli,
+        ["serve", "--port", "0", "--no-store", "--ray", "auto", "--max-time-limit", "30"],
+    )
+    assert r.exit_code == 0, r.output
+    (kw,) = started
+    assert kw["ray_address"] == "auto" and kw["workers"] is None and kw["concurrency"] is None
+    assert kw["limits"].max_time_limit == 30.0  # type: ignore[attr-defined]
