@@ -13,7 +13,7 @@ import pytest
 from deepgym.envs.registry import list_environments
 from deepgym.models import RunResult
 from deepgym.protocol import StreamEvent
-from deepgym.server.service import Limits
+from deepgym.server.inputs import Limits
 from deepgym.store import RunStore
 from tests.server.conftest import TOKEN, TOY, asgi, call, fake_app
 
