@@ -53,6 +53,7 @@ from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import RawRun
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
+from deepgym.sandbox.workdiff import work_diff
 from deepgym.sandbox.workspace import Workspace
 from deepgym.verdict import Outcome
 
@@ -557,51 +558,6 @@ def _kill_all(live: dict[str, int]) -> None:
         if _alive_with(pid, sandbox_id):
             kill_tree(pid)
     live.clear()
-
-
-DIFF_CAP = 256 * 1024
-"""Characters of a work dir's diff that are kept."""
-
-
-def _files(root: Path | None) -> dict[str, Path]:
-    if root is None or not root.is_dir():
-        return {}
-    return {
-        str(p.relative_to(root)): p
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
-    }
-
-
-def work_diff(seed: Path | None, work: Path) -> str:
-    """What the agent changed: a unified diff from the seed files to the work dir (binary files
-    named only), capped at ``DIFF_CAP`` characters."""
-    import difflib
-
-    before, after = _files(seed), _files(work)
-    out: list[str] = []
-    for name in sorted(before.keys() | after.keys()):
-        a = before[name].read_bytes() if name in before else b""
-        b = after[name].read_bytes() if name in after else b""
-        if a == b:
-            continue
-        try:
-            a_text, b_text = a.decode(), b.decode()
-        except UnicodeDecodeError:
-            out.append(f"Binary files a/{name} and b/{name} differ\n")
-            continue
-        out.extend(
-            difflib.unified_diff(
-                a_text.splitlines(keepends=True),
-                b_text.splitlines(keepends=True),
-                f"a/{name}" if name in before else "/dev/null",
-                f"b/{name}" if name in after else "/dev/null",
-            )
-        )
-        if sum(map(len, out)) > DIFF_CAP:
-            break
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in out)
-    return text if len(text) <= DIFF_CAP else text[:DIFF_CAP] + "\n... (cut)\n"
 
 
 def _read_all(fd: int) -> bytes:
