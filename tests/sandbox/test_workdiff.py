@@ -114,7 +114,7 @@ def test_each_file_that_differs_is_named_exactly_once(pair: tuple[Tree, Tree]) -
     differs = {
         n
         for n in seed_files.keys() | work_files.keys()
-        if seed_files.get(n, b"") != work_files.get(n, b"")
+        if seed_files.get(n) != work_files.get(n)  # an empty file added or removed too
     }
     assert sorted(named(diff)) == sorted(differs)
     assert named(diff) == sorted(named(diff))  # in the order of the names
@@ -136,8 +136,14 @@ def test_the_diff_depends_only_on_the_two_trees(pair: tuple[Tree, Tree]) -> None
 def test_without_a_seed_every_file_is_added(tree: Tree) -> None:
     with trees(tree) as (work,):
         diff = work_diff(None, work)
-    assert sorted(named(diff)) == sorted(n for n, data in tree.items() if data)
+    assert sorted(named(diff)) == sorted(tree)
     assert "\n--- a/" not in "\n" + diff  # nothing was there before
+
+
+def test_an_empty_file_added_or_removed_is_named() -> None:
+    with trees({"gone.txt": b"", "kept.txt": b"x"}, {"new.txt": b"", "kept.txt": b"x"}) as dirs:
+        diff = work_diff(*dirs)
+    assert diff == "--- a/gone.txt\n+++ /dev/null\n--- /dev/null\n+++ b/new.txt\n"
 
 
 def test_a_diff_past_the_cap_is_cut_and_says_so() -> None:
