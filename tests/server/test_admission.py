@@ -16,7 +16,7 @@ from deepgym.exceptions import ConfigError, TransportError
 from deepgym.protocol import error_for
 from deepgym.server import admission
 from deepgym.server.admission import RETRY_AFTER_S, InFlightBytes
-from deepgym.server.service import Limits
+from deepgym.server.inputs import Limits
 from tests.server.conftest import asgi, call, fake_app
 
 sizes = st.integers(min_value=0, max_value=2**40)

@@ -20,7 +20,7 @@ from deepgym.exceptions import (
 from deepgym.models import RunResult
 from deepgym.protocol import ERRORS, StreamEvent, WireError, error_for, error_status
 from deepgym.server.app import error_response
-from deepgym.server.service import Limits
+from deepgym.server.inputs import Limits
 from deepgym.store import RunStore
 from tests.server.conftest import TOKEN, TOY, asgi, call, fake_app
 

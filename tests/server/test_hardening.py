@@ -25,7 +25,7 @@ from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.server.app import create_app
-from deepgym.server.service import Limits
+from deepgym.server.inputs import Limits
 from deepgym.validation import MAX_PROCESSES
 from tests.fakes import FakeBackend
 from tests.server.conftest import NO_DERIVED, TOKEN, TOY, call, fake_app

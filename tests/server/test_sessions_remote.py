@@ -32,12 +32,12 @@ from deepgym.exceptions import (
     UnknownSessionError,
 )
 from deepgym.models import ExecResult, RunResult
-from deepgym.sandbox import sessions as local_sessions
 from deepgym.sandbox.sessions import leftover_pids
-from deepgym.server import service as service_module
+from deepgym.server import sessions as server_sessions
 from deepgym.server.app import create_app
+from deepgym.server.inputs import Limits
 from deepgym.server.runner import ThreadedServer
-from deepgym.server.service import REAP_GRACE_S, Limits
+from deepgym.server.sessions import REAP_GRACE_S
 from deepgym.session import Action, AsyncSession, Observation, failure_result
 from tests.server.conftest import TOKEN, fake_service
 
@@ -125,8 +125,7 @@ def test_a_session_over_http_acts_carries_state_and_scores(
         assert result.has_verdict and result.passed and result.score == 1.0
         assert result.sandbox_id == s.sandbox_id
         assert result.env_name == ENV
-        if hasattr(local_sessions, "work_diff"):  # the work dir's changes come with the result
-            assert "+    return a + b" in s._core._inner.diff
+        assert "+    return a + b" in s._core._inner.diff  # the work dir's changes come back
         sid = s.sandbox_id
     assert wait_until(lambda: sid not in server.service.sessions)
     agent_s = s._core.agent_share * s._core.env.lifetime
@@ -321,7 +320,7 @@ class HeldProvider:
 def test_a_session_busy_at_its_lifetime_is_reaped_once_its_request_is_done(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(service_module, "REAP_GRACE_S", 0.05)
+    monkeypatch.setattr(server_sessions, "REAP_GRACE_S", 0.05)
     env = TINY.model_copy(update={"lifetime": 0.2})
     providers: list[HeldProvider] = []
 
@@ -393,7 +392,7 @@ def test_a_per_step_verifier_over_http() -> None:
 
 def test_step_verifier_code_is_refused_unless_allowed() -> None:
     from deepgym.exceptions import VerifierCodeRefusedError
-    from deepgym.server.service import parse_env
+    from deepgym.server.inputs import parse_env
 
     spec = INLINE.model_dump(mode="json", exclude={"verifier_code"})
     with pytest.raises(VerifierCodeRefusedError, match=r"env\.step_verifier_code"):

@@ -15,7 +15,7 @@ from deepgym.client import DeepGym
 from deepgym.models import BatchResult, RunResult
 from deepgym.protocol import StreamEvent
 from deepgym.server.runner import ThreadedServer
-from deepgym.server.service import SHUTDOWN_CAUSE
+from deepgym.server.streams import SHUTDOWN_CAUSE
 from deepgym.store import RunStore
 from tests.server.conftest import TOKEN, fake_app, fake_service
 
@@ -143,9 +143,9 @@ def test_health_says_503_while_a_real_server_drains() -> None:
 
 
 def test_a_quiet_stream_sends_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
-    import deepgym.server.service as service_mod
+    import deepgym.server.streams as streams_mod
 
-    monkeypatch.setattr(service_mod, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(streams_mod, "HEARTBEAT_S", 0.05)
     service, _ = fake_service()
 
     async def go() -> list[str]:

@@ -151,7 +151,7 @@ def serve_cmd(
     max_time_limit = seconds(max_time_limit, "--max-time-limit")
     grace_s = seconds(grace_s, "--grace", allow_zero=True)
     launch.require_server_extra()
-    from deepgym.server.service import Limits
+    from deepgym.server.inputs import Limits
 
     store = _open_store(store_path, no_store)
     console_token = secrets.token_urlsafe(24)

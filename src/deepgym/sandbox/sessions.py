@@ -5,7 +5,8 @@ no network, its own pid, mount and ipc namespaces, a size-capped work dir seeded
 environment's ``repo``, the session's own cgroups) running ``judge/agent_shell.py``, and runs the
 environment's setup script. ``LocalSession`` sends it one request a line: ``exec``, files, and at
 ``score`` a snapshot of the work dir, after which the agent's sandbox is ended and the final
-verifier runs in a fresh ``session`` sandbox over that snapshot (``judge/session_verify.py``).
+verifier runs in a fresh ``session`` sandbox over that snapshot (``session_verifier``, running
+``judge/session_verify.py``).
 
 Failures, as the session rule reads them (``deepgym.session.failure_result``):
 
@@ -48,13 +49,12 @@ from deepgym.identity import env_key
 from deepgym.judge.blame import tree_pids
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.protocol import REPLY_GRACE_S
-from deepgym.results import build_result
 from deepgym.sandbox import cgroups, policy
-from deepgym.sandbox.base import RawRun
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.session_verifier import verify_snapshot
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
+from deepgym.sandbox.workdiff import work_diff
 from deepgym.sandbox.workspace import Workspace
-from deepgym.verdict import Outcome
 
 __all__ = ["ExecResult", "LocalSession", "LocalSessions", "reap_leftovers", "sessions_dir"]
 
@@ -452,82 +452,16 @@ class LocalSessions:
 
     async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
         """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
-        sandbox over ``snapshot``."""
-        env = session.env
-        env_dir = self.workspace.env_dir(env)
-        group = cgroups.create(env.memory_mb, env.max_processes, owner=self.workspace.owner)
-        joins, binds, join_fds = group.join(policy.RUN_CGROUP)
-        r_report, w_report = os.pipe()
-        r_mark, w_mark = os.pipe()
-        params = dataclasses.replace(
+        sandbox over ``snapshot`` (``session_verifier``)."""
+        return await verify_snapshot(
             self.host,
-            command=("session_verify", str(w_report), str(w_mark), *(["step"] if step else [])),
-            env={"HOME": "/work", "DEEPGYM_CGROUP_PROCS": joins},
-            cgroups=binds,
-            size=session.work_bytes(),
-            env_dir=str(env_dir),
-            snapshot_dir=str(snapshot),
+            self.workspace,
+            session.env,
+            session.sandbox_id,
+            session.work_bytes(),
+            snapshot,
+            step=step,
         )
-        t0 = time.monotonic()
-        timed_out = False
-        try:
-            proc = await start_process(
-                *policy.argv(policy.SESSION, params),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_report, w_mark, *join_fds),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            for fd in (r_report, w_report, r_mark, w_mark):
-                os.close(fd)
-            group.remove()
-            raise SandboxError(
-                f"session {session.sandbox_id}: the verifier did not start: {exc}"
-            ) from exc
-        os.close(w_report)
-        os.close(w_mark)
-        try:
-            try:
-                out, err = await asyncio.wait_for(proc.communicate(), env.timeout)
-            except TimeoutError:
-                timed_out = True
-                out, err = b"", b""
-                await end_process(proc)
-            except BaseException:
-                await end_process(proc)
-                raise
-            report_raw = _read_all(r_report)
-            in_play = bool(_read_all(r_mark))
-        finally:
-            os.close(r_report)
-            os.close(r_mark)
-            group.remove()
-        report: dict[str, Any] | None
-        try:
-            report = json.loads(report_raw) if report_raw else None
-        except ValueError:
-            report = None
-        code = proc.returncode if proc.returncode is not None else -9
-        outcome = Outcome(
-            report=report,
-            in_play=in_play,
-            verifier_exit_code=code,
-            wall_timeout=timed_out,
-            detail=err.decode(errors="replace")[-500:],
-        )
-        raw = RawRun(
-            outcome=outcome,
-            report=report,
-            isolation="strict",
-            exit_code=code,
-            stdout=out.decode(errors="replace")[-2000:],
-            stderr=err.decode(errors="replace")[-2000:],
-            total_ms=(time.monotonic() - t0) * 1000.0,
-        )
-        result, _ = build_result(raw, env.name, env.timeout, memory_mb=env.memory_mb)
-        return result.model_copy(update={"sandbox_id": session.sandbox_id})
 
     async def close(self) -> None:
         """Close every session still open (the standbys too), and remove the provider's
@@ -553,65 +487,6 @@ def _kill_all(live: dict[str, int]) -> None:
         if _alive_with(pid, sandbox_id):
             kill_tree(pid)
     live.clear()
-
-
-DIFF_CAP = 256 * 1024
-"""Characters of a work dir's diff that are kept."""
-
-
-def _files(root: Path | None) -> dict[str, Path]:
-    if root is None or not root.is_dir():
-        return {}
-    return {
-        str(p.relative_to(root)): p
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
-    }
-
-
-def work_diff(seed: Path | None, work: Path) -> str:
-    """What the agent changed: a unified diff from the seed files to the work dir (binary files
-    named only), capped at ``DIFF_CAP`` characters."""
-    import difflib
-
-    before, after = _files(seed), _files(work)
-    out: list[str] = []
-    for name in sorted(before.keys() | after.keys()):
-        a = before[name].read_bytes() if name in before else b""
-        b = after[name].read_bytes() if name in after else b""
-        if a == b:
-            continue
-        try:
-            a_text, b_text = a.decode(), b.decode()
-        except UnicodeDecodeError:
-            out.append(f"Binary files a/{name} and b/{name} differ\n")
-            continue
-        out.extend(
-            difflib.unified_diff(
-                a_text.splitlines(keepends=True),
-                b_text.splitlines(keepends=True),
-                f"a/{name}" if name in before else "/dev/null",
-                f"b/{name}" if name in after else "/dev/null",
-            )
-        )
-        if sum(map(len, out)) > DIFF_CAP:
-            break
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in out)
-    return text if len(text) <= DIFF_CAP else text[:DIFF_CAP] + "\n... (cut)\n"
-
-
-def _read_all(fd: int) -> bytes:
-    os.set_blocking(fd, False)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def leftover_pids(session: LocalSession) -> set[int]:

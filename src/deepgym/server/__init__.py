@@ -2,8 +2,9 @@
 
 - ``app.create_app``: the FastAPI app (``/v1/run``, ``/v1/run_batch``, ``/v1/eval``,
   ``/v1/time_limit``, ``/v1/environments``, ``/health``, ``/metrics``, ``/console``).
-- ``service.Service``: what the routes drive (pure asyncio): input checks, streaming by group,
-  recording in the run store, draining at shutdown.
+- ``service.Service``: what the routes drive (pure asyncio): input checks (``inputs``), streaming
+  by group (``streams``), recording in the run store, agent sessions (``sessions``), draining at
+  shutdown.
 - ``metrics``, ``console``, ``svg``: the exposition text, the console's pages, their histograms.
 - ``runner``: uvicorn with a graceful drain; ``launch``: the app and its server from plain
   settings (the ``deepgym serve`` and ``deepgym console`` commands live in ``deepgym.cli``).

@@ -55,15 +55,10 @@ from deepgym.sandbox.base import Backend
 from deepgym.sandbox.workspace import sweep_stale
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.admission import RETRY_AFTER_S
+from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
 from deepgym.server.metrics import CONTENT_TYPE
 from deepgym.server.openapi import openapi_schema
-from deepgym.server.service import (
-    MESSAGE_CHARS,
-    Limits,
-    Service,
-    check_time_limit,
-    eval_plan,
-)
+from deepgym.server.service import Service, eval_plan
 from deepgym.session import AsyncSession
 from deepgym.store import RunStore
 from deepgym.text import one_line

@@ -23,8 +23,8 @@ from deepgym.exceptions import ConfigError
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from deepgym.server.inputs import Limits
     from deepgym.server.runner import DrainingServer
-    from deepgym.server.service import Limits
     from deepgym.store import RunStore
 
 __all__ = ["console_app", "is_loopback", "listen", "require_server_extra", "service_app", "url"]
