@@ -203,7 +203,7 @@ def test_run_raised_without_verdict_is_one_line_exit_3(
         assert r.exit_code == 3, r.output
         assert r.stdout == ""
         (line,) = r.stderr.splitlines()
-        assert line.startswith(f"error: no verdict ({exc_name}): ")
+        assert line.startswith(f"Error: no verdict ({exc_name}): ")
         assert "Traceback" not in r.output
 
 
@@ -430,7 +430,7 @@ def assert_one_line_error(r: Result, pattern: str) -> None:
     assert r.stdout == ""
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("error: "), lines[0]
+    assert lines[0].startswith("Error: "), lines[0]
     assert re.search(pattern, lines[0]), lines[0]
 
 
@@ -566,6 +566,17 @@ def test_usage_errors_exit_2(seen: list[str], args: list[str]) -> None:
     assert seen == []
 
 
+def test_every_error_is_written_one_way(seen: list[str], tmp_path: Path) -> None:
+    """A usage error (click's) and a library error (ours) both end in one ``Error: ...`` line;
+    no command writes the lowercase ``error:`` form."""
+    usage = invoke("run", "two_sum")
+    ours = invoke("run", "two_sum", tmp_path / "nope.py")
+    for r in (usage, ours):
+        assert r.exit_code == 2, r.output
+        assert r.stderr.splitlines()[-1].startswith("Error: "), r.stderr
+        assert "error:" not in r.stderr
+
+
 def test_keyboard_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(spec: str) -> Any:
         raise KeyboardInterrupt
@@ -602,7 +613,7 @@ def test_python_dash_m(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert bad.stdout == ""
     assert bad.stderr.splitlines() == [
-        "error: unknown environment 'two_sm'; did you mean 'two_sum'?"
+        "Error: unknown environment 'two_sm'; did you mean 'two_sum'?"
     ]
 
 

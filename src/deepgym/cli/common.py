@@ -5,8 +5,9 @@ Invariants:
 
 - The library's errors are translated once, by ``DeepGymGroup``, for every command: a
   contract's no-verdict raise is exit 3, any other ``DeepGymError``, malformed JSON or an
-  ``OSError`` is bad input (exit 2), Ctrl-C is 130. Each prints one ``error: ...`` line on
-  stderr, never a traceback; anything else is a bug and keeps its traceback.
+  ``OSError`` is bad input (exit 2), Ctrl-C is 130. Each prints one ``Error: ...`` line on
+  stderr (click's own form, as its usage errors print: ``CliError.show`` is the one place
+  that writes it), never a traceback; anything else is a bug and keeps its traceback.
 - Commands build clients only through ``make_client``, which they call as
   ``common.make_client`` so that a test can put a client over a fake backend in its place.
 - The readers raise ``ConfigError`` that names the file (and the line, for JSONL).
@@ -61,12 +62,12 @@ _NO_VERDICT_RAISES = (SandboxError, DeepGymTimeoutError, VerifierError)
 
 
 def line(text: str) -> str:
-    """``text`` on one line, for a table cell or an ``error:`` line; never blank."""
+    """``text`` on one line, for a table cell or an ``Error:`` line; never blank."""
     return one_line(text) or "failed"
 
 
 class CliError(click.ClickException):
-    """A one-line ``error: ...`` on stderr and a chosen exit code (never a traceback)."""
+    """A one-line ``Error: ...`` on stderr and a chosen exit code (never a traceback)."""
 
     exit_code = EXIT_BAD_INPUT
 
@@ -75,7 +76,7 @@ class CliError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         """Print the one line to stderr, with no usage text."""
-        click.echo(f"error: {self.format_message()}", err=True)
+        click.echo(f"Error: {self.format_message()}", err=True)
 
 
 class NoVerdictCliError(CliError):
@@ -113,7 +114,7 @@ class DeepGymGroup(click.Group):
     """Translates the library's errors at the boundary, once, for every command."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; a library error becomes one ``error:`` line and its exit code."""
+        """Run the command; a library error becomes one ``Error:`` line and its exit code."""
         try:
             return super().invoke(ctx)
         except _NO_VERDICT_RAISES as exc:
