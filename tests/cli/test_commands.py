@@ -44,6 +44,23 @@ OUTCOMES: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {
         ],
     ),
     "WRONG": _ok(0.0, [{"name": "test_0", "passed": False, "message": "expected 1, got 2"}]),
+    # Every case failing the same way (an answer that does not parse), then a mixed run.
+    "SYNTAX": _ok(
+        0.0,
+        [
+            {"name": f"case_{i}", "passed": False, "message": "SyntaxError: invalid syntax"}
+            for i in range(30)
+        ],
+    ),
+    "MIXED": _ok(
+        0.25,
+        [
+            {"name": "a", "passed": False, "message": "expected 1, got 2"},
+            {"name": "b", "passed": True},
+            {"name": "c", "passed": False, "message": "expected 1, got 2"},
+            {"name": "d", "passed": False, "message": "expected 5, got 2"},
+        ],
+    ),
     "": _ok(0.0, [{"name": "test_0", "passed": False, "message": "no function f"}]),
     # A verifier that reports its own failure: returned, without a verdict.
     "CRASH": (None, {"in_play": True, "verifier_exit_code": 2, "detail": "the verifier exited 2"}),
@@ -156,8 +173,59 @@ def test_run_judged_fail_exits_1(seen: list[str], write: Callable[..., Path]) ->
     assert "score        0.500" in r.stdout
     assert "passed       no" in r.stdout
     assert "verdict      yes" in r.stdout
-    row(r.stdout, "test_1", "no", "-", "expected 3, got None")
+    row(r.stdout, "test_1", "no", "expected 3, got None")  # no score column: no case has one
     assert r.stderr == ""
+
+
+def test_run_collapses_identical_failures_and_drops_empty_columns(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    """30 cases failing with one SyntaxError are one row that says how many, and the score
+    column, blank for every case, is not drawn."""
+    r = invoke("run", "two_sum", write("a.py", "SYNTAX"))
+    assert r.exit_code == 1, r.output
+    table = [line for line in r.stdout.splitlines() if "│" in line]
+    assert len([line for line in table if "SyntaxError" in line]) == 1, r.stdout
+    row(r.stdout, "30 tests (case_0, ...)", "no", "SyntaxError: invalid syntax")
+    header = next(line for line in r.stdout.splitlines() if "┃ test" in line)
+    assert "score" not in header and "message" in header
+    assert "tests (0/30 passed)" in r.stdout
+    mixed = invoke("run", "two_sum", write("b.py", "MIXED"))
+    row(mixed.stdout, "2 tests (a, ...)", "no", "expected 1, got 2")  # at the first one's place
+    row(mixed.stdout, "b", "yes")
+    row(mixed.stdout, "d", "no", "expected 5, got 2")  # failed another way: its own row
+    rows = [line for line in mixed.stdout.splitlines() if "│" in line]
+    assert [i for i, line in enumerate(rows) if "2 tests" in line] < [
+        i for i, line in enumerate(rows) if " b " in line
+    ]
+
+
+def test_run_quiet_prints_the_summary_line(seen: list[str], write: Callable[..., Path]) -> None:
+    r = invoke("run", "two_sum", write("a.py", "SYNTAX"), "--quiet")
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines() == [
+        "two_sum: FAIL 0.00 (0/30 tests passed); case_0: SyntaxError: invalid syntax"
+    ]
+    full = invoke("run", "two_sum", write("a.py", "SYNTAX"))
+    assert full.stdout.splitlines()[-1] == r.stdout.splitlines()[0]  # the report ends with it
+    passed = invoke("run", "two_sum", write("b.py", "PASS"), "-q")
+    assert (passed.exit_code, passed.stdout) == (0, "two_sum: PASS (2/2 tests passed)\n")
+    crashed = invoke("run", "two_sum", write("c.py", "CRASH"), "-q")
+    assert crashed.exit_code == 3
+    assert crashed.stdout == (
+        "two_sum: ERROR (verifier_error); verifier_error: the verifier exited 2\n"
+    )
+    both = invoke("run", "two_sum", write("b.py", "PASS"), "-q", "--json")
+    assert_one_line_error(both, r"--json or --quiet, not both")
+
+
+def test_run_reads_the_answer_from_stdin(seen: list[str]) -> None:
+    runner = CliRunner(env={"COLUMNS": "200"})
+    r = runner.invoke(cli.cli, ["run", "two_sum", "-", "-q"], input="PASS from stdin\n")
+    assert r.exit_code == 0, r.output
+    assert seen == ["PASS from stdin\n"]
+    bad = runner.invoke(cli.cli, ["run", "two_sum", "-"], input=b"\xff\xfe")
+    assert_one_line_error(bad, r"the answer on stdin: not UTF-8 text")
 
 
 def test_run_judged_model_fault(seen: list[str], write: Callable[..., Path]) -> None:

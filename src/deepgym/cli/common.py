@@ -19,6 +19,7 @@ import difflib
 import errno
 import json
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -248,6 +249,16 @@ def read_text(path: Path, what: str) -> str:
         raise ConfigError(f"{what} {path}: is a directory, not a file") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{what} {path}: not UTF-8 text ({exc.reason})") from None
+
+
+def read_answer(path: Path) -> str:
+    """One answer: the file's text, or stdin's when ``path`` is ``-``."""
+    if str(path) != "-":
+        return read_text(path, "answer file")
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the answer on stdin: not UTF-8 text ({exc.reason})") from None
 
 
 def _jsonl(path: Path, text: str) -> Iterator[tuple[int, Any]]:

@@ -29,25 +29,34 @@ from deepgym.cli.common import (
     line,
     load_env,
     load_targets,
+    match_answers,
     no_store_option,
     out,
     parallel_option,
     progress,
+    read_answer,
     read_batch_answers,
-    match_answers,
     read_eval_answers,
-    read_text,
     sandbox_option,
     store_option,
 )
 from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.client import DeepGym
 from deepgym.exceptions import ConfigError
-from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
+from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult, Totals
 from deepgym.store import RunStore, default_store_path, record_batch, record_eval, resume_inputs
 from deepgym.text import percent, short_cause
 
-__all__ = ["eval_cmd", "evaluate", "print_report", "run", "run_batch", "runs_cmd"]
+__all__ = [
+    "case_rows",
+    "eval_cmd",
+    "evaluate",
+    "print_report",
+    "run",
+    "run_batch",
+    "run_summary",
+    "runs_cmd",
+]
 
 _MAX_CASE_ROWS = 50
 
@@ -106,6 +115,46 @@ def print_report(
     echo(f"Time: {batch.execution_time_ms / 1000:.1f} s for {batch.total} runs", console)
 
 
+def run_summary(r: RunResult) -> str:
+    """A run in one line: its environment, ``PASS``, ``FAIL <score>`` or ``ERROR
+    (<error_type>)``, the tests passed, and why it did not pass (``run --quiet`` prints it)."""
+    parts = [f"{r.env_name or 'answer'}: {_cell(r).plain}"]
+    if r.cases:
+        parts.append(f"({sum(c.passed for c in r.cases)}/{len(r.cases)} tests passed)")
+    text = " ".join(parts)
+    cause = _cause(r)
+    return line(f"{text}; {cause}") if cause else text
+
+
+def case_rows(cases: Sequence[CaseResult]) -> list[list[Cell]]:
+    """A row per test (name, ok, score, message), with the failures that failed the same way
+    (the same score and message) in one row, at the first one's place, that says how many."""
+    count: dict[tuple[float | None, str], int] = {}
+    for c in cases:
+        if not c.passed:
+            count[(c.score, c.message)] = count.get((c.score, c.message), 0) + 1
+    rows: list[list[Cell]] = []
+    shown: set[tuple[float | None, str]] = set()
+    for c in cases:
+        key = (c.score, c.message)
+        if not c.passed and count[key] > 1:
+            if key in shown:
+                continue
+            shown.add(key)
+            name = f"{count[key]} tests ({c.name}, ...)"
+        else:
+            name = c.name
+        rows.append(
+            [
+                name,
+                "yes" if c.passed else "no",
+                "" if c.score is None else f"{c.score:.2f}",
+                line(c.message) if c.message else "",
+            ]
+        )
+    return rows
+
+
 def _run_report(r: RunResult) -> None:
     console = out()
     fields = [
@@ -120,22 +169,14 @@ def _run_report(r: RunResult) -> None:
     ]
     for key, value in fields:
         echo(f"{key:<12} {value}", console, hang=13)
-    if not r.cases:
-        return
-    rows: list[list[Cell]] = [
-        [
-            c.name,
-            "yes" if c.passed else "no",
-            "-" if c.score is None else f"{c.score:.2f}",
-            line(c.message) if c.message else "",
-        ]
-        for c in r.cases[:_MAX_CASE_ROWS]
-    ]
-    title = f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)"
-    columns = [Column("test"), Column("ok"), Column("score"), Column("message", wrap=True)]
-    print_table(console, title, columns, rows)
-    if len(r.cases) > _MAX_CASE_ROWS:
-        click.echo(f"... {len(r.cases) - _MAX_CASE_ROWS} more tests")
+    if r.cases:
+        rows = case_rows(r.cases)
+        title = f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)"
+        columns = [Column("test"), Column("ok"), Column("score"), Column("message", wrap=True)]
+        print_table(console, title, columns, rows[:_MAX_CASE_ROWS])
+        if len(rows) > _MAX_CASE_ROWS:
+            click.echo(f"... {len(rows) - _MAX_CASE_ROWS} more rows")
+    echo(run_summary(r), console)
 
 
 def evaluate(
@@ -215,20 +256,26 @@ def _no_match(path: Path, spec: str, envs: Sequence[Environment], unused: Sequen
 @click.argument("answer_file", type=click.Path(path_type=Path))
 @sandbox_option
 @json_option
-def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool) -> None:
-    """Score the answer in ANSWER_FILE on ENV (a built-in name or an environment folder).
+@click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
+def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool, quiet: bool) -> None:
+    """Score the answer in ANSWER_FILE on ENV (a built-in name or an environment folder);
+    ANSWER_FILE '-' reads the answer from stdin.
 
     \b
     Exit codes: 0 the answer passed; 1 it was judged and did not pass;
     3 no verdict (the sandbox, the time limit or the verifier failed, not the
     answer); 2 bad input; 130 interrupted.
     """
+    if as_json and quiet:
+        raise CliError("give --json or --quiet, not both")
     environment = load_env(env)
-    answer = read_text(answer_file, "answer file")
+    answer = read_answer(answer_file)
     with common.make_client(sandbox) as dg:
         result = dg.run(environment, answer)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
+    elif quiet:
+        click.echo(run_summary(result))
     else:
         _run_report(result)
     if not result.has_verdict:
