@@ -25,6 +25,7 @@ from deepgym.client import DeepGym
 from deepgym.envs.registry import list_environments, load_environment
 from deepgym.models import BatchResult, EvalResult, RunResult
 from deepgym.sandbox.base import Job, RawRun
+from deepgym.store import RunStore
 from deepgym.verdict import Outcome
 
 # --- a fake backend: the answer's first word decides the outcome ------------------------------
@@ -451,6 +452,52 @@ def test_eval_warns_about_answers_for_no_environment(
     r = invoke("eval", "two_sum", "--answers", answers)
     assert r.exit_code == 0
     assert "ignoring answers for unknown environment(s): two_sums" in r.stderr
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+def test_runs_id_shows_a_stored_evals_rows_and_totals(
+    seen: list[str], tmp_path: Path, write: Callable[..., Path]
+) -> None:
+    """``deepgym runs ID``, as ``deepgym episodes ID``: the rows and the totals eval printed."""
+    store = tmp_path / "runs.sqlite"
+    answers = write("answers.json", json.dumps({"two_sum": "PASS", "fizzbuzz": "CRASH"}))
+    scored = invoke("eval", "two_sum,fizzbuzz,coin_change", "--answers", answers, "--store", store)
+    assert scored.exit_code == 0, scored.output
+    (run_id,) = re.findall(r"^run (\S+) ", scored.stderr, re.M)
+    r = invoke("runs", run_id, "--store", store)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(f"run {run_id}: eval of two_sum,fizzbuzz,coin_change, started ")
+    row(r.stdout, "two_sum", "PASS")
+    row(r.stdout, "fizzbuzz", "ERROR (verifier_error)", "verifier_error: the verifier exited 2")
+    row(r.stdout, "coin_change", "FAIL 0.00", "test_0: no function f")
+    eval_totals = [x for x in scored.stdout.splitlines() if x.startswith(("Pass Rate", "Judged"))]
+    assert len(eval_totals) == 2
+    for text in eval_totals:
+        assert text in r.stdout.splitlines()
+    as_json = json.loads(invoke("runs", run_id, "--store", store, "--json").stdout)
+    assert (as_json["id"], as_json["status"], as_json["totals"]["no_verdict_count"]) == (
+        run_id,
+        "complete",
+        1,
+    )
+    first = as_json["results"][0]
+    assert (first["env_name"], first["result"]["passed"]) == ("two_sum", True)
+    assert_one_line_error(invoke("runs", "nope", "--store", store), r"no run 'nope' in the store")
+    missing = invoke("runs", "nope", "--store", tmp_path / "none.sqlite")
+    assert_one_line_error(missing, r"no run 'nope': no store at")
+
+
+def test_runs_id_of_a_stopped_eval_says_what_is_not_scored(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        run_id = store.create_run("eval", "two_sum,fizzbuzz", ["two_sum", "fizzbuzz"], ["a", "b"])
+        store.record(run_id, 0, RunResult(score=1.0, passed=True, env_name="two_sum"))
+    r = invoke("runs", run_id, "--store", tmp_path / "runs.sqlite")
+    assert r.exit_code == 0, r.output
+    row(r.stdout, "two_sum", "PASS")
+    row(r.stdout, "fizzbuzz", "not scored")
+    assert f"to finish it: deepgym eval --resume {run_id}" in r.stdout
 
 
 # --- list, show ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The commands that score answers, and the run store they record in: ``run``, ``run-batch``,
-``eval`` and ``runs``.
+``eval`` and ``runs`` (with a run's id: its rows and totals, as ``eval`` printed them).
 
 The verdict and the totals come from the library (``RunResult.has_verdict``,
 ``Totals.summary_line``), never recomputed here. A run without a verdict is shown as
@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.text import Text
@@ -44,7 +45,14 @@ from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.client import DeepGym
 from deepgym.exceptions import ConfigError
 from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult, Totals
-from deepgym.store import RunStore, default_store_path, record_batch, record_eval, resume_inputs
+from deepgym.store import (
+    RunInfo,
+    RunStore,
+    default_store_path,
+    record_batch,
+    record_eval,
+    resume_inputs,
+)
 from deepgym.text import percent, short_cause
 
 __all__ = [
@@ -56,6 +64,7 @@ __all__ = [
     "run_batch",
     "run_summary",
     "runs_cmd",
+    "stored_rows",
 ]
 
 _MAX_CASE_ROWS = 50
@@ -435,36 +444,101 @@ def eval_cmd(
             evaluate(dg, suite_or_envs, envs, outputs, max_parallel, as_json, (store, run_id))
 
 
+def _info_json(r: RunInfo) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "kind": r.kind,
+        "source": r.source,
+        "created": r.created,
+        "status": r.status,
+        "total": r.total,
+        "recorded": r.recorded,
+        "totals": r.totals.model_dump(),
+    }
+
+
+def _status(r: RunInfo) -> str:
+    return "complete" if r.complete else f"{r.status} {r.recorded}/{r.total}"
+
+
+def _started(r: RunInfo) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+
+
+def stored_rows(
+    info: RunInfo, names: Sequence[str], results: Mapping[int, RunResult]
+) -> list[list[Cell]]:
+    """A stored run's rows, in its order: each run's label (an eval's environment, a batch's
+    answer number), its result and cause; ``not scored`` where the store has no result."""
+    rows: list[list[Cell]] = []
+    for i, name in enumerate(names):
+        label = name if info.kind == "eval" else f"answer {i + 1}"
+        r = results.get(i)
+        if r is None:
+            rows.append([label, Text("not scored", style="dim"), ""])
+            continue
+        cause = _cause(r)
+        rows.append([label, _cell(r), line(cause) if cause else ""])
+    return rows
+
+
+def _show_run(store: RunStore, run_id: str, as_json: bool) -> None:
+    """One stored run: its rows (``stored_rows``), then its totals, as ``eval`` printed them."""
+    info = store.run(run_id)
+    names = [name for name, _ in store.inputs(run_id)]
+    results = store.results(run_id)
+    if as_json:
+        rows = [
+            {
+                "index": i,
+                "env_name": name,
+                "result": None if i not in results else results[i].model_dump(mode="json"),
+            }
+            for i, name in enumerate(names)
+        ]
+        click.echo(json.dumps({**_info_json(info), "results": rows}, indent=2))
+        return
+    console = out()
+    title = (
+        f"run {info.id}: {info.kind} of {info.source}, started {_started(info)}, {_status(info)}"
+    )
+    label = "environment" if info.kind == "eval" else "answer"
+    columns = [Column(label), Column("result"), Column("cause", wrap=True)]
+    print_table(console, title, columns, stored_rows(info, names, results))
+    for text in _totals_lines(info.totals):
+        echo(text, console)
+    if info.execution_time_ms is not None:
+        echo(f"Time: {info.execution_time_ms / 1000:.1f} s for {info.recorded} runs", console)
+    if not info.complete and info.kind == "eval":
+        echo(f"to finish it: deepgym eval --resume {info.id}", console)
+
+
 @click.command("runs")
+@click.argument("run_id", required=False)
 @store_option
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-def runs_cmd(store_path: Path | None, limit: int, as_json: bool) -> None:
-    """List the stored evals and batches, newest first, with their totals."""
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the runs (or RUN_ID's results) as JSON."
+)
+def runs_cmd(run_id: str | None, store_path: Path | None, limit: int, as_json: bool) -> None:
+    """List the stored evals and batches, newest first, with their totals; or show RUN_ID's
+    rows (each run's result and cause) and totals."""
     path = store_path if store_path is not None else default_store_path()
     if not path.exists():
+        if run_id is not None:
+            raise CliError(f"no run {run_id!r}: no store at {path}")
         if as_json:
             click.echo("[]")
         else:
             click.echo(f"no runs yet (no store at {path})")
         return
     with RunStore(path) as store:
+        if run_id is not None:
+            _show_run(store, run_id, as_json)
+            return
         runs = store.runs(limit=limit)
     if as_json:
-        rows = [
-            {
-                "id": r.id,
-                "kind": r.kind,
-                "source": r.source,
-                "created": r.created,
-                "status": r.status,
-                "total": r.total,
-                "recorded": r.recorded,
-                "totals": r.totals.model_dump(),
-            }
-            for r in runs
-        ]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps([_info_json(r) for r in runs], indent=2))
         return
     columns = [
         Column("run"),
@@ -481,14 +555,13 @@ def runs_cmd(store_path: Path | None, limit: int, as_json: bool) -> None:
     table: list[list[Cell]] = []
     for r in runs:
         t = r.totals
-        status = "complete" if r.complete else f"{r.status} {r.recorded}/{r.total}"
         table.append(
             [
                 r.id,
                 r.kind,
                 r.source,
-                time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
-                status,
+                _started(r),
+                _status(r),
                 str(r.total),
                 percent(t.pass_rate),
                 str(t.no_verdict_count),
