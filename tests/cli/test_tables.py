@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from deepgym import cli
-from deepgym.cli.tables import Column, column_widths, list_lines, print_table, wrap
+from deepgym.cli.tables import Column, column_widths, drop_empty, list_lines, print_table, wrap
 from deepgym.envs.registry import list_environments
 from deepgym.store import RunStore
 
@@ -84,3 +84,16 @@ def test_runs_at_80_columns_keeps_the_id_on_one_line(tmp_path: Path) -> None:
     output = _at_80("runs", "--store", str(tmp_path / "runs.db"))
     assert any(run_id in line for line in _lines(output)), output  # whole, on one line
     assert all(len(line) <= 80 for line in _lines(output)), output
+
+
+def test_a_column_blank_in_every_row_is_not_drawn() -> None:
+    columns = [Column("test"), Column("score"), Column("message", wrap=True)]
+    rows = [["t0", "", "boom"], ["t1", " ", ""]]
+    kept, kept_rows = drop_empty(columns, rows)
+    assert [c.header for c in kept] == ["test", "message"]
+    assert kept_rows == [["t0", "boom"], ["t1", ""]]
+    assert drop_empty(columns, [["", "", ""]])[0][0].header == "test"  # the key column stays
+    assert drop_empty(columns, []) == (columns, [])  # no rows: the headers say what is not there
+    console = Console(file=io.StringIO(), width=80)
+    print_table(console, "tests", columns, rows)
+    assert "score" not in console.file.getvalue()  # type: ignore[attr-defined]

@@ -347,3 +347,19 @@ def test_a_constant_that_scores_too_much_says_how_to_fix_the_test_set() -> None:
         "test case(s) that `return 0` fails, or change some of the 1 it passes to expect "
         "something else (a wrong answer may score at most 0.2)"
     )
+
+
+def test_runs_that_agree_on_no_verdict_are_not_deterministic() -> None:
+    """A verifier that always raises: every run of the reference agrees, on no verdict; the
+    check fails and says no run had one (it used to say "7 runs agree")."""
+    plan = check.probes(ADD)
+    results = [result(0.0, verdict=False, error_type="verifier_error") for _ in plan]
+    broken = Timing(
+        tuple(result(0.0, verdict=False, error_type="verifier_error") for _ in range(3))
+    )
+    report = check.judge(ADD, plan, results, broken)
+    failed = next(c for c in report.checks if c.name == "deterministic")
+    assert not failed.ok
+    assert "no run of the reference had a verdict" in failed.message
+    assert "agree" not in failed.message
+    assert not report.ok

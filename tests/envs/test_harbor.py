@@ -418,4 +418,4 @@ def test_deepgym_harbor_refuses_bad_input_in_one_line(
     r = CliRunner().invoke(cli, ["harbor", *argv])
     assert r.exit_code == 2, r.output
     lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and said in lines[0]

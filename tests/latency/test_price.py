@@ -209,7 +209,7 @@ def test_price_bad_options_are_one_line(
     assert r.exit_code == 2, r.output
     assert r.stdout == ""
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
     assert re.search(message, lines[0]), lines[0]
 
 

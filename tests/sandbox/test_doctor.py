@@ -319,7 +319,7 @@ def test_a_seccomp_filter_is_named_by_the_first_error(refuse_ns: Path, tmp_path:
     )
     assert done.returncode == 3, done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("error: no verdict (SandboxUnavailableError): bwrap cannot create")
+    assert line.startswith("Error: no verdict (SandboxUnavailableError): bwrap cannot create")
     assert "seccomp filter refuses to create namespaces" in line
     assert "seccomp=unconfined" in line and "mode='remote'" in line
     assert line.endswith("run `deepgym doctor` for this host's check")

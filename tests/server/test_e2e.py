@@ -189,7 +189,7 @@ def test_serve_refuses_to_listen_off_loopback_without_a_token() -> None:
         env={**os.environ, "DEEPGYM_TOKEN": ""},
     )
     assert out.returncode == 2
-    assert out.stderr.strip().startswith("error: --host 0.0.0.0 is reachable from other machines")
+    assert out.stderr.strip().startswith("Error: --host 0.0.0.0 is reachable from other machines")
     assert "Traceback" not in out.stderr
 
 

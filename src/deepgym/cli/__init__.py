@@ -3,7 +3,7 @@
 Exit codes: 0 done (``run``: the answer passed), 1 ``run`` judged the answer and it did not pass
 (``check``, ``qa``: a check failed; ``demo``: a run did not go as expected), 2 bad input (a
 missing or malformed file, an unknown environment, an invalid environment folder: one
-``error: ...`` line on stderr, never a traceback), 3 ``run`` got no verdict (the sandbox, the
+``Error: ...`` line on stderr, never a traceback), 3 ``run`` got no verdict (the sandbox, the
 time limit or the verifier failed, not the answer), 130 interrupted. ``run-batch`` and ``eval``
 exit 0 whatever the answers scored (``EXIT_CODES``, printed by ``deepgym --help``).
 
@@ -47,7 +47,7 @@ Exit codes:
   0    done (run: the answer passed)
   1    run: judged, and it did not pass; check, qa: a check failed;
        demo: a run did not go as expected
-  2    bad input: one "error: ..." line on stderr, never a traceback
+  2    bad input: one "Error: ..." line on stderr, never a traceback
   3    run: no verdict (the sandbox, the time limit or the verifier failed,
        not the answer)
   130  interrupted (Ctrl-C or SIGTERM)

