@@ -111,7 +111,7 @@ def test_deepgym_episode_runs_the_reference_agent_or_one_by_name(tmp_path: Path)
     assert json.loads(r.output)[0]["env_name"] == "agent/log_counts"  # recorded
     agent = "tests.envs.test_session_envs:noop_agent"
     r = runner.invoke(cli, ["episode", "agent/csv_json", "--agent", agent, "--no-store", "--json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # judged, and not passed: ``run``'s exit code
     data = json.loads(r.output)
     assert data["result"]["score"] == 0.0 and data["result"]["has_verdict"]
     assert [s["action"]["tool"] for s in data["steps"]] == ["done"]

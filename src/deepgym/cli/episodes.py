@@ -10,6 +10,10 @@ typed runs in its shell, ``score`` ends it with the verdict.
 ``deepgym episodes`` lists them, newest first; ``deepgym episodes ID`` prints one episode step
 by step (each action, its exit code, duration and output), then the work dir's diff and the
 verdict; ``--json`` prints the same as one JSON trajectory (the export).
+
+A verdict is shown as ``run`` shows one, each case with the verifier's message, and ``episode``
+and ``session`` exit as ``run`` does: 0 passed, 1 judged and not passed, 3 no verdict
+(``deepgym.cli.verdicts``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import click
 from deepgym.cli import common
 from deepgym.cli.common import no_store_option, out, store_option
 from deepgym.cli.tables import Cell, Column, echo, print_table
+from deepgym.cli.verdicts import exit_on, show_result, verdict_text
 from deepgym.envs.registry import load_environment
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
@@ -36,14 +41,6 @@ __all__ = ["episode_cmd", "episodes_cmd", "session_cmd"]
 
 _OUTPUT_LINES = 20
 """Lines of a step's output shown in the text view (the JSON keeps what the trace kept)."""
-
-
-def _verdict(result: dict[str, Any] | None) -> str:
-    if result is None:
-        return "unfinished"
-    if not result.get("has_verdict", True):
-        return f"no verdict ({result.get('error_type')})"
-    return f"{result.get('score', 0.0):.3f}" + (" passed" if result.get("passed") else "")
 
 
 def _show(episode: dict[str, Any]) -> None:
@@ -69,10 +66,7 @@ def _show(episode: dict[str, Any]) -> None:
     if episode["diff"]:
         click.echo("--- the work dir's diff")
         click.echo(episode["diff"].rstrip("\n"))
-    result = episode["result"]
-    click.echo(f"--- verdict: {_verdict(result)}")
-    if result and result.get("error"):
-        echo(f"cause: {one_line(result['error'], 300)}", console)
+    show_result(episode["result"])
 
 
 @click.command("episodes")
@@ -109,7 +103,7 @@ def episodes_cmd(
             str(r["steps"]),
             "unfinished"
             if r["finished"] is None
-            else _verdict(
+            else verdict_text(
                 {
                     "has_verdict": r["has_verdict"],
                     "score": r["score"],
@@ -179,7 +173,12 @@ def episode_cmd(
     as_json: bool,
 ) -> None:
     """Run one agent episode of the session environment ENV_NAME; print its trajectory and
-    verdict (exit 3 when it has no verdict)."""
+    verdict.
+
+    \b
+    Exit codes: 0 the episode passed; 1 it was judged and did not pass; 3 no
+    verdict (the session, not the agent, failed); 2 bad input; 130 interrupted.
+    """
     env = load_environment(env_name)
     if env.kind != "session":
         raise ConfigError(f"{env.name} is a {env.kind} environment: an episode needs a session")
@@ -205,8 +204,7 @@ def episode_cmd(
         click.echo(json.dumps(data, indent=2))
     else:
         _show(data)
-    if not episode.result.has_verdict:
-        raise SystemExit(common.EXIT_NO_VERDICT)
+    exit_on(episode.result)
 
 
 _SESSION_HELP = (
@@ -219,7 +217,12 @@ _SESSION_HELP = (
 @click.argument("env_name")
 def session_cmd(env_name: str) -> None:
     """Open a session of ENV_NAME and play the agent yourself: each line you type runs in the
-    session's shell; 'score' ends it with the verdict, 'exit' without one."""
+    session's shell; 'score' ends it with the verdict, 'exit' without one.
+
+    \b
+    Exit codes: 0 scored and passed, or ended without scoring; 1 judged and not
+    passed; 3 no verdict (the session failed); 2 bad input; 130 interrupted.
+    """
     env = load_environment(env_name)
     if env.kind != "session":
         raise ConfigError(f"{env.name} is a {env.kind} environment: a session needs a session")
@@ -244,13 +247,8 @@ def session_cmd(env_name: str) -> None:
                 continue
             if command == "score":
                 result = session.score()
-                click.echo(f"--- verdict: {_verdict(result.model_dump())}")
-                for case in result.cases:
-                    click.echo(f"  {'ok  ' if case.passed else 'FAIL'} {case.name}")
-                if result.error:
-                    echo(f"cause: {one_line(result.error, 300)}", console)
-                if not result.has_verdict:
-                    raise SystemExit(common.EXIT_NO_VERDICT)
+                show_result(result)
+                exit_on(result)
                 return
             t0 = time.monotonic()
             output = session.exec(command, timeout=env.step_timeout)
