@@ -122,8 +122,8 @@ def test_deepgym_episode_runs_the_reference_agent_or_one_by_name(tmp_path: Path)
     [
         (["two_sum"], "an episode needs a session"),
         (["agent/csv_json", "--agent", "nocolon"], "module:function"),
-        (["agent/csv_json", "--agent", "no_such_module:f"], "cannot import"),
-        (["agent/csv_json", "--agent", "json:no_such_function"], "no callable"),
+        (["agent/csv_json", "--agent", "no_such_module:f"], "no module named 'no_such_module'"),
+        (["agent/csv_json", "--agent", "json:no_such_function"], "no attribute"),
     ],
 )
 def test_deepgym_episode_refuses_bad_input_in_one_line(args: list[str], message: str) -> None:

@@ -1,11 +1,12 @@
 """``deepgym episode`` runs one agent episode; ``deepgym episodes`` lists the episodes recorded
 in the run store, and shows one episode's trace.
 
-``deepgym episode ENV --agent module:function`` (or ``--agent reference``, the environment's own
-reference agent, or ``--model-url URL --model NAME``, a model behind an OpenAI-compatible chat
-endpoint: ``deepgym.chat_agent``) runs one episode, records it, and prints its trajectory and
-verdict. ``deepgym session ENV`` opens a session in which a person plays the agent: each line
-typed runs in its shell, ``score`` ends it with the verdict.
+``deepgym episode ENV --agent module:function`` (or ``path/to/agent.py:function``, or
+``--agent reference``, the environment's own reference agent: ``deepgym.cli.agents``; or
+``--model-url URL --model NAME``, a model behind an OpenAI-compatible chat endpoint:
+``deepgym.chat_agent``) runs one episode, records it, and prints its trajectory and verdict.
+``deepgym session ENV`` opens a session in which a person plays the agent: each line typed runs
+in its shell, ``score`` ends it with the verdict.
 
 ``deepgym episodes`` lists them, newest first; ``deepgym episodes ID`` prints one episode step
 by step (each action, its exit code, duration and output), then the work dir's diff and the
@@ -18,7 +19,6 @@ and ``session`` exit as ``run`` does: 0 passed, 1 judged and not passed, 3 no ve
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from pathlib import Path
@@ -27,12 +27,12 @@ from typing import Any
 import click
 
 from deepgym.cli import common
+from deepgym.cli.agents import load_agent
 from deepgym.cli.common import no_store_option, out, store_option
 from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.cli.verdicts import exit_on, show_result, verdict_text
 from deepgym.envs.registry import load_environment
 from deepgym.exceptions import ConfigError
-from deepgym.models import Environment
 from deepgym.session import Agent, Budget
 from deepgym.store import RunStore, default_store_path
 from deepgym.text import one_line
@@ -117,25 +117,6 @@ def episodes_cmd(
     print_table(out(), f"episodes in {path}", columns, table)
 
 
-def _load_agent(spec: str, env: Environment) -> Agent:
-    """``reference`` (the environment's reference agent) or ``module:function``."""
-    if spec == "reference":
-        from deepgym.envs.session_check import reference_actions, scripted
-
-        return scripted(reference_actions(env))
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--agent must be 'reference' or module:function, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"--agent {spec}: cannot import {module_name!r} ({exc})") from exc
-    agent = getattr(module, attr, None)
-    if not callable(agent):
-        raise ConfigError(f"--agent {spec}: {module_name} has no callable {attr!r}")
-    return agent  # type: ignore[no-any-return]
-
-
 @click.command("episode")
 @click.argument("env_name")
 @click.option(
@@ -143,8 +124,9 @@ def _load_agent(spec: str, env: Environment) -> Agent:
     "agent_spec",
     default="reference",
     show_default=True,
-    help="The agent: 'reference' (the environment's own) or module:function, a callable from "
-    "an Observation to an action.",
+    help="The agent: 'reference' (the environment's own), module:function (the current "
+    "directory is on the import path) or path/to/agent.py:function; a callable from an "
+    "Observation to an action.",
 )
 @click.option(
     "--model-url",
@@ -191,7 +173,7 @@ def episode_cmd(
 
         agent: Agent = ChatAgent(model_url, model, api_key=api_key)
     else:
-        agent = _load_agent(agent_spec, env)
+        agent = load_agent(agent_spec, env)
     store = None if no_store else RunStore(store_path or default_store_path())
     try:
         with common.make_client(None) as dg:
