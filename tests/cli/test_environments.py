@@ -1,4 +1,4 @@
-"""``deepgym check`` and ``deepgym qa``: what they print and their exit codes.
+"""``deepgym list``, ``deepgym check`` and ``deepgym qa``: what they print and their exit codes.
 
 The check logic is tested in ``tests/envs/test_check.py``; here it is replaced by canned reports,
 except in the one test marked ``sandbox``.
@@ -7,6 +7,7 @@ except in the one test marked ``sandbox``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,12 @@ from click.testing import CliRunner, Result
 from deepgym import cli
 from deepgym.cli import environments
 from deepgym.envs.check import Check, CheckReport
-from deepgym.envs.registry import BUILTIN_DIR, list_environments
+from deepgym.envs.registry import (
+    BUILTIN_DIR,
+    list_environments,
+    list_session_environments,
+    load_environment,
+)
 from deepgym.models import Environment
 
 
@@ -95,11 +101,29 @@ def test_check_unknown_environment_suggests(checked: list[str]) -> None:
     assert checked == []
 
 
-def test_qa_checks_every_builtin(checked: list[str]) -> None:
+EVERY = list_environments() + list_session_environments()
+
+
+def test_list_names_every_environment_with_its_kind() -> None:
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, ["list"])
+    assert r.exit_code == 0, r.output
+    for name in EVERY:
+        kind = load_environment(name).kind
+        assert re.search(rf"^\S+ {re.escape(name)} +\S+ {kind} ", r.output, re.MULTILINE), name
+    data = json.loads(invoke("list", "--json").output)
+    assert [d["name"] for d in data] == EVERY
+    kinds = {d["name"]: d["kind"] for d in data}
+    assert {kinds[n] for n in list_session_environments()} == {"session"}
+    assert len(list_session_environments()) >= 6
+    assert {kinds[n] for n in list_environments()} <= {"function", "script", "patch"}
+
+
+def test_qa_checks_every_builtin_sessions_included(checked: list[str]) -> None:
     r = invoke("qa")
     assert r.exit_code == 0, r.output
-    assert checked == list_environments()
-    assert f"{len(checked)}/{len(checked)} environments pass every check" in r.output
+    assert checked == EVERY
+    assert f"{len(EVERY)}/{len(EVERY)} environments pass every check" in r.output
+    assert "agent/fix_add" in r.output
 
 
 def test_qa_fails_when_one_environment_fails(
@@ -107,7 +131,7 @@ def test_qa_fails_when_one_environment_fails(
 ) -> None:
     good = Environment(name="fine", entry_point="f", test_cases=[{"expected": 1}])
     bad = good.model_copy(update={"name": "bad_one"})
-    monkeypatch.setattr(environments, "load_suite", lambda name: [good, bad])
+    monkeypatch.setattr(environments, "shipped", lambda: [good, bad])
     r = invoke("qa")
     assert r.exit_code == 1
     assert "1/2 environments pass every check" in r.output
@@ -123,3 +147,21 @@ def test_check_a_patch_environment_for_real() -> None:
     for name in ("reference", "empty", "tampering", "garbled", "stale_context", "noop"):
         assert name in r.output
     assert "all 8 checks passed" in r.output
+
+
+@pytest.mark.sandbox
+def test_qa_checks_a_session_environment_for_real(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``qa``'s whole path, sandboxes and all, over an answer environment and a session one."""
+    envs = [load_environment("fizzbuzz"), load_environment("agent/fix_add")]
+    monkeypatch.setattr(environments, "shipped", lambda: envs)
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, ["qa", "--json"])
+    assert r.exit_code == 0, r.output
+    fizzbuzz, fix_add = json.loads(r.output)
+    assert fizzbuzz["ok"] and fix_add["ok"], r.output
+    assert [c["name"] for c in fix_add["checks"]] == [
+        "reference",
+        "deterministic",
+        "no-op",
+        "busy",
+        "random",
+    ]

@@ -28,7 +28,7 @@ def test_serve_ray_refuses_the_pool_options_it_would_ignore(
     assert r.exit_code == 2, r.output
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in r.output, r.output
-    assert lines[0].startswith(f"error: --ray would ignore {named} ("), lines[0]
+    assert lines[0].startswith(f"Error: --ray would ignore {named} ("), lines[0]
     assert started == []  # nothing was built, no cluster was joined
 
 

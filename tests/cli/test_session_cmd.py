@@ -1,8 +1,11 @@
 """``deepgym session ENV``: a person plays the agent. Through click's runner (lines on stdin) and
-in a real terminal under tmux (keys typed, the screen read back)."""
+in a real terminal under tmux (keys typed, the screen read back). And how ``session``,
+``episode`` and ``episodes ID`` show a verdict: each case with the verifier's message, and
+``run``'s exit codes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +21,38 @@ from deepgym.cli import cli
 pytestmark = pytest.mark.sandbox
 
 FIX = "sed -i 's/a - b/a + b/' calc.py"
+
+VERIFIER = """from pathlib import Path
+
+
+def verify(work, tests):
+    answer = Path(work, "answer.txt")
+    text = answer.read_text().strip() if answer.is_file() else ""
+    ok = text == "42"
+    message = "" if ok else f"answer.txt holds {text!r}, expected '42'"
+    return {"score": float(ok), "passed": ok, "cases": [
+        {"name": "case_1", "passed": ok, "message": message},
+    ]}
+"""
+
+
+def session_env(folder: Path, verifier: str = VERIFIER) -> str:
+    """A session environment folder whose verifier explains its failed case."""
+    folder.mkdir()
+    (folder / "metadata.json").write_text(json.dumps({"kind": "session", "max_steps": 5}))
+    (folder / "task.md").write_text("Write 42 to answer.txt.\n")
+    (folder / "verifier.py").write_text(verifier)
+    (folder / "reference_agent.json").write_text(
+        json.dumps([{"tool": "bash", "command": "echo 42 > answer.txt"}])
+    )
+    return str(folder)
+
+
+def wrong_agent(obs: object) -> dict[str, str]:
+    """An agent for ``deepgym episode --agent``: it writes the wrong answer, then stops."""
+    if getattr(obs, "step", 0) == 0:
+        return {"tool": "bash", "command": "echo 41 > answer.txt"}
+    return {"tool": "done"}
 
 
 def test_lines_run_in_the_shell_and_score_ends_with_the_verdict() -> None:
@@ -96,3 +131,41 @@ def test_a_person_plays_the_agent_in_a_terminal(tmp_path: Path) -> None:
         assert "--- verdict: 1.000 passed" in shown
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_a_failed_verdict_shows_the_case_message_and_exits_1(tmp_path: Path) -> None:
+    env = session_env(tmp_path / "answer42")
+    r = CliRunner(env={"COLUMNS": "160"}).invoke(
+        cli, ["session", env], input="echo 41 > answer.txt\nscore\n"
+    )
+    assert r.exit_code == 1, r.output
+    assert "--- verdict: 0.000" in r.output
+    assert "case_1" in r.output and "answer.txt holds '41', expected '42'" in r.output
+
+
+def test_no_verdict_exits_3_and_says_why(tmp_path: Path) -> None:
+    broken = "def verify(work, tests):\n    raise RuntimeError('the verifier broke')\n"
+    env = session_env(tmp_path / "broken", broken)
+    r = CliRunner(env={"COLUMNS": "160"}).invoke(cli, ["session", env], input="score\n")
+    assert r.exit_code == 3, r.output
+    assert "--- verdict: no verdict (verifier_error)" in r.output
+    assert "the verifier broke" in r.output
+
+
+def test_episode_and_episodes_show_the_case_message(tmp_path: Path) -> None:
+    env = session_env(tmp_path / "answer42")
+    store = str(tmp_path / "s.db")
+    runner = CliRunner(env={"COLUMNS": "160"})
+    agent = "tests.cli.test_session_cmd:wrong_agent"
+    r = runner.invoke(cli, ["episode", env, "--agent", agent, "--store", store])
+    assert r.exit_code == 1, r.output  # judged, and not passed: as ``run``
+    assert "answer.txt holds '41', expected '42'" in r.output
+    r = runner.invoke(cli, ["episode", env, "--store", store])  # the reference agent
+    assert r.exit_code == 0, r.output
+    assert "--- verdict: 1.000 passed" in r.output
+    r = runner.invoke(cli, ["episodes", "--store", store, "--json"])
+    failed = json.loads(r.output)[-1]["id"]  # newest first
+    r = runner.invoke(cli, ["episodes", failed, "--store", store])
+    assert r.exit_code == 0, r.output  # showing a stored episode is not a verdict of its own
+    assert "--- verdict: 0.000" in r.output and "tests (0/1 passed)" in r.output
+    assert "answer.txt holds '41', expected '42'" in r.output

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from deepgym import cli
 from deepgym.cli.tables import Column, column_widths, drop_empty, list_lines, print_table, wrap
-from deepgym.envs.registry import list_environments
+from deepgym.envs.registry import list_environments, list_session_environments
 from deepgym.store import RunStore
 
 LONG_KEY = "a-very-long-environment-name-that-is-never-cut"
@@ -66,14 +66,15 @@ def _at_80(*args: str) -> str:
 def test_list_at_80_columns_never_cuts_a_name() -> None:
     output = _at_80("list")
     words = set(re.findall(r"[\w/.-]+", output))
-    missing = [name for name in list_environments() if name not in words]
+    every = list_environments() + list_session_environments()
+    missing = [name for name in every if name not in words]
     assert not missing, output
     assert all(len(line) <= 80 for line in _lines(output)), output
 
 
 def test_list_json() -> None:
     rows = json.loads(_at_80("list", "--json"))
-    assert [r["name"] for r in rows] == list_environments()
+    assert [r["name"] for r in rows] == list_environments() + list_session_environments()
     assert set(rows[0]) == {"name", "kind", "difficulty", "tags", "description"}
 
 

@@ -111,7 +111,7 @@ def test_deepgym_episode_runs_the_reference_agent_or_one_by_name(tmp_path: Path)
     assert json.loads(r.output)[0]["env_name"] == "agent/log_counts"  # recorded
     agent = "tests.envs.test_session_envs:noop_agent"
     r = runner.invoke(cli, ["episode", "agent/csv_json", "--agent", agent, "--no-store", "--json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # judged, and not passed: ``run``'s exit code
     data = json.loads(r.output)
     assert data["result"]["score"] == 0.0 and data["result"]["has_verdict"]
     assert [s["action"]["tool"] for s in data["steps"]] == ["done"]
@@ -122,8 +122,8 @@ def test_deepgym_episode_runs_the_reference_agent_or_one_by_name(tmp_path: Path)
     [
         (["two_sum"], "an episode needs a session"),
         (["agent/csv_json", "--agent", "nocolon"], "module:function"),
-        (["agent/csv_json", "--agent", "no_such_module:f"], "cannot import"),
-        (["agent/csv_json", "--agent", "json:no_such_function"], "no callable"),
+        (["agent/csv_json", "--agent", "no_such_module:f"], "no module named 'no_such_module'"),
+        (["agent/csv_json", "--agent", "json:no_such_function"], "no attribute"),
     ],
 )
 def test_deepgym_episode_refuses_bad_input_in_one_line(args: list[str], message: str) -> None:

@@ -1,8 +1,13 @@
 """The commands about environments themselves: ``list``, ``show``, ``check`` and ``qa``.
 
+``list`` and ``qa`` cover every environment deepgym ships (``shipped``): the built-in answer
+environments (function, script, patch) and the session environments (``agent/<id>``), each
+listed with its kind.
+
 ``check`` and ``qa`` run ``deepgym.envs.check`` (the reference scores 1.0, wrong answers about 0,
-reruns agree, time limits fit) and exit 1 when a check fails; the checks are decided there, and
-only printed here.
+reruns agree, time limits fit; for a session, ``deepgym.envs.session_check``: the reference
+agent scores 1.0, a no-op, a busy and a random agent about 0 with a verdict) and exit 1 when a
+check fails; the checks are decided there, and only printed here.
 """
 
 from __future__ import annotations
@@ -28,9 +33,15 @@ from deepgym.cli.common import (
 )
 from deepgym.cli.tables import Cell, Column, print_table
 from deepgym.envs.check import CheckReport, check_environment, check_environments
-from deepgym.envs.registry import list_environments, load_environment, load_suite
+from deepgym.envs.registry import list_session_environments, load_environment, load_suite
+from deepgym.models import Environment
 
-__all__ = ["check", "limits_cmd", "list_cmd", "qa", "show"]
+__all__ = ["check", "limits_cmd", "list_cmd", "qa", "shipped", "show"]
+
+
+def shipped() -> list[Environment]:
+    """Every environment deepgym ships: the ``builtin`` suite, then the session environments."""
+    return [*load_suite("builtin"), *(load_environment(n) for n in list_session_environments())]
 
 
 @click.command("list")
@@ -41,8 +52,9 @@ __all__ = ["check", "limits_cmd", "list_cmd", "qa", "show"]
     help="Print the environments as JSON: name, kind, difficulty, tags, description.",
 )
 def list_cmd(as_json: bool) -> None:
-    """List the built-in environments."""
-    envs = [load_environment(name) for name in list_environments()]
+    """List the built-in environments with their kind: function, script and patch (an answer
+    is scored: 'deepgym run'), and session (an agent acts: 'deepgym episode')."""
+    envs = shipped()
     if as_json:
         click.echo(json.dumps([e.catalog_entry() for e in envs], indent=2))
         return
@@ -120,13 +132,13 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> No
 @parallel_option
 @json_option
 def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
-    """Run 'deepgym check' on every built-in environment.
+    """Run 'deepgym check' on every built-in environment, session environments included.
 
     \b
     Exit codes: 0 every check of every environment passed; 1 a check failed;
     2 bad input; 130 interrupted.
     """
-    envs = load_suite("builtin")
+    envs = shipped()
     with common.make_client(sandbox) as dg, progress("qa") as advance:
         reports = check_environments(envs, dg, max_parallel=max_parallel, progress=advance)
     if as_json:

@@ -1,20 +1,24 @@
 """``deepgym episode`` runs one agent episode; ``deepgym episodes`` lists the episodes recorded
 in the run store, and shows one episode's trace.
 
-``deepgym episode ENV --agent module:function`` (or ``--agent reference``, the environment's own
-reference agent, or ``--model-url URL --model NAME``, a model behind an OpenAI-compatible chat
-endpoint: ``deepgym.chat_agent``) runs one episode, records it, and prints its trajectory and
-verdict. ``deepgym session ENV`` opens a session in which a person plays the agent: each line
-typed runs in its shell, ``score`` ends it with the verdict.
+``deepgym episode ENV --agent module:function`` (or ``path/to/agent.py:function``, or
+``--agent reference``, the environment's own reference agent: ``deepgym.cli.agents``; or
+``--model-url URL --model NAME``, a model behind an OpenAI-compatible chat endpoint:
+``deepgym.chat_agent``) runs one episode, records it, and prints its trajectory and verdict.
+``deepgym session ENV`` opens a session in which a person plays the agent: each line typed runs
+in its shell, ``score`` ends it with the verdict.
 
 ``deepgym episodes`` lists them, newest first; ``deepgym episodes ID`` prints one episode step
 by step (each action, its exit code, duration and output), then the work dir's diff and the
 verdict; ``--json`` prints the same as one JSON trajectory (the export).
+
+A verdict is shown as ``run`` shows one, each case with the verifier's message, and ``episode``
+and ``session`` exit as ``run`` does: 0 passed, 1 judged and not passed, 3 no verdict
+(``deepgym.cli.verdicts``).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from pathlib import Path
@@ -23,11 +27,12 @@ from typing import Any
 import click
 
 from deepgym.cli import common
+from deepgym.cli.agents import load_agent
 from deepgym.cli.common import no_store_option, out, store_option
 from deepgym.cli.tables import Cell, Column, echo, print_table
+from deepgym.cli.verdicts import exit_on, show_result, verdict_text
 from deepgym.envs.registry import load_environment
 from deepgym.exceptions import ConfigError
-from deepgym.models import Environment
 from deepgym.session import Agent, Budget
 from deepgym.store import RunStore, default_store_path
 from deepgym.text import one_line
@@ -36,14 +41,6 @@ __all__ = ["episode_cmd", "episodes_cmd", "session_cmd"]
 
 _OUTPUT_LINES = 20
 """Lines of a step's output shown in the text view (the JSON keeps what the trace kept)."""
-
-
-def _verdict(result: dict[str, Any] | None) -> str:
-    if result is None:
-        return "unfinished"
-    if not result.get("has_verdict", True):
-        return f"no verdict ({result.get('error_type')})"
-    return f"{result.get('score', 0.0):.3f}" + (" passed" if result.get("passed") else "")
 
 
 def _show(episode: dict[str, Any]) -> None:
@@ -69,10 +66,7 @@ def _show(episode: dict[str, Any]) -> None:
     if episode["diff"]:
         click.echo("--- the work dir's diff")
         click.echo(episode["diff"].rstrip("\n"))
-    result = episode["result"]
-    click.echo(f"--- verdict: {_verdict(result)}")
-    if result and result.get("error"):
-        echo(f"cause: {one_line(result['error'], 300)}", console)
+    show_result(episode["result"])
 
 
 @click.command("episodes")
@@ -109,7 +103,7 @@ def episodes_cmd(
             str(r["steps"]),
             "unfinished"
             if r["finished"] is None
-            else _verdict(
+            else verdict_text(
                 {
                     "has_verdict": r["has_verdict"],
                     "score": r["score"],
@@ -123,25 +117,6 @@ def episodes_cmd(
     print_table(out(), f"episodes in {path}", columns, table)
 
 
-def _load_agent(spec: str, env: Environment) -> Agent:
-    """``reference`` (the environment's reference agent) or ``module:function``."""
-    if spec == "reference":
-        from deepgym.envs.session_check import reference_actions, scripted
-
-        return scripted(reference_actions(env))
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--agent must be 'reference' or module:function, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"--agent {spec}: cannot import {module_name!r} ({exc})") from exc
-    agent = getattr(module, attr, None)
-    if not callable(agent):
-        raise ConfigError(f"--agent {spec}: {module_name} has no callable {attr!r}")
-    return agent  # type: ignore[no-any-return]
-
-
 @click.command("episode")
 @click.argument("env_name")
 @click.option(
@@ -149,8 +124,9 @@ def _load_agent(spec: str, env: Environment) -> Agent:
     "agent_spec",
     default="reference",
     show_default=True,
-    help="The agent: 'reference' (the environment's own) or module:function, a callable from "
-    "an Observation to an action.",
+    help="The agent: 'reference' (the environment's own), module:function (the current "
+    "directory is on the import path) or path/to/agent.py:function; a callable from an "
+    "Observation to an action.",
 )
 @click.option(
     "--model-url",
@@ -179,7 +155,12 @@ def episode_cmd(
     as_json: bool,
 ) -> None:
     """Run one agent episode of the session environment ENV_NAME; print its trajectory and
-    verdict (exit 3 when it has no verdict)."""
+    verdict.
+
+    \b
+    Exit codes: 0 the episode passed; 1 it was judged and did not pass; 3 no
+    verdict (the session, not the agent, failed); 2 bad input; 130 interrupted.
+    """
     env = load_environment(env_name)
     if env.kind != "session":
         raise ConfigError(f"{env.name} is a {env.kind} environment: an episode needs a session")
@@ -192,7 +173,7 @@ def episode_cmd(
 
         agent: Agent = ChatAgent(model_url, model, api_key=api_key)
     else:
-        agent = _load_agent(agent_spec, env)
+        agent = load_agent(agent_spec, env)
     store = None if no_store else RunStore(store_path or default_store_path())
     try:
         with common.make_client(None) as dg:
@@ -205,8 +186,7 @@ def episode_cmd(
         click.echo(json.dumps(data, indent=2))
     else:
         _show(data)
-    if not episode.result.has_verdict:
-        raise SystemExit(common.EXIT_NO_VERDICT)
+    exit_on(episode.result)
 
 
 _SESSION_HELP = (
@@ -219,7 +199,12 @@ _SESSION_HELP = (
 @click.argument("env_name")
 def session_cmd(env_name: str) -> None:
     """Open a session of ENV_NAME and play the agent yourself: each line you type runs in the
-    session's shell; 'score' ends it with the verdict, 'exit' without one."""
+    session's shell; 'score' ends it with the verdict, 'exit' without one.
+
+    \b
+    Exit codes: 0 scored and passed, or ended without scoring; 1 judged and not
+    passed; 3 no verdict (the session failed); 2 bad input; 130 interrupted.
+    """
     env = load_environment(env_name)
     if env.kind != "session":
         raise ConfigError(f"{env.name} is a {env.kind} environment: a session needs a session")
@@ -244,13 +229,8 @@ def session_cmd(env_name: str) -> None:
                 continue
             if command == "score":
                 result = session.score()
-                click.echo(f"--- verdict: {_verdict(result.model_dump())}")
-                for case in result.cases:
-                    click.echo(f"  {'ok  ' if case.passed else 'FAIL'} {case.name}")
-                if result.error:
-                    echo(f"cause: {one_line(result.error, 300)}", console)
-                if not result.has_verdict:
-                    raise SystemExit(common.EXIT_NO_VERDICT)
+                show_result(result)
+                exit_on(result)
                 return
             t0 = time.monotonic()
             output = session.exec(command, timeout=env.step_timeout)

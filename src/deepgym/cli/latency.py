@@ -4,7 +4,7 @@
 (``deepgym.latency.price``); ``sweep`` runs a real GRPO step on a small random-weight model with
 the reward on a dial (``deepgym.latency.sweep``, needs torch). torch, numpy and matplotlib load
 inside the commands, so ``import deepgym.cli`` stays light. Bad options raise ``ConfigError``
-before anything runs: one ``error: ...`` line, exit 2.
+before anything runs: one ``Error: ...`` line, exit 2.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _check_price(
     batch: int, group: int, busy: float, training: float | None, timeout: float,
     slots: int | None, max_parallel: int, plot: Path | None,
 ) -> None:  # fmt: skip
-    """Bad options, before anything runs: one ``error:`` line each."""
+    """Bad options, before anything runs: one ``Error:`` line each."""
     _positive_int(batch, "--batch")
     _positive_int(group, "--group")
     _positive_int(max_parallel, "--max-parallel")
