@@ -40,7 +40,9 @@ if [ "$(uname -s)" = Linux ]; then
         echo "install-torch: installed torch $(installed), the CPU-only build (a wheel pip found locally)"
         exit 0
     fi
-    if ! grep -q "No matching distribution" "$ERR"; then
+    # Not there: "No matching distribution", or under a pip constraint on torch (a constraints
+    # file) "ResolutionImpossible". Any other failure is shown, not passed over.
+    if ! grep -qE "No matching distribution|ResolutionImpossible" "$ERR"; then
         cat "$ERR" >&2
         exit 1
     fi

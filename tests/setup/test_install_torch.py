@@ -85,8 +85,9 @@ def test_else_the_pytorch_cpu_index_once_with_a_short_timeout(python: Path, tmp_
     assert done.stdout.splitlines()[-1].endswith(f"the CPU-only build (from {index})")
 
 
-def test_else_pypis_build_said_in_one_line(python: Path, tmp_path: Path) -> None:
-    done, calls = _install(python, tmp_path, "")
+@pytest.mark.parametrize("has", ["", "constrained"])
+def test_else_pypis_build_said_in_one_line(python: Path, tmp_path: Path, has: str) -> None:
+    done, calls = _install(python, tmp_path, has)
     assert done.returncode == 0, done.stderr
     assert calls[-1] == ["install", "-q", f"torch=={VERSION}"]
     assert _version(tmp_path) == VERSION

@@ -3,7 +3,8 @@
 It logs each call's arguments and "installs" torch by writing its metadata beside itself
 (``importlib.metadata`` then finds it). Which sources hold a ``+cpu`` wheel comes from
 ``FAKE_PIP_HAS`` (comma-separated): ``local`` (where pip looks already), ``index`` (the index
-given by ``--index-url``), ``broken`` (every install fails with an error other than not found).
+given by ``--index-url``), ``broken`` (every install fails with an error other than not found),
+``constrained`` (a pip constraint on torch: not found reads as a resolution conflict).
 """
 
 from __future__ import annotations
@@ -45,7 +46,14 @@ def main(args: list[str]) -> int:
     if _installed() == version:
         return 0  # satisfied: only its dependencies would be installed
     if version.endswith("+cpu") and ("index" if "--index-url" in args else "local") not in has:
-        print(f"ERROR: No matching distribution found for {requirement}", file=sys.stderr)
+        if "constrained" in has:
+            print(
+                f"ERROR: Cannot install {requirement} because these package versions have "
+                "conflicting dependencies.\nERROR: ResolutionImpossible: ...",
+                file=sys.stderr,
+            )
+        else:
+            print(f"ERROR: No matching distribution found for {requirement}", file=sys.stderr)
         return 1
     _install(version)
     return 0
