@@ -57,7 +57,7 @@ def test_after_make_demo_the_next_commands_name_the_venvs_deepgym(
         ".venv/bin/deepgym --help",
     ]
     assert block[-1] == (
-        "  (deepgym is not on PATH here: `. .venv/bin/activate` puts it there for this shell)"
+        "  (deepgym is not on PATH here: `. .venv/bin/activate` puts this one there for this shell)"
     )
 
 
@@ -77,17 +77,29 @@ def test_another_deepgym_on_path_is_not_named(
     other = _venv(tmp_path / "other")
     block = _next_block(tmp_path, monkeypatch, ".venv/bin/deepgym", str(other))
     assert _commands(block)[0] == ".venv/bin/deepgym list"
+    said = " ".join(x.strip() for x in block)  # the hint, wrapped at 100 columns
+    assert said.endswith(
+        f"(the deepgym on PATH is another one ({other / 'deepgym'}): `. .venv/bin/activate` "
+        "puts this one there for this shell)"
+    )
+
+
+NOT_ON_PATH = "deepgym is not on PATH here"
+ACTIVATE = ": `. .venv/bin/activate` puts this one there for this shell"
 
 
 @pytest.mark.parametrize(
     ("program", "on_path", "same", "activate", "expected"),
     [
         (".venv/bin/deepgym", None, False, True,
-         HowToRun(".venv/bin/deepgym", ".venv/bin/activate")),
+         HowToRun(".venv/bin/deepgym", NOT_ON_PATH + ACTIVATE)),
         ("/w/p/.venv/bin/deepgym", "/w/p/.venv/bin/deepgym", True, True, HowToRun("deepgym")),
         ("/w/p/.venv/bin/deepgym", "/usr/bin/deepgym", False, True,
-         HowToRun(".venv/bin/deepgym", ".venv/bin/activate")),
+         HowToRun(".venv/bin/deepgym",
+                  "the deepgym on PATH is another one (/usr/bin/deepgym)" + ACTIVATE)),
         ("/opt/env/bin/deepgym", None, False, False, HowToRun("/opt/env/bin/deepgym")),
+        ("/opt/env/bin/deepgym", "/usr/bin/deepgym", False, False,
+         HowToRun("/opt/env/bin/deepgym", "the deepgym on PATH is another one (/usr/bin/deepgym)")),
         ("deepgym", None, False, False, HowToRun(os.path.join(".", "deepgym"))),
         (None, None, False, False, HowToRun("python -m deepgym")),
     ],

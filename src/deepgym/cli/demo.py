@@ -61,17 +61,17 @@ class HowToRun:
 
     command: str
     """``deepgym`` when the one on PATH is this one; else its path (``.venv/bin/deepgym``)."""
-    activate: str | None = None
-    """The virtualenv's activate script that puts it on PATH, where there is one."""
+    hint: str | None = None
+    """Why it is not plain ``deepgym``, and the virtualenv's ``activate`` where there is one."""
 
 
 def how_to_run(
     program: str | None, on_path: str | None, same: bool, cwd: str, activate: bool
 ) -> HowToRun:
-    """``program``: the running ``deepgym`` script's path as given, or None (run as ``python -m
-    deepgym``: ``python -m deepgym``). ``on_path``: what ``deepgym`` on PATH names, ``same``
-    whether that is ``program``. A path below ``cwd`` is given relative to it; ``activate``:
-    an ``activate`` script lies beside ``program``."""
+    """``program``: the running ``deepgym`` script's path as given, or None when there is none
+    (``python -m deepgym`` then). ``on_path``: what ``deepgym`` on PATH names, ``same`` whether
+    that is ``program``. A path below ``cwd`` is given relative to it. ``activate``: an
+    ``activate`` script lies beside ``program``."""
     if program is None:
         return HowToRun("python -m deepgym")
     if on_path is not None and same:
@@ -81,8 +81,15 @@ def how_to_run(
     shown = absolute if relative.startswith("..") else relative
     if os.sep not in shown:  # a name alone would be looked up on PATH
         shown = os.path.join(".", shown)
-    script = os.path.join(os.path.dirname(shown), "activate") if activate else None
-    return HowToRun(shown, script)
+    why = (
+        "deepgym is not on PATH here"
+        if on_path is None
+        else f"the deepgym on PATH is another one ({on_path})"
+    )
+    if not activate:
+        return HowToRun(shown, why if on_path is not None else None)
+    script = os.path.join(os.path.dirname(shown), "activate")
+    return HowToRun(shown, f"{why}: `. {script}` puts this one there for this shell")
 
 
 def _how_to_run() -> HowToRun:
@@ -118,12 +125,8 @@ def _print_next(how: HowToRun) -> None:
         else:  # each command whole on its line, to copy; what it does below it
             click.echo(f"  {command}")
             echo(what, console, indent=6)
-    if how.activate is not None:
-        echo(
-            f"  (deepgym is not on PATH here: `. {how.activate}` puts it there for this shell)",
-            console,
-            hang=3,
-        )
+    if how.hint is not None:
+        echo(f"  ({how.hint})", console, hang=3)
 
 
 @dataclass(frozen=True)
