@@ -10,6 +10,8 @@ endif
 PYTHONS ?= 3.11 3.12 3.13
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# The torch the tests install (scripts/install-torch.sh): its CPU build where one is reachable.
+TORCH_VERSION ?= 2.13.0
 # What is installed, in two steps: the demo needs only the core and HumanEval's data; the tests
 # need the rest (torch, the trainers, the service, the tooling). `make demo` on a fresh clone
 # never installs torch; `make test` after it installs only what is missing.
@@ -29,8 +31,10 @@ $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(DEMO_STAMP)
-	# The CPU build of torch first (the trainer extras need torch; plain `torch` is a CUDA build).
-	$(PY) -m pip install -q 'torch==2.13.0'
+	# torch first, the CPU-only build where one is reachable (a local torch-X+cpu wheel, else the
+	# PyTorch CPU index): the trainer extras need torch, and PyPI's torch for Linux is the CUDA
+	# build (GBs). Where neither is reachable it installs PyPI's build and says so in one line.
+	scripts/install-torch.sh $(PY) $(TORCH_VERSION)
 	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl,ray]'
 	touch $@
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from click.testing import CliRunner, Result
 from deepgym import DeepGym, cli, load_environment
 from deepgym.cli import common
 from deepgym.exceptions import ConfigError
-from deepgym.latency import model
+from deepgym.latency import model, plots
 from deepgym.latency.price import build_report, cycle, service_samples
 from deepgym.models import RunResult, ServiceTime
 from deepgym.sandbox.base import Job, RawRun
@@ -187,6 +188,48 @@ def test_price_text_and_plot(fake: None, tmp_path: Path) -> None:
         assert name in out
     assert "fixes, in order of predicted gain" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("missing", ["matplotlib", "numpy"])
+def test_price_plot_without_the_plotting_extra_is_one_line_before_any_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, missing: str
+) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails as when not installed
+    ran = []
+    monkeypatch.setattr(common, "make_client", lambda sandbox: ran.append(sandbox))
+    answers = _answers(tmp_path, ["ok 1"])
+    r = invoke("price", "two_sum", "--answers", answers, "--plot", tmp_path / "p.png")
+    assert r.exit_code == 2, r.output
+    assert r.stdout == "" and ran == []  # nothing measured
+    assert r.stderr.splitlines() == [
+        f"error: --plot needs the latency extra ({missing} is not installed): "
+        "pip install -e '.[latency]' in deepgym's checkout, or leave out --plot"
+    ]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_plot_that_fails_after_the_measurement_keeps_the_report(
+    fake: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, as_json: bool
+) -> None:
+    def broken(report: object, path: object) -> None:
+        raise RuntimeError("no backend")
+
+    monkeypatch.setattr(plots, "plot_price", broken)
+    answers = _answers(tmp_path, ["ok 500", "late 30000"])
+    png = tmp_path / "p.png"
+    r = invoke(
+        "price", "two_sum", "--answers", answers, "--batch", "16", "--plot", png,
+        *(["--json"] if as_json else []),
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    if as_json:
+        assert json.loads(r.stdout)["runs"] == 16
+    else:
+        assert "fixes, in order of predicted gain" in r.stdout and "plot:" not in r.stdout
+    assert r.stderr.splitlines() == [
+        f"error: --plot {png}: not written (RuntimeError: no backend); the report is above"
+    ]
+    assert not png.exists()
 
 
 @pytest.mark.parametrize(

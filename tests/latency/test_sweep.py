@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -170,4 +171,25 @@ def test_sweep_bad_input_is_one_line(tmp_path: Path, args: list[str], message: s
     r = CliRunner().invoke(cli.cli, ["sweep", *args, "--out", str(tmp_path / "o")])
     assert r.exit_code == 2, r.output
     assert len(r.stderr.splitlines()) == 1 and message in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("missing", "flags", "message"),
+    [
+        ("torch", ["--no-plot"], "the sweep needs the sweep extra (torch is not installed): "
+         "pip install -e '.[sweep]' in deepgym's checkout"),
+        ("matplotlib", [], "plotting the sweep needs the latency extra (matplotlib is not "
+         "installed): pip install -e '.[latency]' in deepgym's checkout, or give --no-plot"),
+    ],
+)  # fmt: skip
+def test_sweep_without_an_extra_is_one_line_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, missing: str, flags: list[str], message: str
+) -> None:
+    if missing != "torch":
+        pytest.importorskip("torch", reason="the sweep needs torch (the 'sweep' extra)")
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails as when not installed
+    r = CliRunner().invoke(cli.cli, ["sweep", *flags, "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines() == [f"error: {message}"]
     assert not (tmp_path / "o").exists()

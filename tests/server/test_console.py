@@ -82,10 +82,21 @@ def ids(html: str) -> _Ids:
     return p
 
 
-def get(app: Any, *paths: str, cookies: dict[str, str] | None = None) -> list[httpx.Response]:
+BROWSER = {"Sec-Fetch-Dest": "document", "Sec-Fetch-Mode": "navigate"}
+"""What a browser sends when it opens a page (Fetch Metadata)."""
+
+
+def get(
+    app: Any,
+    *paths: str,
+    cookies: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> list[httpx.Response]:
+    """GET each path in turn, without following redirects."""
+
     async def go() -> list[httpx.Response]:
         async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+            transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers=headers
         ) as c:
             if cookies:
                 c.cookies.update(cookies)
@@ -99,26 +110,52 @@ def console_app(store: RunStore) -> Any:
     return fake_app(store=store, console_token=CONSOLE_TOKEN, api=False)[0]
 
 
-def test_the_token_once_then_a_cookie(console_app: Any) -> None:
-    none, wrong, right = get(
-        console_app, "/console", "/console?token=nope", f"/console?token={CONSOLE_TOKEN}"
-    )
-    assert none.status_code == 401 and wrong.status_code == 401
-    assert "Console token needed" in none.text
-    assert right.status_code == 303 and right.headers["location"] == "/console"
-    cookie = right.headers["set-cookie"]
+def _the_cookie(response: httpx.Response) -> None:
+    cookie = response.headers["set-cookie"]
     assert cookie.startswith(f"{COOKIE}={CONSOLE_TOKEN}")
     for attr in ("HttpOnly", "SameSite=strict", "Path=/console"):
         assert attr.lower() in cookie.lower()
-    (ok,) = get(console_app, "/console", cookies={COOKIE: CONSOLE_TOKEN})
+
+
+def test_a_browser_brings_the_token_once_then_a_cookie(console_app: Any) -> None:
+    none, wrong, right = get(
+        console_app,
+        "/console",
+        "/console?token=nope",
+        f"/console?token={CONSOLE_TOKEN}",
+        headers=BROWSER,
+    )
+    assert none.status_code == 401 and wrong.status_code == 401
+    assert "Console token needed" in none.text
+    # Sent on to the address without the token: it leaves the address bar.
+    assert right.status_code == 303 and right.headers["location"] == "/console"
+    _the_cookie(right)
+    (ok,) = get(console_app, "/console", cookies={COOKIE: CONSOLE_TOKEN}, headers=BROWSER)
     assert ok.status_code == 200
-    (bad,) = get(console_app, "/console", cookies={COOKIE: "guess"})
+    (bad,) = get(console_app, "/console", cookies={COOKIE: "guess"}, headers=BROWSER)
     assert bad.status_code == 401
+
+
+def test_the_printed_url_serves_the_page_to_any_client(console_app: Any, store: RunStore) -> None:
+    # curl on the URL `deepgym serve` prints: the page itself, not an empty redirect.
+    run_id, _ = stored_run(store)
+    runs, run, wrong = get(
+        console_app,
+        f"/console?token={CONSOLE_TOKEN}",
+        f"/console/runs/{run_id}?token={CONSOLE_TOKEN}&page=0",
+        "/console?token=nope",
+    )
+    assert runs.status_code == 200 and f'data-run="{run_id}"' in runs.text
+    assert run.status_code == 200 and f'<span id="run-id">{run_id}</span>' in run.text
+    _the_cookie(runs)
+    assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+    (none,) = get(console_app, "/console")
+    assert none.status_code == 401
 
 
 def test_the_token_redirect_keeps_other_parameters(console_app: Any, store: RunStore) -> None:
     run_id, _ = stored_run(store)
-    (r,) = get(console_app, f"/console/runs/{run_id}?token={CONSOLE_TOKEN}&page=0")
+    (r,) = get(console_app, f"/console/runs/{run_id}?token={CONSOLE_TOKEN}&page=0", headers=BROWSER)
     assert r.status_code == 303 and r.headers["location"] == f"/console/runs/{run_id}?page=0"
 
 

@@ -237,6 +237,9 @@ def test_deepgym_console_serves_the_store_behind_its_token(tmp_path: Path) -> No
         assert m, first
         base, token = m.groups()
         assert httpx.get(f"{base}/console", timeout=10).status_code == 401
+        # The printed URL as curl gets it (no redirect followed, no cookie kept): the page.
+        plain = httpx.get(f"{base}/console?token={token}", timeout=10)
+        assert plain.status_code == 200 and run_id in plain.text
         with httpx.Client(base_url=base, timeout=10, follow_redirects=True) as c:
             page = c.get(f"/console?token={token}")
             assert page.status_code == 200 and run_id in page.text

@@ -11,12 +11,17 @@ command exits 1.
 The wrong answer to a function task is the conformance check's stub
 (``deepgym.envs.check.stub_answer``) with every body raising ``NotImplementedError``; a script or
 patch task gets the empty answer (no output, no diff); a HumanEval problem gets its prompt with
-that body. ``summarize`` is pure.
+that body. The "Next:" commands are written as they work from the shell the demo runs in: plain
+``deepgym`` where that is the one on PATH, else its path (``.venv/bin/deepgym`` after ``make
+demo``) and the virtualenv's ``activate``. ``summarize`` and ``how_to_run`` are pure.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +37,7 @@ from deepgym.envs.registry import load_suite
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, EvalResult, RunResult
 
-__all__ = ["DemoSuite", "Half", "demo", "summarize"]
+__all__ = ["DemoSuite", "Half", "HowToRun", "demo", "how_to_run", "summarize"]
 
 _LISTED = 5
 """Runs named one by one when they did not go as expected; the rest are counted."""
@@ -43,9 +48,85 @@ NEXT_STEPS = (
     ("deepgym list", "the built-in environments (--json for scripts)"),
     ("deepgym show two_sum", "a task; write your answer to it in answer.py"),
     ("deepgym run two_sum answer.py", "score it: exit 0 passed, 1 failed, 3 no verdict"),
-    ("docs/getting-started.md", "the Python API (deepgym --help: every command)"),
+    ("deepgym --help", "every command"),
+    ("docs/getting-started.md", "the Python API"),
 )
-"""What to try next, printed last: (command, what it does)."""
+"""What to try next, printed last: (command, what it does), each ``deepgym`` as typed where the
+``deepgym`` on PATH is the one running (see ``how_to_run``)."""
+
+
+@dataclass(frozen=True)
+class HowToRun:
+    """How to run this deepgym again from the shell the demo was started in."""
+
+    command: str
+    """``deepgym`` when the one on PATH is this one; else its path (``.venv/bin/deepgym``)."""
+    hint: str | None = None
+    """Why it is not plain ``deepgym``, and the virtualenv's ``activate`` where there is one."""
+
+
+def how_to_run(
+    program: str | None, on_path: str | None, same: bool, cwd: str, activate: bool
+) -> HowToRun:
+    """``program``: the running ``deepgym`` script's path as given, or None when there is none
+    (``python -m deepgym`` then). ``on_path``: what ``deepgym`` on PATH names, ``same`` whether
+    that is ``program``. A path below ``cwd`` is given relative to it. ``activate``: an
+    ``activate`` script lies beside ``program``."""
+    if program is None:
+        return HowToRun("python -m deepgym")
+    if on_path is not None and same:
+        return HowToRun("deepgym")
+    absolute = os.path.normpath(os.path.join(cwd, program))
+    relative = os.path.relpath(absolute, cwd)
+    shown = absolute if relative.startswith("..") else relative
+    if os.sep not in shown:  # a name alone would be looked up on PATH
+        shown = os.path.join(".", shown)
+    why = (
+        "deepgym is not on PATH here"
+        if on_path is None
+        else f"the deepgym on PATH is another one ({on_path})"
+    )
+    if not activate:
+        return HowToRun(shown, why if on_path is not None else None)
+    script = os.path.join(os.path.dirname(shown), "activate")
+    return HowToRun(shown, f"{why}: `. {script}` puts this one there for this shell")
+
+
+def _how_to_run() -> HowToRun:
+    """``how_to_run`` for this process: the script is ``sys.argv[0]``, or the ``deepgym`` beside
+    this Python (run as ``python -m deepgym``, or from a test)."""
+    program: str | None = sys.argv[0] if sys.argv else None
+    if program is None or os.path.basename(program) != "deepgym" or not os.path.isfile(program):
+        beside = os.path.join(os.path.dirname(sys.executable), "deepgym")
+        program = beside if os.path.isfile(beside) else None
+    on_path = shutil.which("deepgym")
+    same = program is not None and on_path is not None and os.path.samefile(program, on_path)
+    activate = program is not None and os.path.isfile(
+        os.path.join(os.path.dirname(program), "activate")
+    )
+    return how_to_run(program, on_path, same, os.getcwd(), activate)
+
+
+def _print_next(how: HowToRun) -> None:
+    """The "Next:" block, with the command that works from this shell."""
+    console = out()
+    steps = [
+        (how.command + command.removeprefix("deepgym"), what)
+        if command.startswith("deepgym ")
+        else (command, what)
+        for command, what in NEXT_STEPS
+    ]
+    click.echo("Next:")
+    width = max(len(command) for command, _ in steps) + 2
+    side_by_side = 2 + width + max(len(what) for _, what in steps) <= console.width
+    for command, what in steps:
+        if side_by_side:
+            click.echo(f"  {command:<{width}}{what}")
+        else:  # each command whole on its line, to copy; what it does below it
+            click.echo(f"  {command}")
+            echo(what, console, indent=6)
+    if how.hint is not None:
+        echo(f"  ({how.hint})", console, hang=3)
 
 
 @dataclass(frozen=True)
@@ -211,10 +292,7 @@ def demo(sandbox: str | None, max_parallel: int, verbose: bool) -> None:
     console = out()
     echo(f"Time: {elapsed:.1f} s for {runs} runs on the {isolation} sandbox", console)
     click.echo()
-    click.echo("Next:")
-    width = max(len(command) for command, _ in NEXT_STEPS) + 2
-    for command, what in NEXT_STEPS:
-        echo(f"  {command:<{width}}{what}", console, hang=width + 2)
+    _print_next(_how_to_run())
     if unexpected:
         raise click.exceptions.Exit(EXIT_FAILED)
 

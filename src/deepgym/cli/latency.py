@@ -9,6 +9,7 @@ before anything runs: one ``Error: ...`` line, exit 2.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from collections.abc import Sequence
@@ -105,6 +106,20 @@ def _price_text(r: PriceReport) -> None:
     print_table(console, "fixes, in order of predicted gain", columns, rows)
 
 
+def _require_extra(what: str, extra: str, *modules: str, instead: str = "") -> None:
+    """One ``error:`` line naming the extra to install when one of ``modules`` cannot be
+    imported (``instead``: the option that does without): checked before any work, as ``serve``
+    checks the server extra."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise ConfigError(
+                f"{what} needs the {extra} extra ({module} is not installed): "
+                f"pip install -e '.[{extra}]' in deepgym's checkout{instead}"
+            ) from None
+
+
 def _check_price(
     batch: int, group: int, busy: float, training: float | None, timeout: float,
     slots: int | None, max_parallel: int, plot: Path | None,
@@ -184,6 +199,8 @@ def price_cmd(
     from deepgym.latency.price import build_report, measure, service_samples
 
     _check_price(batch, group, busy, training, timeout, slots, max_parallel, plot)
+    if plot is not None:
+        _require_extra("--plot", "latency", "matplotlib", "numpy", instead=", or leave out --plot")
     environment = load_env(env)
     _labels, answers = read_batch_answers(answers_file)
     with common.make_client(sandbox) as dg, progress(f"price {environment.name}") as advance:
@@ -210,16 +227,27 @@ def price_cmd(
         training=training,
         slots=slots,
     )
-    if plot is not None:
-        from deepgym.latency.plots import plot_price
-
-        plot_price(report, plot)
+    # The report first: a plot that cannot be written loses nothing that was measured.
     if as_json:
         click.echo(report.model_dump_json(indent=2))
     else:
         _price_text(report)
-        if plot is not None:
+    if plot is not None:
+        _write_plot(report, plot)
+        if not as_json:
             click.echo(f"plot: {plot}")
+
+
+def _write_plot(report: PriceReport, plot: Path) -> None:
+    """``plot_price``, its failure one ``error:`` line (the report is printed already)."""
+    from deepgym.latency.plots import plot_price
+
+    try:
+        plot_price(report, plot)
+    except Exception as exc:  # matplotlib's own errors have no common base
+        raise ConfigError(
+            f"--plot {plot}: not written ({type(exc).__name__}: {exc}); the report is above"
+        ) from None
 
 
 # -- sweep -------------------------------------------------------------------------------------
@@ -354,10 +382,11 @@ def sweep_cmd(
     as_json: bool,
 ) -> None:
     """A real GRPO step on a small random-weight model, with the reward on a dial (needs torch)."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise ConfigError("the sweep needs torch: pip install 'deepgym[sweep]'") from None
+    _require_extra("the sweep", "sweep", "torch")
+    if not no_plot:
+        _require_extra(
+            "plotting the sweep", "latency", "matplotlib", "numpy", instead=", or give --no-plot"
+        )
     from deepgym.latency.analysis import json_safe
     from deepgym.latency.predictions import load_predictions
     from deepgym.latency.sweep import run_sweep

@@ -31,7 +31,7 @@ _console_host_option = click.option(
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to bind. On any address, the console answers only a browser that "
+    help="Address to bind. On any address, the console answers only a client that "
     "brings the token of the URL it prints.",
 )
 
@@ -191,8 +191,9 @@ def console_cmd(host: str, port: int, store_path: Path | None) -> None:
     """Browse the run store in a web page.
 
     Each launch makes a new token and prints the console's URL with it
-    (http://HOST:PORT/console?token=...). Open that URL: the console answers only
-    a browser that brought the token (kept in a cookie after the first visit).
+    (http://HOST:PORT/console?token=...). Open that URL, in a browser or with curl:
+    the console answers only a client that brought the token (kept in a cookie
+    after the first visit).
     The token is not an option: a new one is made at every launch.
     """
     launch.require_server_extra()

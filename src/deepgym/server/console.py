@@ -14,14 +14,18 @@ cause, and is counted in "No verdict", beside the judged pass rate and mean scor
 numbers count it as a failed 0 (the contract's totals, from ``Totals``).
 
 Access: a per-launch token, given once as ``?token=`` and then kept in a cookie (HttpOnly,
-SameSite=Strict). Pages are drawn on the server: no script, no external style, nothing fetched
-from the network (the Content-Security-Policy says so to the browser too).
+SameSite=Strict). The URL with the token serves the page itself (and sets the cookie) to any
+client, ``curl`` included; a browser opening it (``Sec-Fetch-Dest: document``) is redirected to
+the same address without the token, so that the token leaves its address bar.
+Pages are drawn on the server: no script, no external style, nothing fetched from the network
+(the Content-Security-Policy says so to the browser too).
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -367,70 +371,85 @@ def _unauthorized() -> HTMLResponse:
     )
 
 
+def _navigates(request: Request) -> bool:
+    """A browser opening the page (its Fetch Metadata says so): it gets a redirect without the
+    token, which leaves its address bar; any other client gets the page at the token's URL."""
+    return request.headers.get("sec-fetch-dest") == "document"
+
+
+def _store_page(
+    store: RunStore | None, what: str, key: str, body: Callable[[RunStore], str]
+) -> Response:
+    """The page of the stored ``what`` ("Run", "Episode") ``key``; a 404 without a store or
+    without that one."""
+    if store is None:
+        return _page(what, "<h1>No run store</h1>", status=404)
+    try:
+        return _page(f"{what} {key}", body(store))
+    except ConfigError as exc:  # no such run or episode
+        return _page(what, f"<h1>No such {what.lower()}</h1><p>{escape(str(exc))}</p>", 404)
+
+
 def add_console(app: FastAPI, store: RunStore | None, token: str) -> None:
     """Serve the console under ``/console``, behind ``token``."""
 
-    def gate(request: Request) -> Response | None:
-        """None to serve the page; a redirect (token accepted, cookie set) or a 401 otherwise."""
+    def signed(response: Response) -> Response:
+        response.set_cookie(
+            COOKIE, token, httponly=True, samesite="strict", path="/console", max_age=86400
+        )
+        return response
+
+    def serve(request: Request, page: Callable[[], Response]) -> Response:
+        """``page()`` to a right cookie, or to the right token (``?token=``) with the cookie
+        set; a browser bringing the token is sent to the page's address without it; a 401
+        otherwise."""
         given = request.query_params.get("token")
         if given is not None:
             if not secrets.compare_digest(given.encode(), token.encode()):
                 return _unauthorized()
+            if not _navigates(request):  # curl, a script: the page itself
+                return signed(page())
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             query = urlencode(rest)
             target = request.url.path + (f"?{query}" if query else "")
-            redirect = RedirectResponse(target, status_code=303)
-            redirect.set_cookie(
-                COOKIE, token, httponly=True, samesite="strict", path="/console", max_age=86400
-            )
-            return redirect
+            return signed(RedirectResponse(target, status_code=303))
         cookie = request.cookies.get(COOKIE, "")
         if cookie and secrets.compare_digest(cookie.encode(), token.encode()):
-            return None
+            return page()
         return _unauthorized()
 
     @app.get("/console", response_class=HTMLResponse)
     async def runs(request: Request) -> Response:
-        return gate(request) or _page("Runs", _runs_page(store))
+        return serve(request, lambda: _page("Runs", _runs_page(store)))
 
     @app.get("/console/runs/{run_id}", response_class=HTMLResponse)
     async def run(request: Request, run_id: str, page: int = 0) -> Response:
-        refused = gate(request)
-        if refused is not None:
-            return refused
-        if store is None:
-            return _page("Run", "<h1>No run store</h1>", status=404)
-        try:
-            body = _run_page(store, run_id, max(page, 0))
-        except ConfigError as exc:  # no such run
-            return _page("Run", f"<h1>No such run</h1><p>{escape(str(exc))}</p>", status=404)
-        return _page(f"Run {run_id}", body)
+        return serve(
+            request,
+            lambda: _store_page(store, "Run", run_id, lambda s: _run_page(s, run_id, max(page, 0))),
+        )
 
     @app.get("/console/episodes", response_class=HTMLResponse)
     async def episodes(request: Request) -> Response:
-        return gate(request) or _page("Episodes", _episodes_page(store))
+        return serve(request, lambda: _page("Episodes", _episodes_page(store)))
 
     @app.get("/console/episodes/{episode_id}", response_class=HTMLResponse)
     async def episode(request: Request, episode_id: str) -> Response:
-        refused = gate(request)
-        if refused is not None:
-            return refused
-        if store is None:
-            return _page("Episode", "<h1>No run store</h1>", status=404)
-        try:
-            body = _episode_page(store, episode_id)
-        except ConfigError as exc:
-            return _page("Episode", f"<h1>No such episode</h1><p>{escape(str(exc))}</p>", 404)
-        return _page(f"Episode {episode_id}", body)
+        return serve(
+            request,
+            lambda: _store_page(
+                store, "Episode", episode_id, lambda s: _episode_page(s, episode_id)
+            ),
+        )
 
     @app.get("/console/environments", response_class=HTMLResponse)
     async def environments(request: Request) -> Response:
-        refused = gate(request)
-        if refused is not None:
-            return refused
-        times: dict[str, Any] = store.run_times() if store is not None else {}
-        body = (
-            "<h1>Service time by environment</h1>"
-            '<p class="muted">The latest results of every stored run.</p>' + _charts(times)
-        )
-        return _page("Environments", body)
+        def body() -> Response:
+            times: dict[str, Any] = store.run_times() if store is not None else {}
+            return _page(
+                "Environments",
+                "<h1>Service time by environment</h1>"
+                '<p class="muted">The latest results of every stored run.</p>' + _charts(times),
+            )
+
+        return serve(request, body)
