@@ -202,7 +202,7 @@ def test_price_plot_without_the_plotting_extra_is_one_line_before_any_run(
     assert r.exit_code == 2, r.output
     assert r.stdout == "" and ran == []  # nothing measured
     assert r.stderr.splitlines() == [
-        f"error: --plot needs the latency extra ({missing} is not installed): "
+        f"Error: --plot needs the latency extra ({missing} is not installed): "
         "pip install -e '.[latency]' in deepgym's checkout, or leave out --plot"
     ]
 
@@ -227,7 +227,7 @@ def test_a_plot_that_fails_after_the_measurement_keeps_the_report(
     else:
         assert "fixes, in order of predicted gain" in r.stdout and "plot:" not in r.stdout
     assert r.stderr.splitlines() == [
-        f"error: --plot {png}: not written (RuntimeError: no backend); the report is above"
+        f"Error: --plot {png}: not written (RuntimeError: no backend); the report is above"
     ]
     assert not png.exists()
 

@@ -191,5 +191,5 @@ def test_sweep_without_an_extra_is_one_line_before_any_work(
     monkeypatch.setitem(sys.modules, missing, None)  # import fails as when not installed
     r = CliRunner().invoke(cli.cli, ["sweep", *flags, "--out", str(tmp_path / "o")])
     assert r.exit_code == 2, r.output
-    assert r.stderr.splitlines() == [f"error: {message}"]
+    assert r.stderr.splitlines() == [f"Error: {message}"]
     assert not (tmp_path / "o").exists()

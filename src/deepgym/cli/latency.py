@@ -239,7 +239,7 @@ def price_cmd(
 
 
 def _write_plot(report: PriceReport, plot: Path) -> None:
-    """``plot_price``, its failure one ``error:`` line (the report is printed already)."""
+    """``plot_price``, its failure one ``Error:`` line (the report is printed already)."""
     from deepgym.latency.plots import plot_price
 
     try:
