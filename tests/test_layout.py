@@ -9,7 +9,11 @@ mounted in the sandbox as ``deepgym_judge``: its relative imports resolve inside
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 import deepgym
 
@@ -142,3 +146,153 @@ def test_the_contract_and_the_judge_stand_alone() -> None:
 
     for module in (m for m in graph if not cli(m)):  # the command line sits on top
         assert not any(cli(t) for t in graph[module]), f"{module} imports the CLI"
+
+
+# -- the layers (DESIGN.md, "Layers") ------------------------------------------------------
+# Rules name packages and top-level modules, never a module inside a package, so that
+# renaming or splitting a module keeps them true.
+
+LAYERS: dict[str, int] = {  # top to bottom; a module may import only its own layer or lower ones
+    "deepgym.integrations": 7,  # trainer adapters
+    "deepgym.chat_agent": 7,  # an agent loop
+    "deepgym.reward_function": 6,  # rewards
+    "deepgym.grpo": 6,
+    "deepgym.completions": 6,
+    "deepgym.client": 5,  # the client facade
+    "deepgym.session": 5,
+    "deepgym.engines": 4,
+    "deepgym.scheduling": 3,  # the scheduler and its per-environment time limits
+    "deepgym.limits": 3,
+    "deepgym.sandbox": 2,  # sandbox backends, and the raw run -> RunResult they hand up
+    "deepgym.results": 2,
+    "deepgym.judge": 1,
+}
+# Beside the stack, on top of it: nothing in the stack imports these.
+BESIDE_ON_TOP = (
+    "deepgym.server",
+    "deepgym.store",
+    "deepgym.cli",
+    "deepgym.__main__",
+    "deepgym.latency",
+)
+# The contract: pure modules that import only each other (and pydantic).
+PURE = (
+    "deepgym.exceptions",
+    "deepgym.validation",
+    "deepgym.text",
+    "deepgym.verdict",
+    "deepgym.models",
+    "deepgym.types",
+    "deepgym.judge.codes",  # the closed set of error types, standard library only
+)
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _layer(module: str) -> int | None:
+    return next((rank for p, rank in LAYERS.items() if _under(module, p)), None)
+
+
+def _external(path: Path) -> set[str]:
+    """The top-level names of the absolute imports in ``path`` that are not deepgym."""
+    out = set()
+    for node in _imports(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out - {"deepgym"}
+
+
+def _violations(graph: dict[str, set[str]], rule: Callable[[str, str], bool]) -> list[str]:
+    found = []
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            if rule(module, target):
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_the_layer_rules_catch_what_they_forbid() -> None:
+    assert _layer("deepgym.sandbox.sessions") == 2 and _layer("deepgym.judge") == 1
+    assert _layer("deepgym.sandboxes") is None and _layer("deepgym.models") is None
+    graph = {"deepgym.judge.rpc": {"deepgym.engines.local"}, "deepgym.engines.x": {"deepgym.judge"}}
+    assert _violations(graph, _upward) == ["deepgym.judge.rpc imports deepgym.engines.local"]
+
+
+def _upward(module: str, target: str) -> bool:
+    low, high = _layer(module), _layer(target)
+    return low is not None and high is not None and high > low
+
+
+def test_no_layer_imports_a_higher_one() -> None:
+    # e.g. the sandbox and the judge never import the engines, the client or the integrations;
+    # the engines never import the client, the rewards or the integrations
+    assert _violations(import_graph(), _upward) == []
+
+
+def test_the_stack_never_imports_the_service_the_store_the_cli_or_latency() -> None:
+    def rule(module: str, target: str) -> bool:
+        on_top = any(_under(target, p) for p in BESIDE_ON_TOP)
+        return _layer(module) is not None and on_top
+
+    assert _violations(import_graph(), rule) == []
+
+
+def test_the_sandbox_and_the_judge_know_no_environment_folder() -> None:
+    def rule(module: str, target: str) -> bool:
+        low = _layer(module)
+        return low is not None and low <= 2 and _under(target, "deepgym.envs")
+
+    assert _violations(import_graph(), rule) == []
+
+
+def test_the_judge_needs_only_the_standard_library() -> None:
+    # it runs inside the sandbox under ``python -I -S``: no site-packages, no deepgym outside it
+    modules = {m: p for m, p in _modules().items() if _under(m, "deepgym.judge")}
+    assert modules
+    for module, path in sorted(modules.items()):
+        outside = _external(path) - set(sys.stdlib_module_names)
+        assert not outside, f"{module} imports {sorted(outside)}"
+
+
+def test_no_integration_imports_another() -> None:
+    # each adapter stands on the shared ``integrations.reward``, never on another adapter
+    shared = ("deepgym.integrations", "deepgym.integrations.reward")
+
+    def rule(module: str, target: str) -> bool:
+        both = _under(module, "deepgym.integrations") and _under(target, "deepgym.integrations")
+        return both and target not in shared and target.split(".")[2] != module.split(".")[2]
+
+    assert _violations(import_graph(), rule) == []
+
+
+def test_the_contract_and_the_wire_format_import_nothing_heavy() -> None:
+    # models, exceptions, verdict and their helpers (and protocol, which a remote-only client
+    # loads) import only each other, the standard library and pydantic
+    graph = import_graph()
+    modules = _modules()
+    for module in sorted(m for m in graph if m in PURE or m == "deepgym.protocol"):
+        heavy = {t for t in graph[module] if t not in PURE}
+        assert not heavy, f"{module} imports {sorted(heavy)}"
+        outside = _external(modules[module]) - set(sys.stdlib_module_names) - {"pydantic"}
+        assert not outside, f"{module} imports {sorted(outside)}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engines/remote.py imports deepgym.sandbox.sessions for REPLY_GRACE_S (issue 27, "
+    "cleanup 4 moves the wire constants to protocol.py)",
+)
+def test_the_remote_engine_loads_no_sandbox() -> None:
+    # a remote-only client talks http: nothing it loads, however deep, is a sandbox module
+    graph = import_graph()
+    seen: set[str] = set()
+    todo = ["deepgym.engines.remote"]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    assert sorted(m for m in seen if _under(m, "deepgym.sandbox")) == []
