@@ -13,8 +13,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 import deepgym
 
 ROOT = Path(deepgym.__file__).resolve().parent
@@ -281,11 +279,6 @@ def test_the_contract_and_the_wire_format_import_nothing_heavy() -> None:
         assert not outside, f"{module} imports {sorted(outside)}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engines/remote.py imports deepgym.sandbox.sessions for REPLY_GRACE_S (issue 27, "
-    "cleanup 4 moves the wire constants to protocol.py)",
-)
 def test_the_remote_engine_loads_no_sandbox() -> None:
     # a remote-only client talks http: nothing it loads, however deep, is a sandbox module
     graph = import_graph()
