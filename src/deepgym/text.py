@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["one_line", "percent", "short_cause"]
+__all__ = ["install_extra", "one_line", "percent", "short_cause"]
 
 VERIFIER_FILE = "verifier.py"
 """The name every sandbox gives an environment's verifier: its frames are the author's own."""
@@ -20,6 +20,12 @@ _MARKER = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^[\s|]*File "([^"]*)", line (\d+), in (.+?)\s*$')
 _INTERNAL_TYPE = re.compile(r"^deepgym[\w.]*\.(\w+)(?=:|$)")
 _GROUP_BAR = re.compile(r"^\s*\| ?")
+
+
+def install_extra(extra: str) -> str:
+    """How to install one of deepgym's extras, said the same way everywhere. From the checkout:
+    ``deepgym`` on the package index is another project's name."""
+    return f"pip install -e '.[{extra}]' in deepgym's checkout"
 
 
 def one_line(text: str, limit: int | None = None) -> str:

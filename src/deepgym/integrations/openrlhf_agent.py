@@ -167,7 +167,7 @@ def session_agent_instance(
         async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             import torch
 
-            from deepgym.session import failure_result, output_text
+            from deepgym.session import output_text
 
             if self.session is None:  # the session never opened
                 await self._close()
@@ -182,9 +182,7 @@ def session_agent_instance(
             try:
                 out = await session.exec(command, self.env.step_timeout)
             except DeepGymError as exc:
-                result = failure_result(
-                    exc, session.sandbox_id, acted=session.acted, agent_share=session.agent_share
-                )
+                result = session.failure(exc)
                 await self._close()
                 return self._reply(result)
             feedback = f"\n<output>\n{output_text(out, FEEDBACK_CHARS)}\n</output>\n"

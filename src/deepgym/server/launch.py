@@ -19,6 +19,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from deepgym.exceptions import ConfigError
+from deepgym.text import install_extra
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -52,7 +53,7 @@ def require_server_extra() -> None:
         import deepgym.server.runner  # noqa: F401
     except ImportError as exc:
         raise ConfigError(
-            f"this command needs the server extra: pip install 'deepgym[server]' ({exc})"
+            f"this command needs the server extra: {install_extra('server')} ({exc})"
         ) from exc
 
 
