@@ -117,7 +117,7 @@ def _protocol_methods(proto: type) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("engine", ["LocalEngine", "RemoteEngine"])
+@pytest.mark.parametrize("engine", ["LocalEngine", "RemoteEngine", "RayEngine"])
 def test_every_engine_holds_to_the_engine_protocol(engine: str) -> None:
     import deepgym.engines as engines
     from deepgym.engines import Engine

@@ -2,9 +2,9 @@
 
 Both are facades: every argument is checked once, here (``deepgym.validation``), and the call
 goes to an engine (``deepgym.engines``): ``LocalEngine`` for ``mode="local"`` (sandboxes on this
-host, through ``backend=`` or the one ``sandbox=`` names) or ``RemoteEngine`` for
-``mode="remote"`` (the same calls over HTTP to ``deepgym serve``). ``engine=`` takes any other
-``Engine``.
+host, through ``backend=`` or the one ``sandbox=`` names), ``RemoteEngine`` for
+``mode="remote"`` (the same calls over HTTP to ``deepgym serve``) or ``RayEngine`` for
+``mode="ray"`` (a Ray cluster, one pool per node). ``engine=`` takes any other ``Engine``.
 
 ``run`` raises the contract's exceptions; ``run_one``, ``run_batch``, ``stream_groups`` and
 ``eval`` never raise for one run: a failure becomes a result without a verdict. Bad input raises

@@ -4,7 +4,8 @@
 delegates to one engine, chosen by ``mode`` or given as ``engine=``:
 
 - ``LocalEngine`` (``mode="local"``): sandboxes on this host, through a ``Backend``;
-- ``RemoteEngine`` (``mode="remote"``): the same calls over HTTP to ``deepgym serve``.
+- ``RemoteEngine`` (``mode="remote"``): the same calls over HTTP to ``deepgym serve``;
+- ``RayEngine`` (``mode="ray"``): a Ray cluster, one pool per node (``deepgym.engines.ray``).
 
 Every engine returns the same ``RunResult``, ``BatchResult`` and ``EvalResult`` for the same
 answers, and follows the contract's failure rules: ``run`` raises the contract's no-verdict
@@ -32,10 +33,11 @@ __all__ = ["Engine"]
 
 @runtime_checkable
 class Engine(Protocol):
-    """What runs a client's calls: sandboxes on this host, or a ``deepgym serve`` over HTTP."""
+    """What runs a client's calls: sandboxes on this host, a ``deepgym serve`` over HTTP, or a
+    Ray cluster's nodes."""
 
     mode: str
-    """The client mode this engine serves (``"local"``, ``"remote"``)."""
+    """The client mode this engine serves (``"local"``, ``"remote"``, ``"ray"``)."""
 
     async def time_limit(self, env: EnvLike, time_limit: float | None = None) -> float:
         """The effective time limit of a run of ``env``."""
