@@ -6,8 +6,30 @@ import asyncio
 from collections import Counter
 
 from deepgym.exceptions import SandboxUnavailableError
+from deepgym.models import Environment, ExecResult
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.verdict import Outcome
+
+TOY = Environment(
+    name="toy",
+    entry_point="f",
+    test_cases=[{"args": [], "expected": 1}],
+    timeout=30.0,
+    reference_solution="ref",
+)
+"""A function task whose reference a fake backend \"runs\": for the engine and limit tests."""
+
+SILENT_EXEC = ExecResult(
+    stdout="",
+    stderr="",
+    exit_code=0,
+    timed_out=False,
+    truncated=False,
+    duration_s=0.0,
+    stdout_bytes=0,
+    stderr_bytes=0,
+)
+"""A session command that printed nothing and exited 0 at once: what a fake session returns."""
 
 
 def ok(score: float = 1.0) -> Outcome:

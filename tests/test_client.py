@@ -10,20 +10,14 @@ from typing import Any
 
 import pytest
 
-from deepgym import DeepGym, Environment, SandboxError
+from deepgym import DeepGym, SandboxError
 from deepgym.blocking import Portal
 from deepgym.client import AsyncDeepGym
 from deepgym.exceptions import ConfigError, DeepGymTimeoutError
 from deepgym.scheduling import TimeLimitPolicy
-from tests.fakes import FakeBackend
+from tests.fakes import TOY, FakeBackend
 
-ENV = Environment(
-    name="toy",
-    entry_point="f",
-    test_cases=[{"args": [], "expected": 1}],
-    timeout=30.0,
-    reference_solution="ref",
-)
+ENV = TOY
 
 
 def _client(**kw: object) -> tuple[AsyncDeepGym, FakeBackend]:

@@ -10,18 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from deepgym import Environment, TimeLimitPolicy
+from deepgym import TimeLimitPolicy
 from deepgym.client import AsyncDeepGym
 from deepgym.limits import LimitStore, content_key, default_limits_path
-from tests.fakes import FakeBackend
+from tests.fakes import TOY, FakeBackend
 
-ENV = Environment(
-    name="toy",
-    entry_point="f",
-    test_cases=[{"args": [], "expected": 1}],
-    timeout=30.0,
-    reference_solution="ref",
-)
+ENV = TOY
 
 
 def _limit(policy: TimeLimitPolicy | None = None) -> tuple[float, int]:

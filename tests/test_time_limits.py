@@ -14,14 +14,9 @@ from deepgym.limits import LimitStore, content_key
 from deepgym.models import Environment
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.time_limits import TimeLimits
+from tests.fakes import TOY
 
-ENV = Environment(
-    name="toy",
-    entry_point="f",
-    test_cases=[{"args": [], "expected": 1}],
-    timeout=30.0,
-    reference_solution="ref",
-)
+ENV = TOY
 
 
 class Reference:

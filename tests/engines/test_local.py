@@ -7,20 +7,13 @@ import errno
 
 import pytest
 
-from deepgym import Environment
 from deepgym.engines.local import LocalEngine
 from deepgym.exceptions import SandboxError, TransportError
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.scheduling import TimeLimitPolicy
-from tests.fakes import FakeBackend
+from tests.fakes import TOY, FakeBackend
 
-ENV = Environment(
-    name="toy",
-    entry_point="f",
-    test_cases=[{"args": [], "expected": 1}],
-    timeout=30.0,
-    reference_solution="ref",
-)
+ENV = TOY
 
 
 class HostFails(FakeBackend):

@@ -39,6 +39,7 @@ from deepgym.server.inputs import Limits
 from deepgym.server.runner import ThreadedServer
 from deepgym.server.sessions import REAP_GRACE_S
 from deepgym.session import Action, AsyncSession, Observation, failure_result
+from tests.fakes import SILENT_EXEC
 from tests.server.conftest import TOKEN, fake_service
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(90)]
@@ -290,16 +291,7 @@ class HeldProvider:
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         self.acted = True
         await self.release.wait()
-        return ExecResult(
-            stdout="",
-            stderr="",
-            exit_code=0,
-            timed_out=False,
-            truncated=False,
-            duration_s=0.0,
-            stdout_bytes=0,
-            stderr_bytes=0,
-        )
+        return SILENT_EXEC
 
     async def write_file(self, path: str, content: str | bytes) -> None:
         self.acted = True

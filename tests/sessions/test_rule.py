@@ -17,6 +17,7 @@ from deepgym.exceptions import (
 )
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.session import AGENT_SHARE, Action, AsyncSession, Budget, failure_result
+from tests.fakes import SILENT_EXEC
 
 SID = "local-abc"
 
@@ -125,16 +126,7 @@ class _Provider:
         self.acted = True
         self.agent_s += 60.0
         self.timeouts.append(timeout)
-        return ExecResult(
-            stdout="",
-            stderr="",
-            exit_code=0,
-            timed_out=False,
-            truncated=False,
-            duration_s=0.0,
-            stdout_bytes=0,
-            stderr_bytes=0,
-        )
+        return SILENT_EXEC
 
     async def score(self) -> RunResult:
         assert self.raises is not None
