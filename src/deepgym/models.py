@@ -215,7 +215,8 @@ class Evidence(BaseModel):
     in_play_ms: float | None = None
     """Milliseconds from the verifier's start to the instant the answer came into play."""
     in_play_by: str | None = None
-    """``solution_started`` or ``solution_file_opened``."""
+    """``solution_started`` or ``solution_file_opened`` (a function task), ``work_dir_read`` or
+    ``process_started`` (a session's verifier)."""
     signal: int | None = None
 
 

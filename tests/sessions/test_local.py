@@ -152,6 +152,48 @@ def test_a_verifier_that_crashes_after_it_reads_is_the_agents_zero(
     assert r.has_verdict and r.score == 0.0 and r.error_type == "solution_error"
 
 
+def test_the_verifiers_output_is_capped_on_the_host(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    """A verifier that runs the agent's work, which floods its output, costs the host a capped
+    excerpt (the host kept all of it, 1 GB here, before reading it)."""
+    import resource
+
+    verifier = (
+        "import subprocess\n"
+        "def verify(work, tests):\n"
+        "    subprocess.run(['sh', str(work / 'flood.sh')], timeout=30)\n"
+        "    return 1.0\n"
+    )
+    before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with dg.session(make_env(verifier=verifier, timeout=30.0)) as s:
+        s.write_file("flood.sh", "head -c 1000000000 /dev/zero | tr '\\0' x\n")
+        r = s.score()
+    grown_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before_mb
+    assert r.has_verdict and r.score == 1.0, r.error
+    assert 0 < len(r.stdout) <= 8192 and set(r.stdout) == {"x"}
+    assert grown_mb < 200, f"the host grew by {grown_mb:.0f} MB"
+
+
+def test_a_report_past_a_pipes_buffer_comes_back(
+    dg: DeepGym, make_env: Callable[..., Environment]
+) -> None:
+    """A verdict of many cases (about 1 MB of JSON) is read as it is written: the verifier
+    waited on a full pipe until the time limit, and the session had no verdict."""
+    verifier = (
+        "def verify(work, tests):\n"
+        "    ok = 'a + b' in (work / 'calc.py').read_text()\n"
+        "    cases = [{'name': f'case_{i}', 'passed': ok, 'message': 'm' * 200}\n"
+        "             for i in range(4000)]\n"
+        "    return {'score': float(ok), 'passed': ok, 'cases': cases}\n"
+    )
+    with dg.session(make_env(verifier=verifier, timeout=20.0)) as s:
+        s.exec(FIX)
+        r = s.score()
+    assert r.has_verdict and r.passed and len(r.cases) == 4000, r.error
+    assert r.evidence.in_play_by == "work_dir_read" and r.evidence.in_play_ms is not None
+
+
 @pytest.mark.parametrize("status", ["sandbox_error", "timeout", "verifier_error", "bogus"])
 def test_a_status_the_verifier_returns_cannot_mask_the_agents_sample(
     dg: DeepGym, make_env: Callable[..., Environment], status: str

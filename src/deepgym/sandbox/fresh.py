@@ -139,58 +139,10 @@ class FreshRuns:
         return apply_evidence(raw, evidence, t0)
 
     async def _collect(self, job: Job, proc: asyncio.subprocess.Process, r_fd: int) -> RawRun:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=2**22)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
+        got = await collect(proc, r_fd, job.timeout + START_GRACE_S)
+        raw = read_run(
+            got.events, proc.returncode, got.out, got.err, got.timed_out, self.launch.isolation
         )
-        events: list[dict[str, Any]] = []
-
-        async def read_events() -> None:
-            while True:
-                try:
-                    line = await reader.readline()
-                except ValueError:  # a line past the reader's limit: dropped, and read on
-                    continue
-                if not line:
-                    return
-                if (msg := parse_event(line)) is not None:
-                    events.append(msg)
-
-        async def drain(stream: asyncio.StreamReader | None) -> bytes:
-            if stream is None:
-                return b""
-            head = b""
-            while chunk := await stream.read(65536):
-                if len(head) < OUTPUT_EXCERPT:
-                    head += chunk[: OUTPUT_EXCERPT - len(head)]
-            return head
-
-        wall = job.timeout + START_GRACE_S
-        work = asyncio.gather(read_events(), drain(proc.stdout), drain(proc.stderr), proc.wait())
-        timed_out = False
-        try:
-            _, out, err, _ = await asyncio.wait_for(asyncio.shield(work), wall)
-        except TimeoutError:
-            timed_out = True
-            kill_tree(proc.pid)
-            try:  # the pipes close when the sandbox's processes are gone; never wait forever
-                _, out, err, _ = await asyncio.wait_for(work, KILL_WAIT_S)
-            except TimeoutError:
-                out, err = b"", b"the sandbox did not end after it was killed"
-                await proc.wait()
-        except asyncio.CancelledError:
-            # The run was cancelled (Ctrl-C, a drained service): end the sandbox and reap it
-            # before going on, so nothing of it outlives the call.
-            await end_process(proc)
-            work.cancel()
-            await asyncio.wait([work])  # its outcome is of no interest now: mark it seen
-            if not work.cancelled():
-                work.exception()
-            raise
-        finally:
-            transport.close()
-        raw = read_run(events, proc.returncode, out, err, timed_out, self.launch.isolation)
         raw.outcome = dataclasses.replace(
             raw.outcome,
             verifier_signal=exit_signal(proc.returncode, self.launch.through_bwrap),
@@ -202,6 +154,76 @@ class FreshRuns:
         """Remove what the runs left: cgroups still busy at their end, and the workspace."""
         cgroups.retry_pending(final=True)
         self.workspace.close()
+
+
+@dataclasses.dataclass
+class Collected:
+    """What a verifier's process left when it ended: its events, the head of its output, and
+    whether the wall limit ended it."""
+
+    events: list[dict[str, Any]]
+    out: bytes
+    err: bytes
+    timed_out: bool
+
+
+async def collect(proc: asyncio.subprocess.Process, r_fd: int, wall: float) -> Collected:
+    """Wait for the verifier's process ``proc`` to end, at most ``wall`` seconds (then its tree
+    is killed), reading its events (JSON lines) from ``r_fd``, which this closes, and its stdout
+    and stderr, of which the first ``OUTPUT_EXCERPT`` bytes are kept: the host's memory never
+    depends on what the process writes. Cancelled, it ends the process and reaps it first.
+    Every fresh run's verifier and a session's verifier are read this way."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**22)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
+    )
+    events: list[dict[str, Any]] = []
+
+    async def read_events() -> None:
+        while True:
+            try:
+                line = await reader.readline()
+            except ValueError:  # a line past the reader's limit: dropped, and read on
+                continue
+            if not line:
+                return
+            if (msg := parse_event(line)) is not None:
+                events.append(msg)
+
+    async def drain(stream: asyncio.StreamReader | None) -> bytes:
+        if stream is None:
+            return b""
+        head = b""
+        while chunk := await stream.read(65536):
+            if len(head) < OUTPUT_EXCERPT:
+                head += chunk[: OUTPUT_EXCERPT - len(head)]
+        return head
+
+    work = asyncio.gather(read_events(), drain(proc.stdout), drain(proc.stderr), proc.wait())
+    timed_out = False
+    try:
+        _, out, err, _ = await asyncio.wait_for(asyncio.shield(work), wall)
+    except TimeoutError:
+        timed_out = True
+        kill_tree(proc.pid)
+        try:  # the pipes close when the sandbox's processes are gone; never wait forever
+            _, out, err, _ = await asyncio.wait_for(work, KILL_WAIT_S)
+        except TimeoutError:
+            out, err = b"", b"the sandbox did not end after it was killed"
+            await proc.wait()
+    except asyncio.CancelledError:
+        # The run was cancelled (Ctrl-C, a drained service): end the sandbox and reap it
+        # before going on, so nothing of it outlives the call.
+        await end_process(proc)
+        work.cancel()
+        await asyncio.wait([work])  # its outcome is of no interest now: mark it seen
+        if not work.cancelled():
+            work.exception()
+        raise
+    finally:
+        transport.close()
+    return Collected(events, out, err, timed_out)
 
 
 def exit_signal(code: int | None, through_bwrap: bool) -> int | None:

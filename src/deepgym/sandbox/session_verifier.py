@@ -2,28 +2,28 @@
 sandbox of its own over a snapshot of the agent's work dir (``judge/session_verify.py``), in
 cgroups of its own, as ``LocalSession.score`` and ``step_reward`` ask for it.
 
-The verdict comes back on a pipe only the verifier's process holds, and the instant the agent's
-work came into play on another: ``deepgym.verdict`` reads them as the session rule says.
+The verdict comes back on a pipe only the verifier's process holds, after the instant the agent's
+work came into play, as JSON lines in a function task's form, read by the code that reads a fresh
+run's verifier (``deepgym.sandbox.fresh.collect``: its output capped, its wall limit, its end
+when cancelled; ``evidence.read_run``): ``deepgym.verdict`` reads them as the session rule says.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from deepgym.exceptions import SandboxError
 from deepgym.models import Environment, RunResult
 from deepgym.results import build_result
 from deepgym.sandbox import cgroups, policy
-from deepgym.sandbox.base import RawRun
-from deepgym.sandbox.spawn import end_process, start_process
+from deepgym.sandbox.evidence import read_run
+from deepgym.sandbox.fresh import collect
+from deepgym.sandbox.spawn import start_process
 from deepgym.sandbox.workspace import Workspace
-from deepgym.verdict import Outcome
 
 __all__ = ["verify_snapshot"]
 
@@ -44,11 +44,10 @@ async def verify_snapshot(
     env_dir = workspace.env_dir(env)
     group = cgroups.create(env.memory_mb, env.max_processes, owner=workspace.owner)
     joins, binds, join_fds = group.join(policy.RUN_CGROUP)
-    r_report, w_report = os.pipe()
-    r_mark, w_mark = os.pipe()
+    r_fd, w_fd = os.pipe()
     params = dataclasses.replace(
         host,
-        command=("session_verify", str(w_report), str(w_mark), *(["step"] if step else [])),
+        command=("session_verify", str(w_fd), *(["step"] if step else [])),
         env={"HOME": "/work", "DEEPGYM_CGROUP_PROCS": joins},
         cgroups=binds,
         size=work_bytes,
@@ -56,74 +55,28 @@ async def verify_snapshot(
         snapshot_dir=str(snapshot),
     )
     t0 = time.monotonic()
-    timed_out = False
-    try:
-        proc = await start_process(
-            *policy.argv(policy.SESSION, params),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            pass_fds=(w_report, w_mark, *join_fds),
-            start_new_session=True,
-        )
-    except OSError as exc:
-        for fd in (r_report, w_report, r_mark, w_mark):
-            os.close(fd)
-        group.remove()
-        raise SandboxError(f"session {sandbox_id}: the verifier did not start: {exc}") from exc
-    os.close(w_report)
-    os.close(w_mark)
     try:
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), env.timeout)
-        except TimeoutError:
-            timed_out = True
-            out, err = b"", b""
-            await end_process(proc)
-        except BaseException:
-            await end_process(proc)
-            raise
-        report_raw = _read_all(r_report)
-        in_play = bool(_read_all(r_mark))
+            proc = await start_process(
+                *policy.argv(policy.SESSION, params),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(w_fd, *join_fds),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(r_fd)
+            raise SandboxError(f"session {sandbox_id}: the verifier did not start: {exc}") from exc
+        finally:
+            os.close(w_fd)
+        got = await collect(proc, r_fd, env.timeout)  # closes r_fd; ends proc if cancelled
     finally:
-        os.close(r_report)
-        os.close(r_mark)
         group.remove()
-    report: dict[str, Any] | None
-    try:
-        report = json.loads(report_raw) if report_raw else None
-    except ValueError:
-        report = None
-    code = proc.returncode if proc.returncode is not None else -9
-    outcome = Outcome(
-        report=report,
-        in_play=in_play,
-        verifier_exit_code=code,
-        wall_timeout=timed_out,
-        detail=err.decode(errors="replace")[-500:],
-    )
-    raw = RawRun(
-        outcome=outcome,
-        report=report,
-        isolation="strict",
-        exit_code=code,
-        stdout=out.decode(errors="replace")[-2000:],
-        stderr=err.decode(errors="replace")[-2000:],
-        total_ms=(time.monotonic() - t0) * 1000.0,
-    )
+    raw = read_run(got.events, proc.returncode, got.out, got.err, got.timed_out, "strict")
+    # The verifier's own output is the run's (a function task's is the solution's, in its report)
+    raw.stdout = got.out.decode(errors="replace")
+    raw.stderr = got.err.decode(errors="replace")
+    raw.total_ms = (time.monotonic() - t0) * 1000.0
     result, _ = build_result(raw, env.name, env.timeout, memory_mb=env.memory_mb)
     return result.model_copy(update={"sandbox_id": sandbox_id})
-
-
-def _read_all(fd: int) -> bytes:
-    os.set_blocking(fd, False)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
