@@ -48,3 +48,24 @@ def test_serve_ray_passes_what_it_honours(monkeypatch: pytest.MonkeyPatch) -> No
     (kw,) = started
     assert kw["ray_address"] == "auto" and kw["workers"] is None and kw["concurrency"] is None
     assert kw["limits"].max_time_limit == 30.0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"concurrency": 4}, "concurrency"),
+        ({"time_limits": "policy"}, "time_limits"),
+        ({"backend": "pool", "time_limits": "policy"}, "backend, time_limits"),
+    ],
+)
+def test_an_app_on_an_engine_refuses_what_the_engine_would_ignore(
+    given: dict[str, object], named: str
+) -> None:
+    # the Python form of serve --ray: the engine's own settings are its (sandbox, time limits)
+    pytest.importorskip("fastapi")
+    from deepgym.engines.ray import RayEngine
+    from deepgym.exceptions import ConfigError
+    from deepgym.server.app import create_app
+
+    with pytest.raises(ConfigError, match=f"^engine= runs the answers: {named} would be ignored"):
+        create_app(engine=RayEngine("127.0.0.1:1"), **given)  # type: ignore[arg-type]

@@ -29,7 +29,13 @@ from typing import Any, TypeVar
 
 from deepgym.client import AsyncDeepGym
 from deepgym.engines.base import Engine
-from deepgym.exceptions import DeepGymTimeoutError, SandboxError, TransportError, VerifierError
+from deepgym.exceptions import (
+    ConfigError,
+    DeepGymTimeoutError,
+    SandboxError,
+    TransportError,
+    VerifierError,
+)
 from deepgym.models import Environment, RunResult
 from deepgym.protocol import EnvSpec, Raised, RunReply, StreamEvent, encode_event
 from deepgym.sandbox import make_backend
@@ -134,6 +140,20 @@ class Service:
     ) -> None:
         self.metrics = Metrics()
         if engine is not None:  # another engine (a Ray cluster's) runs the answers
+            ignored = [
+                name
+                for name, value in (
+                    ("backend", backend),
+                    ("time_limits", time_limits),
+                    ("concurrency", concurrency),
+                )
+                if value is not None
+            ]
+            if ignored:
+                raise ConfigError(
+                    f"engine= runs the answers: {', '.join(ignored)} would be ignored; give "
+                    "them to the engine (RayEngine(sandbox=..., time_limits=...)), or no engine"
+                )
             self.client = AsyncDeepGym(engine=engine)
         else:
             self.client = AsyncDeepGym(
