@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deepgym import AsyncRewardFunction, RewardFunction
+from deepgym import AsyncRewardFunction, RewardFunction, load_environment
 from deepgym.exceptions import ConfigError, UnknownEnvironmentError
 from deepgym.reward_function import as_coroutine_function
 from tests.integrations.conftest import BROKEN, TWO_SUM_OK, scripted_client
@@ -40,7 +40,7 @@ def test_scores_in_order_with_none_without_a_verdict() -> None:
             trainer_state=object(),
             some_dataset_column=[1, 2, 3, 4],
         )
-    assert out == [1.0, 0.5, None, 0.0]
+    assert out == [1.0, 0.0, None, 0.0]  # half the cases: nothing (two_sum is all-or-nothing)
 
 
 def test_one_bad_sample_is_none_and_the_rest_are_scored(caplog: pytest.LogCaptureFixture) -> None:
@@ -126,9 +126,9 @@ def test_shaped_and_per_test_rewards() -> None:
         shaped = reward.shaped_rewards(["half", "nov"])
         per_test = reward.per_test_rewards(["half", "nov"])
         results = reward.results(["half"])
-    assert shaped == [{"correct": 0.5, "style": 0.5}, None]
-    assert per_test == [{"test_0": 1.0, "test_1": 0.0, "overall": 0.5}, None]
-    assert results[0] is not None and results[0].score == 0.5
+    assert shaped == [{"correct": 0.5, "style": 0.5}, None]  # components stay as reported
+    assert per_test == [{"test_0": 1.0, "test_1": 0.0, "overall": 0.0}, None]
+    assert results[0] is not None and results[0].score == 0.0
 
 
 def test_completions_must_be_a_list() -> None:
@@ -159,7 +159,7 @@ def test_the_async_function_and_its_coroutine_form() -> None:
         await client.close()
         return a, b
 
-    assert asyncio.run(go()) == ([1.0, None], [0.5])
+    assert asyncio.run(go()) == ([1.0, None], [0.0])
 
 
 def test_a_pickled_copy_starts_without_the_live_client() -> None:
@@ -179,8 +179,20 @@ def test_real_sandbox_scores_and_leaves_out_a_broken_verifier() -> None:
         comps = [f"```python\n{TWO_SUM_OK}```", wrong, TWO_SUM_OK]
         out = reward(comps, env_name=[None, None, "broken"])
         per_test = reward.per_test_rewards(comps[:2])
-    assert out[0] == 1.0 and 0.0 < out[1] < 1.0 and out[2] is None  # type: ignore[operator]
+    assert out[0] == 1.0 and out[1] == 0.0 and out[2] is None  # all-or-nothing
     assert per_test[0] is not None and per_test[1] is not None
     assert per_test[0]["overall"] == 1.0 and per_test[0]["test_0"] == 1.0
     assert math.isclose(per_test[1]["overall"], out[1])  # type: ignore[arg-type]
-    assert len(per_test[1]) > 2
+    assert len(per_test[1]) > 2 and 0 < sum(per_test[1].values()) < len(per_test[1]) - 1
+
+
+def test_partial_scoring_passes_the_share_of_cases_through() -> None:
+    """An environment with per-case partial credit: the wrong answer that passes some of
+    two_sum's cases earns their share."""
+    two_sum = load_environment("two_sum").model_copy(update={"scoring": "partial"})
+    wrong = "def two_sum(nums, target):\n    return [0, 1]\n"
+    with RewardFunction(two_sum) as reward:
+        (score,) = reward([wrong])
+        (per_test,) = reward.per_test_rewards([wrong])
+    assert score is not None and 0.0 < score < 1.0
+    assert per_test is not None and math.isclose(per_test["overall"], score)

@@ -46,6 +46,7 @@ __all__ = [
 
 EnvKind = Literal["function", "script", "patch", "session"]
 Compare = Literal["exact", "float", "unordered", "tokens"]
+Scoring = Literal["all", "partial"]
 
 
 class Environment(BaseModel):
@@ -78,6 +79,11 @@ class Environment(BaseModel):
     max_processes: Annotated[int, int_field("max_processes", 1, MAX_PROCESSES)] = 64
     max_file_mb: Annotated[int, int_field("max_file_mb", 1, MAX_FILE_MB)] = 64
     compare: Compare = "exact"
+    scoring: Scoring = "all"
+    """How a judged run's score becomes reward: ``"all"`` (all-or-nothing, the default) scores an
+    answer that does not pass 0.0, as HumanEval's harness scores a problem, so no answer earns
+    reward for the cases an empty or constant answer happens to pass; ``"partial"`` keeps the
+    verifier's score (for test cases: the share passed)."""
     difficulty: Annotated[str | None, name_field("difficulty", optional=True)] = None
     tags: tuple[str, ...] = Field(default=(), max_length=256)
     max_steps: Annotated[int, int_field("max_steps", 1, 1_000_000)] = 50

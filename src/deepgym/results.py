@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from deepgym.exceptions import DeepGymTimeoutError, SandboxDiedError, SandboxError, VerifierError
-from deepgym.models import CaseResult, Evidence, RunResult, ServiceTime
+from deepgym.models import CaseResult, Evidence, RunResult, Scoring, ServiceTime
 from deepgym.sandbox.base import RawRun
 from deepgym.verdict import Classification, classify
 
@@ -68,6 +69,14 @@ def memory_cause(message: str, memory_mb: int | None, error_type: str | None) ->
     return f"{hit} (then {said})" if error_type in _CLOCK_ERRORS else f"{hit} ({said})"
 
 
+def scored(c: Classification, scoring: Scoring) -> Classification:
+    """``c`` under an environment's ``scoring``: ``"all"`` scores a judged answer that did not
+    pass 0.0 (its cases still say which held); ``"partial"`` keeps the verifier's score."""
+    if scoring == "all" and c.has_verdict and not c.passed and c.score != 0.0:
+        return dataclasses.replace(c, score=0.0)
+    return c
+
+
 def build_result(
     raw: RawRun,
     env_name: str,
@@ -75,10 +84,13 @@ def build_result(
     queue_ms: float = 0.0,
     attempts: int = 1,
     memory_mb: int | None = None,
+    *,
+    scoring: Scoring,
 ) -> tuple[RunResult, Classification]:
     """The contract's result for one raw run, and the classification behind it (``memory_mb``:
-    the run's memory limit, named in the cause when the evidence says it was reached)."""
-    c = classify(raw.outcome)
+    the run's memory limit, named in the cause when the evidence says it was reached;
+    ``scoring``: the environment's, applied by ``scored``)."""
+    c = scored(classify(raw.outcome), scoring)
     report = raw.report or {}
     judged_ok = c.has_verdict and c.error_type is None
     solution_ms = raw.solution_cpu_ms or 0.0

@@ -171,7 +171,7 @@ def test_run_pass(seen: list[str], write: Callable[..., Path]) -> None:
 def test_run_judged_fail_exits_1(seen: list[str], write: Callable[..., Path]) -> None:
     r = invoke("run", "two_sum", write("a.py", "HALF"))
     assert r.exit_code == 1, r.output
-    assert "score        0.500" in r.stdout
+    assert "score        0.000" in r.stdout  # half the cases: nothing, all-or-nothing
     assert "passed       no" in r.stdout
     assert "verdict      yes" in r.stdout
     row(r.stdout, "test_1", "no", "expected 3, got None")  # no score column: no case has one
@@ -243,7 +243,7 @@ def test_run_json(seen: list[str], write: Callable[..., Path]) -> None:
     assert r.exit_code == 1
     result = RunResult.model_validate_json(r.stdout)
     assert (result.score, result.passed, result.has_verdict, result.env_name) == (
-        0.5,
+        0.0,
         False,
         True,
         "two_sum",
@@ -294,7 +294,7 @@ def test_run_batch_jsonl(seen: list[str], write: Callable[..., Path]) -> None:
     assert r.exit_code == 0, r.output
     assert set(seen) == {"PASS", "HALF", "CRASH", "DIED"}  # a failure before play may be retried
     row(r.stdout, "line 1", "PASS")
-    row(r.stdout, "line 2", "FAIL 0.50", "test_1: expected 3, got None")
+    row(r.stdout, "line 2", "FAIL 0.00", "test_1: expected 3, got None")
     row(r.stdout, "line 4", "ERROR (verifier_error)", "verifier_error: the verifier exited 2")
     row(r.stdout, "line 5", "ERROR (sandbox_error)", "sandbox_error: bwrap: no permissions")
     out = r.stdout.splitlines()
@@ -848,17 +848,18 @@ def test_the_demo_names_what_did_not_go_as_expected() -> None:
         env_names=names,
     )
     references, wrongs = demo.summarize(refs, wrong)
-    assert references.unexpected == 1 and wrongs.unexpected == 1
+    assert references.unexpected == 1 and wrongs.unexpected == 2
     assert references.lines[:3] == [
         "7/8 passed",
         "NOT AS EXPECTED: 1 did not pass with 1.0:",
         "  e7: no verdict (sandbox_error: boom)",
     ]
-    assert wrongs.lines[:4] == [
-        "7/8 failed, each judged (mean score 0.036)",
-        "1 got partial credit, at most 0.25",
+    assert wrongs.lines[:5] == [
+        "7/8 failed, each judged",
         "NOT AS EXPECTED: 1 did not fail with a verdict:",
         "  e6: passed, judged 1.00",
+        "NOT AS EXPECTED: 1 failed, yet earned reward:",
+        "  e7: failed, judged 0.25",
     ]
 
 

@@ -169,7 +169,8 @@ def replace(env: Environment, name: str, r: RunResult) -> list[RunResult]:
         ("reference", result(0.5), "the reference answer scored 0.50"),
         ("reference", result(0.0, verdict=False), "no verdict"),
         ("constant[0]", result(0.5), "a wrong answer scored 0.50"),
-        ("stub", result(0.25), "more than 0.2"),
+        ("stub", result(0.25), "it must score 0"),
+        ("raising_stub", result(0.25, passed=False), "a wrong answer scored 0.25"),
         ("empty", result(1.0), "scored 1.00 and passed"),
         ("constant[None]", result(0.0, verdict=False), "no verdict (sandbox_error"),
     ],
@@ -186,6 +187,23 @@ def test_a_failing_probe_names_itself(probe: str, bad: RunResult, message: str) 
 def test_a_wrong_answer_at_the_bound_is_fine() -> None:
     results = replace(ADD, "constant[0]", result(check.MAX_WRONG_SCORE))
     assert check.judge(ADD, check.probes(ADD), results, timing()).ok
+
+
+def test_no_wrong_answer_may_earn_anything() -> None:
+    """The bound is 0: a wrong answer that earns even a little reward fails its check."""
+    assert check.MAX_WRONG_SCORE == 0.0
+    for probe in ("empty", "stub", "raising_stub", "constant[None]"):
+        results = replace(ADD, probe, result(0.01, passed=False))
+        report = check.judge(ADD, check.probes(ADD), results, timing())
+        assert [c.name for c in report.failures] == [probe]
+
+
+def test_the_raising_stub_raises_from_the_entry_point() -> None:
+    namespace: dict[str, object] = {}
+    exec(check.raising_stub_answer(ADD), namespace)
+    with pytest.raises(NotImplementedError):
+        namespace["add"](1, 2)  # type: ignore[operator]
+    assert "raising_stub" in [p.name for p in check.probes(ADD)]
 
 
 def test_reruns_must_agree_test_for_test() -> None:
@@ -336,16 +354,23 @@ def test_a_constant_that_scores_too_much_says_how_to_fix_the_test_set() -> None:
     env = ADD.model_copy(
         update={"test_cases": [{"args": [0, 0], "expected": 0}, *(ADD.test_cases or [])]}
     )
-    results = good_results(env)
     plan = check.probes(env)
     i = next(i for i, p in enumerate(plan) if p.name == "constant[0]")
-    results[i] = result(1 / 3, passed=False, cases=[True, False, False])
+    results = good_results(env)
+    results[i] = result(1.0, passed=True, cases=[True, True, True])
     (failed,) = check.judge(env, plan, results, timing()).failures
-    assert failed.name == "constant[0]"
     assert failed.message == (
-        "a wrong answer scored 0.33, more than 0.2 (1/3 tests passed); to fix: add at least 2 "
-        "test case(s) that `return 0` fails, or change some of the 1 it passes to expect "
-        "something else (a wrong answer may score at most 0.2)"
+        "a wrong answer scored 1.00 and passed (it must score 0) (3/3 tests passed); to fix: "
+        "add a test case that `return 0` fails"
+    )
+    # Under partial credit, the cases a constant passes pay: the advice names the scoring.
+    partial = env.model_copy(update={"scoring": "partial"})
+    results[i] = result(1 / 3, passed=False, cases=[True, False, False])
+    (failed,) = check.judge(partial, plan, results, timing()).failures
+    assert failed.message == (
+        "a wrong answer scored 0.33 (it must score 0) (1/3 tests passed); to fix: with scoring "
+        "'partial' the 1 case(s) it passes pay; score all-or-nothing (scoring 'all', the "
+        "default), or make every case fail `return 0`"
     )
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import pytest
 
 from deepgym import DeepGym, Environment
-from deepgym.envs.check import check_environment, check_environments
+from deepgym.envs.check import (
+    CONSTANTS,
+    check_environment,
+    check_environments,
+    constant_answer,
+    stub_answer,
+)
 from deepgym.envs.registry import load_suite
 
 pytestmark = pytest.mark.sandbox
@@ -31,7 +38,7 @@ def test_every_builtin_passes_every_check(dg: DeepGym) -> None:
         checks = {c.name for c in report.checks}
         assert {"reference", "deterministic", "time_limits", "empty"} <= checks, env.name
         if env.kind == "function":
-            assert {"stub", "constant[0]", "constant[None]", "constant[-1]"} <= checks
+            assert {"stub", "raising_stub", "constant[0]", "constant[None]"} <= checks
         elif env.kind == "script":
             assert "echo" in checks
         else:
@@ -51,7 +58,7 @@ def test_a_weak_environment_fails_by_name(dg: DeepGym) -> None:
     failed = {c.name: c.message for c in report.failures}
     assert "reference" in failed  # the last case expects 0 for 5
     assert "constant[0]" in failed and "scored 1.00 and passed" in failed["constant[0]"]
-    assert "scored 0.75" in failed["reference"]
+    assert "scored 0.00 (test_3: expected 0, got 1)" in failed["reference"]  # all-or-nothing
     assert "stub" not in failed  # None is not 0 under the exact comparison
 
     slow = Environment(
@@ -65,3 +72,41 @@ def test_a_weak_environment_fails_by_name(dg: DeepGym) -> None:
     report = check_environment(slow, dg)
     assert [c.name for c in report.failures] == ["time_limits"]
     assert "case_timeout=1s" in report.failures[0].message
+
+
+def test_no_humaneval_problem_pays_for_a_trivial_answer(dg: DeepGym) -> None:
+    """The empty answer, a stub, a stub that raises and the constant answers score 0 on all
+    164 problems (each top-level assert is a case; some held with no code at all, which paid up
+    to 0.29 when a problem's score was the share of its cases)."""
+    envs = load_suite("humaneval")
+    answers: dict[str, Callable[[Environment], str]] = {
+        "empty": lambda e: "",
+        "stub": stub_answer,
+        "raising_stub": lambda e: stub_answer(e, raises=True),
+        **{f"constant[{label}]": partial(constant_answer, source=src) for label, src in CONSTANTS},
+    }
+    paid = []
+    for what, make in answers.items():
+        result = dg.eval(envs, {e.name: make(e) for e in envs}, max_parallel=16)
+        paid += [
+            f"{name} {what}: {r.score:.2f} ({r.error_type})"
+            for name, r in zip(result.env_names, result.results, strict=True)
+            if not (r.has_verdict and r.score == 0.0 and not r.passed)
+        ]
+    assert not paid, paid
+
+
+def test_partial_credit_is_the_suites_explicit_option(dg: DeepGym) -> None:
+    """humaneval/159's empty answer passes 2 of its 7 asserts: nothing by default, the share
+    when the suite is loaded with per-case partial credit."""
+    (default,) = [e for e in load_suite("humaneval") if e.name == "humaneval/159"]
+    (partial,) = [e for e in load_suite("humaneval", scoring="partial") if e.name == default.name]
+    assert (default.scoring, partial.scoring) == ("all", "partial")
+    by_default, with_partial = dg.run(default, ""), dg.run(partial, "")
+    assert by_default.has_verdict and by_default.score == 0.0 and not by_default.passed
+    assert [c.passed for c in by_default.cases] == [c.passed for c in with_partial.cases]
+    assert (
+        0.0
+        < with_partial.score
+        == sum(c.passed for c in with_partial.cases) / len(with_partial.cases)
+    )

@@ -1,5 +1,5 @@
 """The built-in session environments and their QA: every one's reference agent scores 1.0 (three
-reruns alike), and a no-op, a busy and a random agent score at most ``MAX_WRONG_SCORE``."""
+reruns alike), and a no-op, a busy and a random agent score ``MAX_WRONG_SCORE`` (0)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_qa_catches_a_verifier_that_rewards_doing_nothing(dg: DeepGym) -> None:
     report = check_environment(generous, dg)
     failed = {c.name for c in report.failures}
     assert failed == {"no-op", "busy", "random"}, report.summary()
-    assert f"at most {MAX_WRONG_SCORE}" in report.summary()
+    assert f"it must score {MAX_WRONG_SCORE:g}" in report.summary()
 
 
 def noop_agent(obs: Observation) -> Action:

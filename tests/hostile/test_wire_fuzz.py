@@ -257,7 +257,7 @@ def read_channel(data: bytes, code: int | None, timed_out: bool) -> RunResult:
     events = [e for line in data.split(b"\n") if (e := parse_event(line)) is not None]
     raw = read_run(events, code, b"", b"verifier stderr", timed_out, "pool")
     raw.total_ms = 10.0
-    result, _ = build_result(raw, "fuzz", 5.0)
+    result, _ = build_result(raw, "fuzz", 5.0, scoring="partial")
     return result
 
 

@@ -138,7 +138,7 @@ def test_grpo_trainer_leaves_a_no_verdict_completion_out(
     for step in range(2):
         r = rewards[step * 4 : step * 4 + 4]
         a = advantages[step * 4 : step * 4 + 4]
-        assert r[0] == 1.0 and 0.0 < r[1] < 1.0 and r[2] == 0.0, r
+        assert r[0] == 1.0 and r[1] == 0.0 and r[2] == 0.0, r  # all-or-nothing
         assert math.isnan(r[3]), r  # None reached TRL as NaN
         assert a[3] == 0.0, a  # ... and the unjudged completion moves nothing
         # The baseline is the judged samples' mean: their advantages sum to 0 (a 0 for the

@@ -104,7 +104,7 @@ def test_verl_loads_compute_score_by_pkg_path(scripted_sync: ScriptedBackend) ->
     fn = get_custom_reward_fn(_config("compute_score", env="two_sum"))
     assert fn is not None and not inspect.iscoroutinefunction(fn)
     out = fn(data_source="x", solution_str=_fenced("half"), ground_truth="", extra_info={})
-    assert out == {"score": 0.5, "acc": 0.0, "error": 0.0}
+    assert out == {"score": 0.0, "acc": 0.0, "error": 0.0}
     assert scripted_sync.answers == ["half"]
     # The per-sample column wins over the reward kwarg; the keys never change.
     out = fn(data_source="x", solution_str="pass", ground_truth="", extra_info={"env": "fizzbuzz"})
@@ -117,7 +117,7 @@ def test_verl_loads_compute_score_by_pkg_path(scripted_sync: ScriptedBackend) ->
 def test_return_dict_false_gives_a_float(scripted_sync: ScriptedBackend) -> None:
     fn = get_custom_reward_fn(_config("compute_score", env="two_sum", return_dict=False))
     assert fn is not None
-    assert fn(data_source="x", solution_str="half", ground_truth="", extra_info={}) == 0.5
+    assert fn(data_source="x", solution_str="half", ground_truth="", extra_info={}) == 0.0
 
 
 def test_async_variant_is_awaited_by_verl(scripted_async: ScriptedBackend) -> None:
@@ -165,8 +165,8 @@ def test_naive_reward_manager_scores_and_raises(
         return out
 
     out = asyncio.run(go())
-    assert out["reward_score"] == 0.5
-    assert out["reward_extra_info"] == {"score": 0.5, "acc": 0.0, "error": 0.0}
+    assert out["reward_score"] == 0.0
+    assert out["reward_extra_info"] == {"score": 0.0, "acc": 0.0, "error": 0.0}
 
 
 def test_compute_score_runs_in_the_real_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,7 +183,7 @@ def test_make_verl_reward_fn_returns_none_without_a_verdict(
     scripted_sync: ScriptedBackend,
 ) -> None:
     fn = dg_verl.make_verl_reward_fn("two_sum")
-    assert fn(data_source="x", solution_str="half") == 0.5
+    assert fn(data_source="x", solution_str="half") == 0.0
     assert fn(data_source="x", solution_str="nov") is None
     assert fn(data_source="x", solution_str="raise") is None  # a host failure: no verdict
     assert dg_verl.make_verl_reward_fn()(data_source="unknown", solution_str="pass") is None
@@ -282,8 +282,8 @@ def test_agent_loop_sets_the_reward_so_verl_skips_its_own(
     tokenizer: PreTrainedTokenizerFast, scripted_async: ScriptedBackend
 ) -> None:
     out = _run_loop(tokenizer, _fenced("half"), use_v1=True)
-    assert out.reward_score == 0.5
-    assert out.extra_fields["reward_extra_info"] == {"score": 0.5, "acc": 0.0, "error": 0.0}
+    assert out.reward_score == 0.0
+    assert out.extra_fields["reward_extra_info"] == {"score": 0.0, "acc": 0.0, "error": 0.0}
     assert sum(out.response_mask) == len(out.response_ids) > 0
     assert scripted_async.answers == ["half"]
 

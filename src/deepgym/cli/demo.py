@@ -220,25 +220,21 @@ def _references(result: EvalResult) -> Half:
 
 
 def _wrong(result: EvalResult) -> Half:
+    """Every wrong answer must fail with a verdict and earn nothing: a score above 0 for one
+    is counted in ``unexpected`` and named, as a failure to judge is."""
     named = list(zip(result.env_names, result.results, strict=True))
     n = len(named)
     failed = [r for _, r in named if r.has_verdict and not r.passed]
-    extra: list[str] = []
-    if len(failed) == n and all(r.score == 0.0 for r in failed):
-        first = f"{n}/{n} failed, each judged 0"
-    elif failed:
-        scores = [r.score for r in failed]
-        first = (
-            f"{len(failed)}/{n} failed, each judged (mean score {sum(scores) / len(scores):.3f})"
-        )
-        partial = sum(s > 0 for s in scores)
-        extra = [f"{partial} got partial credit, at most {max(scores):.2f}"]
-    else:
-        first = f"0/{n} failed"
     odd = [(name, r) for name, r in named if not (r.has_verdict and not r.passed)]
-    lines = [first, *extra, *(_odd_lines(odd, "did not fail with a verdict") if odd else [])]
+    paid = [(name, r) for name, r in named if r.has_verdict and not r.passed and r.score > 0]
+    first = f"{len(failed)}/{n} failed, each judged" + ("" if paid else " 0")
+    lines = [first]
+    if odd:
+        lines += _odd_lines(odd, "did not fail with a verdict")
+    if paid:
+        lines += _odd_lines(paid, "failed, yet earned reward")
     lines.append(result.summary_line())
-    return Half("wrong answers", lines, len(odd))
+    return Half("wrong answers", lines, len(odd) + len(paid))
 
 
 def summarize(references: EvalResult, wrong: EvalResult) -> tuple[Half, Half]:

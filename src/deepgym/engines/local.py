@@ -122,7 +122,7 @@ class LocalEngine:
         best: float | None = None
         for _ in range(2):  # the faster of two runs: one-off start-up costs are not the task's
             raw = await self._backend_run(job)
-            result, _ = build_result(raw, env.name, env.timeout)
+            result, _ = build_result(raw, env.name, env.timeout, scoring=env.scoring)
             if not result.passed:
                 return None
             elapsed = (raw.report or {}).get("elapsed_ms")
@@ -149,7 +149,13 @@ class LocalEngine:
         job = Job(env=env, answer=answer, timeout=limit, case_timeout=min(env.case_timeout, limit))
         raw = await self._backend_run(job)
         return build_result(
-            raw, env.name, limit, queue_ms=queue_ms, attempts=attempt, memory_mb=env.memory_mb
+            raw,
+            env.name,
+            limit,
+            queue_ms=queue_ms,
+            attempts=attempt,
+            memory_mb=env.memory_mb,
+            scoring=env.scoring,
         )
 
     async def _run_with_retry(

@@ -11,9 +11,10 @@ wrong answer scores too much, how to fix the test set: how many more cases it mu
 - ``time_limits``: the reference's run time, measured alone (the median of three runs one
   after another), is under a third of ``timeout``, and its slowest case under a third of
   ``case_timeout`` (measured case by case when the whole run is not already under that bound);
-- wrong answers score at most ``MAX_WRONG_SCORE``, with a verdict: ``empty`` for every kind;
-  ``stub`` (the entry point with a ``pass`` body) and ``constant[...]`` (return 0, None, [],
-  "" or -1) for a function task; ``echo`` (print the input back) for a script task;
+- wrong answers score ``MAX_WRONG_SCORE`` (0: nothing), with a verdict: ``empty`` for every
+  kind; ``stub`` (the entry point with a ``pass`` body), ``raising_stub`` (its body raises
+  ``NotImplementedError``) and ``constant[...]`` (return 0, None, [], "" or -1) for a function
+  task; ``echo`` (print the input back) for a script task;
 - for a patch task, the diff rules: ``empty`` is ``invalid_patch``; the reference diff plus a
   new test file is ``test_infra_tampering``; the reference diff cut inside a hunk
   (``garbled``) or with a changed context line (``stale_context``) is ``patch_apply_failed``;
@@ -27,13 +28,11 @@ from __future__ import annotations
 
 import ast
 import copy
-import math
 import statistics
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from deepgym.envs.reports import MAX_WRONG_SCORE, Check, CheckReport
@@ -60,6 +59,7 @@ __all__ = [
     "constant_answer",
     "judge",
     "probes",
+    "raising_stub_answer",
     "stub_answer",
     "time_reference",
 ]
@@ -118,40 +118,55 @@ def _entry_node(env: Environment) -> ast.FunctionDef | ast.AsyncFunctionDef | as
     return None
 
 
+def _body(raises: bool) -> ast.stmt:
+    if raises:
+        return ast.Raise(exc=ast.Name("NotImplementedError", ast.Load()), cause=None)
+    return ast.Pass()
+
+
 def _stub_def(
-    node: ast.FunctionDef | ast.AsyncFunctionDef,
+    node: ast.FunctionDef | ast.AsyncFunctionDef, raises: bool = False
 ) -> ast.FunctionDef | ast.AsyncFunctionDef:
-    """``node``'s signature, annotations and decorators dropped, with a ``pass`` body."""
+    """``node``'s signature, annotations and decorators dropped, with a ``pass`` body (one that
+    raises ``NotImplementedError``: ``raises``)."""
     stub = copy.deepcopy(node)
     args = stub.args
     for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
         if a is not None:
             a.annotation = None
-    stub.body = [ast.Pass()]
+    stub.body = [_body(raises)]
     stub.decorator_list = []
     stub.returns = None
     return stub
 
 
-def stub_answer(env: Environment) -> str:
-    """The entry point with a ``pass`` body (a class keeps its methods, each ``pass``)."""
+def stub_answer(env: Environment, *, raises: bool = False) -> str:
+    """The entry point with a ``pass`` body (a class keeps its methods, each ``pass``);
+    ``raises``: each body raises ``NotImplementedError`` instead."""
     node = _entry_node(env)
     name = env.entry_point or "solution"
     if node is None:
-        return f"def {name}(*args, **kwargs):\n    pass\n"
+        return f"def {name}(*args, **kwargs):\n    {ast.unparse(_body(raises))}\n"
     stub: ast.stmt
     if isinstance(node, ast.ClassDef):
         methods: list[ast.stmt] = [
-            _stub_def(n) for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            _stub_def(n, raises)
+            for n in node.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
         ]
         cls = copy.deepcopy(node)
         cls.bases, cls.keywords, cls.decorator_list = [], [], []
         cls.body = methods or [ast.Pass()]
         stub = cls
     else:
-        stub = _stub_def(node)
+        stub = _stub_def(node, raises)
     module = ast.Module(body=[stub], type_ignores=[])
     return ast.unparse(ast.fix_missing_locations(module)) + "\n"
+
+
+def raising_stub_answer(env: Environment) -> str:
+    """The entry point whose body raises ``NotImplementedError`` (a class: every method's)."""
+    return stub_answer(env, raises=True)
 
 
 def constant_answer(env: Environment, source: str) -> str:
@@ -231,6 +246,7 @@ def probes(env: Environment) -> list[Probe]:
     if env.kind == "script":
         return [*out, Probe("echo", ECHO_PROGRAM, "low")]
     out.append(Probe("stub", stub_answer(env), "low"))
+    out.append(Probe("raising_stub", raising_stub_answer(env), "low"))
     out += [
         Probe(f"constant[{label}]", constant_answer(env, src), "low") for label, src in CONSTANTS
     ]
@@ -258,26 +274,28 @@ def _brief(r: RunResult) -> str:
 
 
 def _advice(env: Environment, probe: Probe, r: RunResult) -> str:
-    """How to fix a weak test set that a wrong answer scores too much on."""
-    names = {"stub": "a `pass` body", "empty": "the empty answer", "echo": "echoing the input"}
+    """How to fix a test set that a wrong answer earns reward on."""
+    names = {
+        "stub": "a `pass` body",
+        "raising_stub": "a body that raises",
+        "empty": "the empty answer",
+        "echo": "echoing the input",
+    }
     if probe.name.startswith("constant["):
         this = f"`return {probe.name.removeprefix('constant[').removesuffix(']')}`"
     else:
         this = names.get(probe.name, "this answer")
-    passed = sum(c.passed for c in r.cases)
     declarative = env.verifier_code is None and env.verifier_path is None
-    bound = f"(a wrong answer may score at most {MAX_WRONG_SCORE})"
-    if not declarative:
-        return f"to fix: test more that {this} fails, or make the verifier score it lower {bound}"
-    if not (passed and math.isclose(r.score, passed / len(r.cases))):
-        return f"to fix: add test cases that {this} fails {bound}"
-    # The score is the share of cases passed: n cases more that it fails bring it down to the
-    # bound when passed / (total + n) <= MAX_WRONG_SCORE.
-    more = max(math.ceil(passed / Fraction(str(MAX_WRONG_SCORE))) - len(r.cases), 1)
-    return (
-        f"to fix: add at least {more} test case(s) that {this} fails, or change some of the "
-        f"{passed} it passes to expect something else {bound}"
-    )
+    if r.passed:
+        return f"to fix: add a test case that {this} fails"
+    if env.scoring == "partial":
+        passed = sum(c.passed for c in r.cases)
+        held = f"the {passed} case(s) it passes pay" if declarative and passed else "its score pays"
+        return (
+            f"to fix: with scoring 'partial' {held}; score all-or-nothing (scoring 'all', the "
+            f"default), or make every case fail {this}"
+        )
+    return f"to fix: make the verifier score {this} 0 (it did not pass, yet scored above 0)"
 
 
 def _meets(env: Environment, probe: Probe, r: RunResult) -> Check:
@@ -291,7 +309,7 @@ def _meets(env: Environment, probe: Probe, r: RunResult) -> Check:
     if probe.expect == "low":
         ok = r.score <= MAX_WRONG_SCORE and not r.passed
         why = f"a wrong answer scored {r.score:.2f}" + (" and passed" if r.passed else "")
-        why += f", more than {MAX_WRONG_SCORE}"
+        why += f" (it must score {MAX_WRONG_SCORE:g})"
         if r.cases:
             why += f" ({sum(c.passed for c in r.cases)}/{len(r.cases)} tests passed)"
         return Check(probe.name, ok, _brief(r) if ok else f"{why}; {_advice(env, probe, r)}")

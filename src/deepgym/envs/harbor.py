@@ -359,6 +359,9 @@ def _metadata(
         "lifetime": agent_s,
         "step_timeout": agent_s,
         "timeout": verifier_s + VERIFIER_GRACE_S,
+        # A Harbor task's verifier writes its reward, which may be any number in [0, 1]: that
+        # number is the task's reward, as Harbor defines it.
+        "scoring": "partial",
     }
     if isinstance(info.get("difficulty"), str):
         meta["difficulty"] = info["difficulty"]

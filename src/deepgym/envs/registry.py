@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, UnknownEnvironmentError
-from deepgym.models import Environment
+from deepgym.models import Environment, Scoring
 from deepgym.text import one_line
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
@@ -47,6 +47,7 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "case_timeout": (int, float),
     "memory_mb": int,
     "compare": str,
+    "scoring": str,
     "seed": int,
     "max_processes": int,
     "max_file_mb": int,
@@ -283,15 +284,22 @@ def load_environment(name: str | Path) -> Environment:
     raise _unknown(key, list(_builtin_names()) + list(_agent_names()) + prefixed)
 
 
-def load_suite(name: str) -> list[Environment]:
-    """All environments of a suite: ``builtin``, or a registered one such as ``humaneval``."""
+def load_suite(name: str, *, scoring: Scoring | None = None) -> list[Environment]:
+    """All environments of a suite: ``builtin``, or a registered one such as ``humaneval``.
+
+    ``scoring``: each environment's scoring, where given (``"partial"``: per-case partial
+    credit, an explicit choice; every suite scores all-or-nothing by default)."""
+    if scoring not in (None, "all", "partial"):
+        raise ConfigError(f"scoring must be 'all' or 'partial', not {scoring!r}")
     if name == "builtin":
-        return [_load_builtin(n) for n in _builtin_names()]
-    suite = _suites().get(name)
-    if suite is not None:
-        envs: list[Environment] = _entry(suite.load, f"suite {name!r}")()
+        envs = [_load_builtin(n) for n in _builtin_names()]
+    elif (suite := _suites().get(name)) is not None:
+        envs = _entry(suite.load, f"suite {name!r}")()
+    else:
+        raise _unknown(name, list_suites())
+    if scoring is None:
         return envs
-    raise _unknown(name, list_suites())
+    return [e if e.scoring == scoring else e.model_copy(update={"scoring": scoring}) for e in envs]
 
 
 def resolve_many(envs_or_suite: Sequence[Environment | str | Path] | str) -> list[Environment]:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 __all__ = ["MAX_WRONG_SCORE", "Check", "CheckReport"]
 
-MAX_WRONG_SCORE = 0.2
-"""The most a wrong answer (empty, stub, constant, echo), or an agent that does not solve the
-task (no-op, busy, random), may score."""
+MAX_WRONG_SCORE = 0.0
+"""The most a wrong answer (empty, stub, raising stub, constant, echo), or an agent that does not
+solve the task (no-op, busy, random), may score: nothing. A reward that pays for a wrong answer
+teaches the policy to produce it."""
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ dg)`` plays four agents through real sessions and returns a ``CheckReport``:
 
 - ``reference``: the reference agent's actions, then ``done``: scores 1.0 and passes;
 - ``deterministic``: three more reference episodes give the same result, case for case;
-- ``no-op``: ``done`` at once: scores at most ``MAX_WRONG_SCORE``, with a verdict;
+- ``no-op``: ``done`` at once: scores ``MAX_WRONG_SCORE`` (0), with a verdict;
 - ``busy``: many plausible commands that explore without solving (list the files, read them,
-  run the visible tests, look at git and make): at most ``MAX_WRONG_SCORE``, with a verdict;
-- ``random``: seeded random harmless commands (create, copy, list and count files): at most
+  run the visible tests, look at git and make): ``MAX_WRONG_SCORE``, with a verdict;
+- ``random``: seeded random harmless commands (create, copy, list and count files):
   ``MAX_WRONG_SCORE``, with a verdict.
 
 The agents are pure functions of the step (``reference_actions``, ``busy_actions``,
@@ -124,7 +124,7 @@ def _low(name: str, r: RunResult) -> Check:
     if not r.has_verdict:
         return Check(name, False, f"no verdict: {r.error_type}: {short_cause(r.error)}")
     if r.score > MAX_WRONG_SCORE:
-        return Check(name, False, f"scored {r.score:.2f} (at most {MAX_WRONG_SCORE} expected)")
+        return Check(name, False, f"scored {r.score:.2f} (it must score {MAX_WRONG_SCORE:g})")
     return Check(name, True, f"scored {r.score:.2f}")
 
 

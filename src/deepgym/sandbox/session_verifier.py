@@ -78,5 +78,8 @@ async def verify_snapshot(
     raw.stdout = got.out.decode(errors="replace")
     raw.stderr = got.err.decode(errors="replace")
     raw.total_ms = (time.monotonic() - t0) * 1000.0
-    result, _ = build_result(raw, env.name, env.timeout, memory_mb=env.memory_mb)
+    # A step's score is progress along the episode (shaping), never all-or-nothing; the final
+    # verdict follows the environment's scoring.
+    scoring = "partial" if step else env.scoring
+    result, _ = build_result(raw, env.name, env.timeout, memory_mb=env.memory_mb, scoring=scoring)
     return result.model_copy(update={"sandbox_id": sandbox_id})
