@@ -57,7 +57,7 @@ def test_endpoint_answers_openrlhfs_request() -> None:
         r = http.post(openrlhf.ROUTE, json=_body(["pass", "half", "nov", "fail"]))
         assert r.status_code == 200
         out = r.json()
-        assert out["rewards"] == [1.0, 0.5, -1.0, 0.0]
+        assert out["rewards"] == [1.0, 0.0, -1.0, 0.0]  # "half" passes half: all-or-nothing
         assert out["scores"] == out["rewards"]
         assert out["extra_logs"]["deepgym_no_verdict"] == [0.0, 0.0, 1.0, 0.0]
         assert all(len(v) == 4 for v in out["extra_logs"].values())
@@ -145,7 +145,7 @@ def test_a_sample_that_cannot_run_has_no_verdict_and_the_others_are_scored() -> 
         r = http.post(openrlhf.ROUTE, content=json.dumps(body), headers=JSON)
     asyncio.run(client.close())
     out = r.json()
-    assert out["rewards"] == [1.0, -1.0, -1.0, 0.5]
+    assert out["rewards"] == [1.0, -1.0, -1.0, 0.0]
     assert out["extra_logs"]["deepgym_no_verdict"] == [0.0, 1.0, 1.0, 0.0]
     assert backend.answers == ["pass", "half"]  # the others never ran
 
