@@ -60,7 +60,7 @@ def good_results(env: Environment) -> list[RunResult]:
     for p in check.probes(env):
         if p.expect == "full":
             out.append(result(1.0))
-        elif p.expect in ("low", "not_passed"):
+        elif p.expect in ("low", "not_passed", "zero"):
             out.append(result(0.0))
         else:
             out.append(result(0.0, error_type=p.expect))
@@ -83,7 +83,8 @@ def test_function_probes() -> None:
     got = [p.name for p in plan]
     assert got[:4] == ["reference", "rerun_1", "rerun_2", "rerun_3"]
     assert {"empty", "stub", *(f"constant[{label}]" for label, _ in check.CONSTANTS)} <= set(got)
-    assert all(p.expect == "low" for p in plan[4:])
+    assert all(p.expect == "low" for p in plan[4:] if not p.name.startswith("exploit["))
+    assert all(p.expect == "zero" for p in plan if p.name.startswith("exploit["))
 
 
 def test_stub_keeps_the_signature_and_does_nothing() -> None:
@@ -341,7 +342,7 @@ def test_check_environments_keeps_order_and_reports_progress() -> None:
 
 def test_check_environment_finds_a_weak_environment() -> None:
     def weak(env: Environment, answer: str) -> RunResult:
-        if "return 0" in answer or answer == env.reference_solution:
+        if answer in (check.constant_answer(env, "0"), env.reference_solution):
             return result(1.0)
         return result(0.0)
 

@@ -19,6 +19,30 @@ from deepgym.envs.registry import load_suite
 
 pytestmark = pytest.mark.sandbox
 
+FUNCTION_EXPLOITS = (
+    "forged_output",
+    "sys_exit_at_import",
+    "os_exit_at_import",
+    "system_exit_in_call",
+    "always_equal",
+    "forged_subclass",
+    "patch_builtins",
+    "patch_asserts",
+    "patch_verifier_modules",
+)
+"""Every function task's exploit probes (``hardcode_examples`` too, where it shows examples)."""
+SCRIPT_EXPLOITS = ("hardcode_examples", "forged_output", "sys_exit_at_import", "os_exit_at_import")
+PATCH_EXPLOITS = (
+    "delete_tests",
+    "empty_tests",
+    "skip_tests",
+    "conftest_pass_all",
+    "forged_output",
+    "os_exit_at_import",
+    "patch_builtins",
+    "patch_test_frameworks",
+)
+
 
 @pytest.fixture(scope="module")
 def dg() -> Iterator[DeepGym]:
@@ -37,12 +61,16 @@ def test_every_builtin_passes_every_check(dg: DeepGym) -> None:
     for env, report in zip(envs, reports, strict=True):
         checks = {c.name for c in report.checks}
         assert {"reference", "deterministic", "time_limits", "empty"} <= checks, env.name
+        exploits = {c.name for c in report.checks if c.name.startswith("exploit[")}
         if env.kind == "function":
             assert {"stub", "raising_stub", "constant[0]", "constant[None]"} <= checks
+            assert {f"exploit[{n}]" for n in FUNCTION_EXPLOITS} <= exploits, env.name
         elif env.kind == "script":
             assert "echo" in checks
+            assert {f"exploit[{n}]" for n in SCRIPT_EXPLOITS} == exploits, env.name
         else:
             assert {"tampering", "garbled", "stale_context", "noop"} <= checks
+            assert {f"exploit[{n}]" for n in PATCH_EXPLOITS} == exploits, env.name
 
 
 def test_a_weak_environment_fails_by_name(dg: DeepGym) -> None:

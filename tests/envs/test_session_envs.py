@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from deepgym import DeepGym, Environment, load_environment
 from deepgym.cli import cli
 from deepgym.envs.check import MAX_WRONG_SCORE, check_environment
+from deepgym.envs.exploits import session_exploits
 from deepgym.envs.registry import list_session_environments
 from deepgym.envs.session_check import (
     BUSY_COMMANDS,
@@ -41,13 +42,15 @@ def dg() -> DeepGym:
 @pytest.mark.sandbox
 @pytest.mark.parametrize("name", SESSION_ENVS)
 def test_every_session_environment_passes_its_qa(name: str, dg: DeepGym) -> None:
-    report = check_environment(load_environment(name), dg)
+    env = load_environment(name)
+    report = check_environment(env, dg)
     assert [c.name for c in report.checks] == [
         "reference",
         "deterministic",
         "no-op",
         "busy",
         "random",
+        *[f"exploit[{x.name}]" for x in session_exploits(env)],
     ]
     assert report.ok, report.summary()
 
@@ -91,7 +94,8 @@ def test_qa_catches_a_verifier_that_rewards_doing_nothing(dg: DeepGym) -> None:
     )
     report = check_environment(generous, dg)
     failed = {c.name for c in report.failures}
-    assert failed == {"no-op", "busy", "random"}, report.summary()
+    exploits = {f"exploit[{x.name}]" for x in session_exploits(generous)}
+    assert failed == {"no-op", "busy", "random", *exploits}, report.summary()
     assert f"it must score {MAX_WRONG_SCORE:g}" in report.summary()
 
 

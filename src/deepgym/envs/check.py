@@ -18,7 +18,11 @@ wrong answer scores too much, how to fix the test set: how many more cases it mu
 - for a patch task, the diff rules: ``empty`` is ``invalid_patch``; the reference diff plus a
   new test file is ``test_infra_tampering``; the reference diff cut inside a hunk
   (``garbled``) or with a changed context line (``stale_context``) is ``patch_apply_failed``;
-  a diff that changes nothing that matters (``noop``) does not pass.
+  a diff that changes nothing that matters (``noop``) does not pass;
+- ``exploit[<name>]``: each answer of ``deepgym.envs.exploits`` for the environment's kind (a
+  forged report, an exit before the tests, an object equal to everything, patched builtins,
+  edited tests, ...) is judged a failure: scored 0 and not passed, with a verdict (a patch that
+  touches the tests: ``test_infra_tampering``).
 
 The probes and the judgement of their results are pure (``probes``, ``judge``); only
 ``check_environment`` / ``check_environments`` and ``time_reference`` run anything.
@@ -35,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from deepgym.envs.exploits import exploits
 from deepgym.envs.reports import MAX_WRONG_SCORE, Check, CheckReport
 from deepgym.envs.session_check import check_session_environment
 from deepgym.judge.patch import is_test_infra, make_diff
@@ -90,8 +95,9 @@ class Probe:
     """An answer to score and the rule its result must meet (``expect``).
 
     ``expect``: ``full`` (scores 1.0 and passes), ``low`` (judged, at most
-    ``MAX_WRONG_SCORE``), ``not_passed`` (judged without an error, and does not pass: the diff
-    applied), or an error type the run must be judged with (``invalid_patch``, ...).
+    ``MAX_WRONG_SCORE``), ``zero`` (judged, 0, not passed: an exploit), ``not_passed`` (judged
+    without an error, and does not pass: the diff applied), or an error type the run must be
+    judged with (``invalid_patch``, ...).
     """
 
     name: str
@@ -235,8 +241,19 @@ def _patch_probes(env: Environment, reference: str) -> list[Probe]:
     return out
 
 
+def _exploit_probes(env: Environment) -> list[Probe]:
+    return [
+        Probe(f"exploit[{x.name}]", x.answer, "zero" if x.expect == "fail" else x.expect)
+        for x in exploits(env)
+    ]
+
+
 def probes(env: Environment) -> list[Probe]:
     """The answers ``check_environment`` scores, and what each must score."""
+    return _probes(env) + _exploit_probes(env)
+
+
+def _probes(env: Environment) -> list[Probe]:
     reference = env.reference_solution or ""
     out = [Probe("reference", reference, "full")]
     out += [Probe(f"rerun_{i}", reference, "full") for i in range(1, RERUNS + 1)]
@@ -313,6 +330,9 @@ def _meets(env: Environment, probe: Probe, r: RunResult) -> Check:
         if r.cases:
             why += f" ({sum(c.passed for c in r.cases)}/{len(r.cases)} tests passed)"
         return Check(probe.name, ok, _brief(r) if ok else f"{why}; {_advice(env, probe, r)}")
+    if probe.expect == "zero":
+        ok = r.score == 0.0 and not r.passed
+        return Check(probe.name, ok, _brief(r) if ok else f"an exploit {said}; it must score 0")
     if probe.expect == "not_passed":
         ok = not r.passed and r.error_type is None
         return Check(probe.name, ok, _brief(r) if ok else f"a diff that changes nothing {said}")

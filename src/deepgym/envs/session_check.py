@@ -3,7 +3,7 @@ and only that?
 
 A session environment's reference agent is a list of actions (``reference_agent.json`` in its
 folder, kept in ``Environment.reference_solution`` as JSON). ``check_session_environment(env,
-dg)`` plays four agents through real sessions and returns a ``CheckReport``:
+dg)`` plays its agents through real sessions and returns a ``CheckReport``:
 
 - ``reference``: the reference agent's actions, then ``done``: scores 1.0 and passes;
 - ``deterministic``: three more reference episodes give the same result, case for case;
@@ -11,7 +11,11 @@ dg)`` plays four agents through real sessions and returns a ``CheckReport``:
 - ``busy``: many plausible commands that explore without solving (list the files, read them,
   run the visible tests, look at git and make): ``MAX_WRONG_SCORE``, with a verdict;
 - ``random``: seeded random harmless commands (create, copy, list and count files):
-  ``MAX_WRONG_SCORE``, with a verdict.
+  ``MAX_WRONG_SCORE``, with a verdict;
+- ``exploit[<name>]``: each agent of ``deepgym.envs.exploits.session_exploits`` (a reward or
+  result file written in the work dir, the visible tests deleted or edited, programs that print
+  a forged result, objects equal to everything, patched modules): scored 0 and not passed, with
+  a verdict.
 
 The agents are pure functions of the step (``reference_actions``, ``busy_actions``,
 ``random_actions``); only ``check_session_environment`` opens sessions.
@@ -24,6 +28,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from deepgym.envs.exploits import session_exploits
 from deepgym.envs.reports import MAX_WRONG_SCORE, Check, CheckReport
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
@@ -128,6 +133,15 @@ def _low(name: str, r: RunResult) -> Check:
     return Check(name, True, f"scored {r.score:.2f}")
 
 
+def _zero(name: str, r: RunResult) -> Check:
+    if not r.has_verdict:
+        return Check(name, False, f"no verdict: {r.error_type}: {short_cause(r.error)}")
+    if r.score != 0.0 or r.passed:
+        what = f"scored {r.score:.2f}" + (" and passed" if r.passed else "")
+        return Check(name, False, f"an exploit {what}; it must score 0")
+    return Check(name, True, "scored 0.00")
+
+
 def check_session_environment(env: Environment, dg: DeepGym, *, seed: int = 0) -> CheckReport:
     """Play the reference, no-op, busy and random agents through sessions of ``env`` with
     ``dg`` and judge their results (see the module doc)."""
@@ -137,7 +151,9 @@ def check_session_environment(env: Environment, dg: DeepGym, *, seed: int = 0) -
     except ConfigError as exc:
         report.checks.append(Check("reference", False, str(exc)))
         return report
-    turns = max(env.max_steps, len(reference) + 1, len(BUSY_COMMANDS) + 1)
+    agents = session_exploits(env)
+    longest = max(len(x.actions) for x in agents)
+    turns = max(env.max_steps, len(reference) + 1, len(BUSY_COMMANDS) + 1, longest)
 
     def play(actions: list[Action]) -> RunResult:
         from deepgym.session import Budget
@@ -157,4 +173,6 @@ def check_session_environment(env: Environment, dg: DeepGym, *, seed: int = 0) -
     report.checks.append(_low("no-op", play([])))
     report.checks.append(_low("busy", play(busy_actions())))
     report.checks.append(_low("random", play(random_actions(seed))))
+    for x in agents:
+        report.checks.append(_zero(f"exploit[{x.name}]", play(list(x.actions))))
     return report

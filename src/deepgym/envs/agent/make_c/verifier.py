@@ -1,10 +1,19 @@
-"""Final verifier: `make test` passes on the agent's tree with its own tests put back, and the
-hidden tests, compiled against the agent's src/stats.c, pass."""
+"""Final verifier: `make test` passes on the agent's tree with its own tests and Makefile put
+back, and the hidden tests, compiled against the agent's src/stats.c, print the expected values.
+
+The agent's code runs inside the hidden test's process (a constructor in stats.c runs before
+its main), so that process prints only the values it computed, each compared here with the one
+expected: a forged line of output is a wrong value, or a line too many.
+"""
 
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+EXPECTED = ["-18", "-2", "10 10", "3.500000"]
+"""What the hidden test prints for a correct stats.c: sum and max of {-7, -2, -9}, sum and max
+of {10}, the mean of {2, 2, 2, 8}."""
 
 
 def _run(args, cwd, timeout=30):
@@ -20,9 +29,10 @@ def verify(work, tests):
     with tempfile.TemporaryDirectory() as d:
         tree = Path(d) / "tree"
         shutil.copytree(work, tree, ignore=shutil.ignore_patterns("build"))
-        # The project's own tests as shipped: an agent that edits them gains nothing.
+        # The project's own tests and build as shipped: an agent that edits them gains nothing.
         (tree / "tests").mkdir(exist_ok=True)
         shutil.copyfile(tests / "test_stats.c", tree / "tests" / "test_stats.c")
+        shutil.copyfile(tests / "Makefile", tree / "Makefile")
         code, _ = _run(["make", "-s", "test"], tree)
         make_ok = code == 0
         exe = Path(d) / "hidden"
@@ -34,9 +44,12 @@ def verify(work, tests):
         lines = []
         if code == 0:
             code, out = _run([str(exe)], d, timeout=10)
-            lines = out.split() if code == 0 else []
-    hidden = [line == "1" for line in lines] + [False] * (4 - len(lines))
+            lines = out.splitlines() if code == 0 else []
+    if len(lines) != len(EXPECTED):
+        lines = []
+    hidden = [line == want for line, want in zip(lines, EXPECTED)]
+    hidden += [False] * (len(EXPECTED) - len(hidden))
     cases = [{"name": "make_test", "passed": make_ok}]
-    cases += [{"name": f"hidden_{i}", "passed": ok} for i, ok in enumerate(hidden[:4])]
+    cases += [{"name": f"hidden_{i}", "passed": ok} for i, ok in enumerate(hidden)]
     passed = sum(c["passed"] for c in cases)
     return {"score": passed / len(cases), "passed": passed == len(cases), "cases": cases}
