@@ -19,6 +19,13 @@ from click.testing import CliRunner, Result
 from deepgym import cli
 from deepgym.cli import environments
 from deepgym.envs.check import Check, CheckReport
+from deepgym.envs.mutants import (
+    MUTATION_THRESHOLD,
+    Equivalent,
+    Mutant,
+    MutationReport,
+    Survivor,
+)
 from deepgym.envs.registry import (
     BUILTIN_DIR,
     list_environments,
@@ -165,3 +172,87 @@ def test_qa_checks_a_session_environment_for_real(monkeypatch: pytest.MonkeyPatc
         "busy",
         "random",
     ]
+
+
+def mutation(env: Environment, *, score_ok: bool) -> MutationReport:
+    m = Mutant("comparison-L2-abcd1234", "src", "comparison", 2, "line 2: `<` -> `<=`")
+    survivor = Survivor(m, "--- reference\n+++ reference\n", '{"args": [9], "expected": 9}')
+    equivalent = Equivalent(m, "--- reference\n", "agrees with the reference on 60 inputs")
+    return MutationReport(
+        env=env.name,
+        kind=env.kind,
+        mutants=11,
+        killed=9 if score_ok else 5,
+        no_verdict=0,
+        survivors=(survivor,),
+        equivalents=(equivalent,),
+        seconds=1.5,
+    )
+
+
+@pytest.fixture
+def mutated(monkeypatch: pytest.MonkeyPatch, checked: list[str]) -> list[str]:
+    """Every environment mutation-tested, by name; the score is low for names holding ``weak``."""
+    seen: list[str] = []
+
+    def fake(env: Environment, dg: Any, **kwargs: Any) -> MutationReport:
+        seen.append(env.name)
+        return mutation(env, score_ok="weak" not in env.name)
+
+    def fake_many(envs: list[Environment], dg: Any, **kwargs: Any) -> list[MutationReport]:
+        return [fake(e, dg) for e in envs]
+
+    monkeypatch.setattr(environments, "mutation_test", fake)
+    monkeypatch.setattr(environments, "mutation_tests", fake_many)
+    return seen
+
+
+def test_check_mutants_json_shape(mutated: list[str]) -> None:
+    r = invoke("check", "--mutants", "two_sum", "--json")
+    assert r.exit_code == 0, r.output
+    (data,) = json.loads(r.output)
+    assert list(data) == ["env", "ok", "checks", "kind", "mutation"]
+    assert data["kind"] == "function"
+    m = data["mutation"]
+    assert list(m) == [
+        "env", "kind", "mutants", "killed", "equivalent", "survived", "no_verdict", "score",
+        "seconds", "threshold", "ok", "survivors", "equivalents",
+    ]  # fmt: skip
+    assert m["score"] == 0.9 and m["ok"] is True and m["threshold"] == MUTATION_THRESHOLD
+    assert m["survivors"][0]["killing_input"] == '{"args": [9], "expected": 9}'
+    assert m["equivalents"][0]["why"].startswith("agrees")
+
+
+def test_check_mutants_prints_the_table_and_survivors(mutated: list[str]) -> None:
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, ["check", "--mutants", "two_sum"])
+    assert r.exit_code == 0, r.output
+    for header in ("environment", "kind", "mutants", "equivalent", "killed", "survived", "score"):
+        assert header in r.output
+    assert "survivor comparison-L2-abcd1234" in r.output
+    assert 'killed by this test case: {"args": [9], "expected": 9}' in r.output
+
+
+def test_qa_mutants_fails_below_the_threshold(
+    mutated: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = Environment(name="fine", entry_point="f", test_cases=[{"expected": 1}])
+    weak = good.model_copy(update={"name": "weak_one"})
+    monkeypatch.setattr(environments, "shipped", lambda: [good, weak])
+    r = invoke("qa", "--mutants")
+    assert r.exit_code == 1
+    assert "1/2 environments reach the mutation threshold 0.9; below: weak_one" in r.output
+    data = json.loads(invoke("qa", "--mutants", "--json").output)
+    assert [(d["env"], d["mutation"]["ok"]) for d in data] == [("fine", True), ("weak_one", False)]
+    assert invoke("qa").exit_code == 0  # without --mutants, the score is not measured
+    assert "mutation" not in json.loads(invoke("qa", "--json").output)[0]
+
+
+def test_qa_suite_reports_mutation_scores_as_they_are(
+    mutated: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weak = Environment(name="weak_suite_1", entry_point="f", test_cases=[{"expected": 1}])
+    monkeypatch.setattr(environments, "load_targets", lambda name: [weak])
+    r = invoke("qa", "--mutants", "--suite", "humaneval")
+    assert r.exit_code == 0, r.output
+    assert mutated == ["weak_suite_1"]
+    assert "below: weak_suite_1" in r.output

@@ -33,6 +33,7 @@ from deepgym.cli.common import (
 )
 from deepgym.cli.tables import Cell, Column, print_table
 from deepgym.envs.check import CheckReport, check_environment, check_environments
+from deepgym.envs.mutants import MUTATION_THRESHOLD, MutationReport, mutation_test, mutation_tests
 from deepgym.envs.registry import list_session_environments, load_environment, load_suite
 from deepgym.models import Environment
 
@@ -79,18 +80,65 @@ def _mark(ok: bool) -> Text:
     return Text("ok", style="bold green") if ok else Text("FAILED", style="bold red")
 
 
-def _check_json(reports: Sequence[CheckReport]) -> str:
-    return json.dumps(
+def _check_json(
+    reports: Sequence[CheckReport],
+    envs: Sequence[Environment] = (),
+    mutations: Sequence[MutationReport] | None = None,
+) -> str:
+    """The reports as JSON: ``{"env", "ok", "checks"}`` each, and with ``mutations`` (one per
+    report) also ``"kind"`` and ``"mutation"`` (``MutationReport.to_json``)."""
+    entries: list[dict[str, object]] = []
+    for i, r in enumerate(reports):
+        entry: dict[str, object] = {
+            "env": r.env_name,
+            "ok": r.ok,
+            "checks": [{"name": c.name, "ok": c.ok, "message": c.message} for c in r.checks],
+        }
+        if mutations is not None:
+            entry["kind"] = envs[i].kind
+            entry["mutation"] = mutations[i].to_json()
+        entries.append(entry)
+    return json.dumps(entries, indent=2)
+
+
+def _score(m: MutationReport) -> Text:
+    if m.score is None:
+        return Text("-", style="bold" if m.ok else "bold red")
+    return Text(f"{m.score:.2f}", style="bold green" if m.ok else "bold red")
+
+
+def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
+    """The mutation table, then each survivor as a diff with the input that kills it."""
+    columns = [
+        Column("environment"),
+        Column("kind"),
+        Column("mutants", justify="right"),
+        Column("equivalent", justify="right"),
+        Column("killed", justify="right"),
+        Column("survived", justify="right"),
+        Column("score", justify="right"),
+        Column("seconds", justify="right"),
+    ]
+    rows: list[list[Cell]] = [
         [
-            {
-                "env": r.env_name,
-                "ok": r.ok,
-                "checks": [{"name": c.name, "ok": c.ok, "message": c.message} for c in r.checks],
-            }
-            for r in reports
-        ],
-        indent=2,
-    )
+            m.env,
+            m.kind,
+            str(m.mutants),
+            str(len(m.equivalents)),
+            str(m.killed),
+            str(m.survived) + (f" (+{m.no_verdict} no verdict)" if m.no_verdict else ""),
+            _score(m),
+            f"{m.seconds:.1f}",
+        ]
+        for m in reports
+    ]
+    print_table(out(), title, columns, rows)
+    for m in reports:
+        for s in m.survivors:
+            click.echo(f"\n{m.env}: survivor {s.mutant.id} ({s.mutant.description})")
+            click.echo(s.diff.rstrip("\n"))
+            if s.killing_input is not None:
+                click.echo(f"  killed by this test case: {s.killing_input}")
 
 
 @click.command()
@@ -98,19 +146,32 @@ def _check_json(reports: Sequence[CheckReport]) -> str:
 @sandbox_option
 @parallel_option
 @json_option
-def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> None:
+@click.option(
+    "--mutants",
+    is_flag=True,
+    help="Also run the reference's mutants and report the mutation score "
+    f"(exit 1 below {MUTATION_THRESHOLD}).",
+)
+def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool, mutants: bool) -> None:
     """Check ENV (a built-in name or a folder): its reference scores 1.0, wrong answers ~0,
-    reruns agree, time limits fit.
+    reruns agree, time limits fit; with --mutants, its tests fail the reference's mutants.
 
     \b
     Exit codes: 0 every check passed; 1 a check failed (its detail says what to
-    do); 2 bad input; 130 interrupted.
+    do) or the mutation score is below the threshold; 2 bad input; 130 interrupted.
     """
     environment = load_env(env)
+    mutation: MutationReport | None = None
     with common.make_client(sandbox) as dg:
         report = check_environment(environment, dg, max_parallel=max_parallel)
+        if mutants:
+            with progress("mutants") as advance:
+                mutation = mutation_test(
+                    environment, dg, max_parallel=max_parallel, progress=advance
+                )
+    mutations = None if mutation is None else [mutation]
     if as_json:
-        click.echo(_check_json([report]))
+        click.echo(_check_json([report], [environment], mutations))
     else:
         rows: list[list[Cell]] = [
             [c.name, _mark(c.ok), line(c.message) if c.message else ""] for c in report.checks
@@ -123,7 +184,9 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> No
             if failed
             else f"all {len(report.checks)} checks passed"
         )
-    if not report.ok:
+        if mutation is not None:
+            _print_mutations([mutation], f"mutation score of {environment.name}")
+    if not report.ok or (mutation is not None and not mutation.ok):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
@@ -131,28 +194,60 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> No
 @sandbox_option
 @parallel_option
 @json_option
-def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
-    """Run 'deepgym check' on every built-in environment, session environments included.
+@click.option(
+    "--mutants",
+    is_flag=True,
+    help="Also run each reference's mutants and report the mutation scores "
+    f"(exit 1 when a shipped environment is below {MUTATION_THRESHOLD}).",
+)
+@click.option(
+    "--suite",
+    default=None,
+    metavar="NAME",
+    help="Check this suite (builtin, humaneval, ...) instead of every shipped environment; "
+    "its mutation scores are reported as they are.",
+)
+def qa(
+    sandbox: str | None, max_parallel: int, as_json: bool, mutants: bool, suite: str | None
+) -> None:
+    """Run 'deepgym check' on every built-in environment, session environments included (or on
+    a --suite); with --mutants, measure each verifier's mutation score too.
 
     \b
-    Exit codes: 0 every check of every environment passed; 1 a check failed;
+    Exit codes: 0 every check of every environment passed; 1 a check failed, or
+    (--mutants, without --suite) a mutation score is below the threshold;
     2 bad input; 130 interrupted.
     """
-    envs = shipped()
-    with common.make_client(sandbox) as dg, progress("qa") as advance:
-        reports = check_environments(envs, dg, max_parallel=max_parallel, progress=advance)
+    envs = shipped() if suite is None else load_targets(suite)
+    mutations: list[MutationReport] | None = None
+    with common.make_client(sandbox) as dg:
+        with progress("qa") as advance:
+            reports = check_environments(envs, dg, max_parallel=max_parallel, progress=advance)
+        if mutants:
+            with progress("mutants") as advance:
+                mutations = mutation_tests(envs, dg, max_parallel=max_parallel, progress=advance)
     if as_json:
-        click.echo(_check_json(reports))
+        click.echo(_check_json(reports, envs, mutations))
     else:
         rows: list[list[Cell]] = [
             [r.env_name, _mark(r.ok), "; ".join(f"{c.name}: {line(c.message)}" for c in r.failures)]
             for r in reports
         ]
         columns = [Column("environment"), Column("result"), Column("failed checks", wrap=True)]
-        print_table(out(), "built-in environments", columns, rows)
+        title = "built-in environments" if suite is None else f"suite {suite}"
+        print_table(out(), title, columns, rows)
         good = sum(r.ok for r in reports)
         click.echo(f"{good}/{len(reports)} environments pass every check")
-    if not all(r.ok for r in reports):
+        if mutations is not None:
+            _print_mutations(mutations, f"mutation scores ({title})")
+            below = [m.env for m in mutations if not m.ok]
+            click.echo(
+                f"{len(mutations) - len(below)}/{len(mutations)} environments reach the "
+                f"mutation threshold {MUTATION_THRESHOLD}"
+                + (f"; below: {', '.join(below)}" if below else "")
+            )
+    weak = suite is None and mutations is not None and not all(m.ok for m in mutations)
+    if not all(r.ok for r in reports) or weak:
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
