@@ -19,6 +19,7 @@ from click.testing import CliRunner, Result
 from deepgym import cli
 from deepgym.cli import environments
 from deepgym.envs.check import Check, CheckReport
+from deepgym.envs.qa_report import QaReport, validate_entries
 from deepgym.envs.registry import (
     BUILTIN_DIR,
     list_environments,
@@ -26,6 +27,7 @@ from deepgym.envs.registry import (
     load_environment,
 )
 from deepgym.models import Environment
+from deepgym.store import RunStore
 
 
 def invoke(*args: str) -> Result:
@@ -165,3 +167,44 @@ def test_qa_checks_a_session_environment_for_real(monkeypatch: pytest.MonkeyPatc
         "busy",
         "random",
     ]
+
+
+def _kept(path: Path | None = None) -> list[QaReport]:
+    with RunStore(path) as s:
+        return [s.qa_report(r.id) for r in s.qa_reports()]
+
+
+def test_qa_and_check_keep_their_report_for_the_console(checked: list[str]) -> None:
+    r = invoke("qa", "--json")
+    printed = json.loads(r.output)  # the note stays off a --json output
+    (kept,) = _kept()
+    assert kept.meta == {"command": "qa", "sandbox": None}
+    assert kept.entries is not None
+    assert [e.model_dump() for e in kept.entries] == [
+        e.model_dump() for e in validate_entries(printed)
+    ]
+    r = invoke("check", "coin_change")
+    newest = _kept()[0]
+    assert f"QA report {newest.id} kept: 'deepgym console' shows it" in r.output
+    assert newest.meta == {"command": "check", "env": "coin_change", "sandbox": None}
+    assert newest.summary.environments == newest.summary.passed == 1
+
+
+def test_no_store_keeps_nothing_and_store_picks_the_file(
+    checked: list[str], tmp_path: Path
+) -> None:
+    invoke("check", "coin_change", "--no-store")
+    invoke("qa", "--no-store")
+    assert _kept() == []
+    path = tmp_path / "elsewhere.sqlite"
+    assert invoke("check", "two_sum", "--json", "--store", str(path)).exit_code == 0
+    assert [k.meta["env"] for k in _kept(path)] == ["two_sum"] and _kept() == []
+
+
+def test_a_default_store_that_cannot_open_is_a_note(
+    checked: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "home").write_text("a file where the folder goes")
+    monkeypatch.setenv("DEEPGYM_HOME", str(tmp_path / "home"))
+    r = invoke("check", "coin_change")
+    assert r.exit_code == 0 and "note: QA report not kept" in r.output

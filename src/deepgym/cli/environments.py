@@ -7,13 +7,16 @@ listed with its kind.
 ``check`` and ``qa`` run ``deepgym.envs.check`` (the reference scores 1.0, wrong answers about 0,
 reruns agree, time limits fit; for a session, ``deepgym.envs.session_check``: the reference
 agent scores 1.0, a no-op, a busy and a random agent about 0 with a verdict) and exit 1 when a
-check fails; the checks are decided there, and only printed here.
+check fails; the checks are decided there, and only printed here. Each keeps its report, what
+``--json`` prints, in the run store (``--store``, ``--no-store``), where the console's QA page
+shows it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 from rich.text import Text
@@ -26,15 +29,19 @@ from deepgym.cli.common import (
     line,
     load_env,
     load_targets,
+    no_store_option,
     out,
     parallel_option,
     progress,
     sandbox_option,
+    store_option,
 )
 from deepgym.cli.tables import Cell, Column, print_table
 from deepgym.envs.check import CheckReport, check_environment, check_environments
 from deepgym.envs.registry import list_session_environments, load_environment, load_suite
+from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
+from deepgym.store import save_qa
 
 __all__ = ["check", "limits_cmd", "list_cmd", "qa", "shipped", "show"]
 
@@ -93,12 +100,35 @@ def _check_json(reports: Sequence[CheckReport]) -> str:
     )
 
 
+def _keep(text: str, meta: dict[str, str | None], store_path: Path | None, quiet: bool) -> None:
+    """Keep the report ``text`` (what ``--json`` prints) in the run store for the console; a
+    default store that cannot open is skipped with a note, a ``--store`` one is an error."""
+    try:
+        report_id = save_qa(json.loads(text), meta, path=store_path)
+    except ConfigError as exc:
+        if store_path is not None:
+            raise
+        click.echo(f"note: QA report not kept ({exc})", err=True)
+        return
+    if not quiet:
+        click.echo(f"QA report {report_id} kept: 'deepgym console' shows it")
+
+
 @click.command()
 @click.argument("env")
 @sandbox_option
 @parallel_option
 @json_option
-def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> None:
+@store_option
+@no_store_option
+def check(
+    env: str,
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    store_path: Path | None,
+    no_store: bool,
+) -> None:
     """Check ENV (a built-in name or a folder): its reference scores 1.0, wrong answers ~0,
     reruns agree, time limits fit.
 
@@ -109,8 +139,9 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> No
     environment = load_env(env)
     with common.make_client(sandbox) as dg:
         report = check_environment(environment, dg, max_parallel=max_parallel)
+    text = _check_json([report])
     if as_json:
-        click.echo(_check_json([report]))
+        click.echo(text)
     else:
         rows: list[list[Cell]] = [
             [c.name, _mark(c.ok), line(c.message) if c.message else ""] for c in report.checks
@@ -123,6 +154,8 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> No
             if failed
             else f"all {len(report.checks)} checks passed"
         )
+    if not no_store:
+        _keep(text, {"command": "check", "env": env, "sandbox": sandbox}, store_path, as_json)
     if not report.ok:
         raise click.exceptions.Exit(EXIT_FAILED)
 
@@ -131,7 +164,15 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool) -> No
 @sandbox_option
 @parallel_option
 @json_option
-def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
+@store_option
+@no_store_option
+def qa(
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    store_path: Path | None,
+    no_store: bool,
+) -> None:
     """Run 'deepgym check' on every built-in environment, session environments included.
 
     \b
@@ -141,8 +182,9 @@ def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
     envs = shipped()
     with common.make_client(sandbox) as dg, progress("qa") as advance:
         reports = check_environments(envs, dg, max_parallel=max_parallel, progress=advance)
+    text = _check_json(reports)
     if as_json:
-        click.echo(_check_json(reports))
+        click.echo(text)
     else:
         rows: list[list[Cell]] = [
             [r.env_name, _mark(r.ok), "; ".join(f"{c.name}: {line(c.message)}" for c in r.failures)]
@@ -152,6 +194,8 @@ def qa(sandbox: str | None, max_parallel: int, as_json: bool) -> None:
         print_table(out(), "built-in environments", columns, rows)
         good = sum(r.ok for r in reports)
         click.echo(f"{good}/{len(reports)} environments pass every check")
+    if not no_store:
+        _keep(text, {"command": "qa", "sandbox": sandbox}, store_path, as_json)
     if not all(r.ok for r in reports):
         raise click.exceptions.Exit(EXIT_FAILED)
 
