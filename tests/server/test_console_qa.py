@@ -74,6 +74,7 @@ def test_the_report_page_shows_every_environment(console_app: Any, report_id: st
     assert "<code>coin_change([2], 3)</code>" in page.text
     assert "No input that tells it from the reference was found." in page.text
     assert "agreed with the reference on 200 generated inputs" in page.text
+    assert "<summary>1 likely equivalent mutant, left out of the score</summary>" in page.text
     assert "No mutation testing in this report." in page.text  # the session
     # one bar per scored environment, and the threshold line
     assert page.text.count("<svg") == 1 and "<title>threshold 0.90</title>" in page.text

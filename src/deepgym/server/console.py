@@ -66,6 +66,7 @@ dl{display:grid;grid-template-columns:auto auto;gap:2px 16px;margin:0}
 dt{color:#444}dd{margin:0;font-weight:600;text-align:right}
 .big{font-size:22px}.charts{display:flex;flex-wrap:wrap;gap:12px}
 details summary{cursor:pointer}nav{margin-bottom:12px}
+.pass,.fail{white-space:nowrap}
 """
 
 

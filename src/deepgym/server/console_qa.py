@@ -161,7 +161,8 @@ def _qa_mutation(e: QaEntry) -> str:
             for q in m.equivalents
         )
         parts.append(
-            f"<details><summary>{len(m.equivalents)} likely equivalent mutants</summary>"
+            f"<details><summary>{len(m.equivalents)} likely equivalent "
+            f"mutant{'s' if len(m.equivalents) != 1 else ''}, left out of the score</summary>"
             f"<ul>{items}</ul></details>"
         )
     return "".join(parts)
