@@ -35,7 +35,9 @@ from deepgym.store import (
     default_store_path,
     record_eval,
     resume_inputs,
+    save_qa,
 )
+from tests.envs.qa_sample import sample_entries
 from tests.fakes import FakeBackend
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -483,3 +485,60 @@ def test_a_version_2_store_gets_run_times_without_the_wait(tmp_path: Path) -> No
     with contextlib.closing(sqlite3.connect(path)) as db, db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("SELECT run_ms FROM results ORDER BY idx").fetchall() == [(12.0,)] * 2
+
+
+# --- QA reports ---------------------------------------------------------------------------------
+
+
+def test_a_qa_report_round_trips_with_its_summary(store: RunStore) -> None:
+    entries = sample_entries()
+    entries[0]["probes_seconds"] = 2.0  # a field of a newer report: kept
+    first = store.save_qa_report([{"env": "a", "ok": False, "checks": []}], {"command": "check"})
+    second = store.save_qa_report(entries, {"command": "qa", "sandbox": None})
+    assert [r.id for r in store.qa_reports()] == [second, first]  # newest first
+    listed = store.qa_reports()[0]
+    assert listed.entries is None and listed.meta == {"command": "qa", "sandbox": None}
+    s = listed.summary
+    assert (s.environments, s.passed, s.scored, s.min_score) == (3, 2, 2, 0.8)
+    assert s.mean_score == pytest.approx(0.875)
+    back = store.qa_report(second)
+    assert back.entries is not None and back.summary == s and back.created == listed.created
+    assert [e.model_dump(exclude_none=False) for e in back.entries] == entries
+    assert store.qa_reports(limit=1) == [listed]
+
+
+def test_a_bad_qa_report_is_refused_and_nothing_is_kept(store: RunStore) -> None:
+    entries = sample_entries()
+    entries[1]["mutation"]["score"] = "0.8"
+    with pytest.raises(ConfigError, match=r"entries\[1\]\.mutation\.score"):
+        store.save_qa_report(entries)
+    entries = sample_entries()
+    entries[0]["extra"] = float("nan")  # JSON cannot hold it
+    with pytest.raises(ConfigError, match="entries: not plain JSON"):
+        store.save_qa_report(entries)
+    with pytest.raises(ConfigError, match=r"meta\.who: a string"):
+        store.save_qa_report(sample_entries(), {"who": {"nested": 1}})
+    assert store.qa_reports() == []
+
+
+def test_an_unknown_qa_report_is_a_config_error(store: RunStore) -> None:
+    with pytest.raises(ConfigError, match="no QA report 'qa-nope'"):
+        store.qa_report("qa-nope")
+
+
+def test_save_qa_keeps_a_report_in_the_default_store() -> None:
+    report_id = save_qa(sample_entries(), {"command": "qa"})
+    with RunStore(default_store_path()) as s:
+        assert [r.id for r in s.qa_reports()] == [report_id]
+
+
+def test_a_version_4_store_gains_the_qa_reports(tmp_path: Path) -> None:
+    path = tmp_path / "v4.sqlite"
+    with RunStore(path) as s:
+        run_id = s.create_run("eval", "builtin", ["a"], ["x"])
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("DROP TABLE qa_reports")
+        db.execute("PRAGMA user_version=4")
+    with RunStore(path) as s:
+        assert s.run(run_id).total == 1
+        assert s.qa_report(s.save_qa_report(sample_entries())).summary.environments == 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deepgym.text import CAUSE_CHARS, one_line, percent, short_cause
+from deepgym.text import CAUSE_CHARS, one_line, percent, short_cause, utc_time
 
 
 def test_one_line_joins_lines_and_drops_pydantic_links() -> None:
@@ -106,3 +106,9 @@ def test_a_short_cause_is_one_bounded_line(text: str) -> None:
     out = short_cause(text)
     assert len(out) <= CAUSE_CHARS
     assert "\n" not in out and "\r" not in out
+
+
+def test_an_instant_reads_in_utc() -> None:
+    assert utc_time(0.0) == "1970-01-01 00:00:00 UTC"
+    assert utc_time(1_700_000_000.5) == "2023-11-14 22:13:20 UTC"
+    assert utc_time(None) == "-"

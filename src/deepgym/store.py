@@ -15,6 +15,9 @@ Invariants:
   time it waited for a sandbox.
 - An agent episode's trace (``episodes``, ``episode_steps``) is written step by step as the
   episode goes, then finished with the work dir's diff and the verifier's result.
+- A QA report (``qa_reports``: what ``deepgym qa`` / ``check`` printed as JSON, one entry per
+  environment) is checked (``deepgym.envs.qa_report``) before it is kept, and kept whole, as
+  given; its summary columns are computed from it once, when it is saved, and never change.
 
 The default file is ``$DEEPGYM_HOME/runs.sqlite`` (``~/.deepgym`` when unset). One connection per
 ``RunStore``, shared between threads under a lock; other processes may read and write the same file
@@ -24,6 +27,7 @@ The default file is ``$DEEPGYM_HOME/runs.sqlite`` (``~/.deepgym`` when unset). O
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -36,6 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from deepgym.envs.qa_report import (
+    QaReport,
+    QaSummary,
+    summarize,
+    validate_entries,
+    validate_meta,
+)
 from deepgym.exceptions import ConfigError
 from deepgym.home import deepgym_home
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult, Totals
@@ -53,6 +64,7 @@ __all__ = [
     "record_batch",
     "record_eval",
     "resume_inputs",
+    "save_qa",
 ]
 
 RunKind = Literal["eval", "batch"]
@@ -61,11 +73,12 @@ RunStatus = Literal["running", "complete", "cancelled", "stopped"]
 it finished) or ``stopped`` (interrupted, or its process is gone: ``--resume`` finishes an
 eval)."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2: ``runs.owner``, the process recording the run (a run whose owner is gone is stopped).
 3: ``results.run_ms`` (``ServiceTime.run_ms``, no wait for a sandbox) replaces ``service_ms``
 (which included the wait); an older store's rows are recomputed from their results.
-4: ``episodes`` and ``episode_steps``: agent episodes' traces."""
+4: ``episodes`` and ``episode_steps``: agent episodes' traces.
+5: ``qa_reports``: the reports of ``deepgym qa`` and ``check``."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -114,6 +127,17 @@ CREATE TABLE IF NOT EXISTS episode_steps (
     idx INTEGER NOT NULL,
     step TEXT NOT NULL,
     PRIMARY KEY (episode, idx)
+);
+CREATE TABLE IF NOT EXISTS qa_reports (
+    id TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    meta TEXT NOT NULL,
+    environments INTEGER NOT NULL,
+    passed INTEGER NOT NULL,
+    scored INTEGER NOT NULL,
+    mean_score REAL,
+    min_score REAL,
+    entries TEXT NOT NULL
 );
 """
 _RUN_MS_FROM_RESULT = """
@@ -494,6 +518,65 @@ class RunStore:
             "result": json.loads(result) if result else None,
         }
 
+    # -- QA reports -----------------------------------------------------------------------
+    def save_qa_report(self, entries: Any, meta: Any = None) -> str:
+        """Keep a QA report (``deepgym qa --json``'s entries, checked first: ``ConfigError``
+        names a bad field) with its ``meta`` (the command, its options); returns its id."""
+        checked = validate_entries(entries)
+        info = validate_meta({} if meta is None else meta)
+        summary = summarize(checked)
+        try:
+            document = json.dumps(entries, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # a field of its own that JSON cannot hold
+            raise ConfigError(f"QA report: entries: not plain JSON ({exc})") from exc
+        report_id = "qa-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO qa_reports (id, created, meta, environments, passed, scored, "
+                "mean_score, min_score, entries) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    report_id,
+                    time.time(),
+                    json.dumps(info),
+                    summary.environments,
+                    summary.passed,
+                    summary.scored,
+                    summary.mean_score,
+                    summary.min_score,
+                    document,
+                ),
+            )
+        return report_id
+
+    _QA_COLUMNS = "id, created, meta, environments, passed, scored, mean_score, min_score"
+
+    @staticmethod
+    def _qa_info(row: tuple[Any, ...]) -> QaReport:
+        return QaReport(
+            id=row[0],
+            created=row[1],
+            meta=json.loads(row[2]),
+            summary=QaSummary(*row[3:8]),
+        )
+
+    def qa_reports(self, limit: int = 100) -> list[QaReport]:
+        """The latest QA reports first, each with its summary and without its entries."""
+        rows = self._query(
+            f"SELECT {self._QA_COLUMNS} FROM qa_reports ORDER BY created DESC, id DESC LIMIT ?",
+            (limit,),
+        )
+        return [self._qa_info(r) for r in rows]
+
+    def qa_report(self, report_id: str) -> QaReport:
+        """The kept QA report ``report_id`` with its entries; ``ConfigError`` if there is none."""
+        rows = self._query(
+            f"SELECT {self._QA_COLUMNS}, entries FROM qa_reports WHERE id = ?", (report_id,)
+        )
+        if not rows:
+            raise ConfigError(f"store {self.path}: no QA report {report_id!r}")
+        info = self._qa_info(rows[0])
+        return dataclasses.replace(info, entries=validate_entries(json.loads(rows[0][8])))
+
     def close(self) -> None:
         """Close the database."""
         with self._lock:
@@ -504,6 +587,13 @@ class RunStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def save_qa(entries: Any, meta: Any = None, *, path: str | Path | None = None) -> str:
+    """Keep a QA report in the run store at ``path`` (the default one when ``None``) and
+    return its id: what ``deepgym qa`` and ``check`` call, so the console shows the last QA."""
+    with RunStore(path) as store:
+        return store.save_qa_report(entries, meta)
 
 
 def _totals(rows: Sequence[tuple[int, int, float]]) -> Totals:

@@ -1,4 +1,5 @@
-"""Text for people: a message on one line, a run's cause in short, a share as a percent.
+"""Text for people: a message on one line, a run's cause in short, a share as a percent, an
+instant in UTC.
 
 Shared by the command line and the service (its error bodies, its console), so both say the same
 thing the same way. Pure functions, no dependencies beyond the standard library.
@@ -7,8 +8,9 @@ thing the same way. Pure functions, no dependencies beyond the standard library.
 from __future__ import annotations
 
 import re
+import time
 
-__all__ = ["install_extra", "one_line", "percent", "short_cause"]
+__all__ = ["install_extra", "one_line", "percent", "short_cause", "utc_time"]
 
 VERIFIER_FILE = "verifier.py"
 """The name every sandbox gives an environment's verifier: its frames are the author's own."""
@@ -45,6 +47,11 @@ def percent(x: float, places: int = 2, *, small: bool = False) -> str:
     if small and not (x >= 10.0 ** -(places + 2) or x == 0):
         places += 2
     return f"{x:.{places}%}"
+
+
+def utc_time(t: float | None) -> str:
+    """An instant (seconds since the epoch) as ``2025-01-01 12:00:00 UTC``; ``-`` for none."""
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def short_cause(error: str, limit: int | None = CAUSE_CHARS) -> str:

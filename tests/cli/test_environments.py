@@ -26,6 +26,7 @@ from deepgym.envs.mutants import (
     MutationReport,
     Survivor,
 )
+from deepgym.envs.qa_report import QaReport, validate_entries
 from deepgym.envs.registry import (
     BUILTIN_DIR,
     list_environments,
@@ -33,6 +34,7 @@ from deepgym.envs.registry import (
     load_environment,
 )
 from deepgym.models import Environment
+from deepgym.store import RunStore
 
 
 def invoke(*args: str) -> Result:
@@ -153,7 +155,7 @@ def test_check_a_patch_environment_for_real() -> None:
     assert r.exit_code == 0, r.output
     for name in ("reference", "empty", "tampering", "garbled", "stale_context", "noop"):
         assert name in r.output
-    assert "all 8 checks passed" in r.output
+    assert "all 16 checks passed" in r.output  # 8, and 8 exploit probes
 
 
 @pytest.mark.sandbox
@@ -171,7 +173,14 @@ def test_qa_checks_a_session_environment_for_real(monkeypatch: pytest.MonkeyPatc
         "no-op",
         "busy",
         "random",
-    ]
+        *(
+            f"exploit[{name}]"
+            for name in (
+                "forge_result_files", "delete_tests", "edit_tests", "forged_output",
+                "always_equal", "patch_modules",
+            )
+        ),
+    ]  # fmt: skip
 
 
 def mutation(env: Environment, *, score_ok: bool) -> MutationReport:
@@ -256,3 +265,57 @@ def test_qa_suite_reports_mutation_scores_as_they_are(
     assert r.exit_code == 0, r.output
     assert mutated == ["weak_suite_1"]
     assert "below: weak_suite_1" in r.output
+
+
+def _kept(path: Path | None = None) -> list[QaReport]:
+    with RunStore(path) as s:
+        return [s.qa_report(r.id) for r in s.qa_reports()]
+
+
+def test_qa_and_check_keep_their_report_for_the_console(checked: list[str]) -> None:
+    r = invoke("qa", "--json")
+    printed = json.loads(r.output)  # the note stays off a --json output
+    (kept,) = _kept()
+    assert kept.meta == {"command": "qa", "sandbox": None, "suite": None, "mutants": None}
+    assert kept.entries is not None
+    assert [e.model_dump() for e in kept.entries] == [
+        e.model_dump() for e in validate_entries(printed)
+    ]
+    r = invoke("check", "coin_change")
+    newest = _kept()[0]
+    assert f"QA report {newest.id} kept: 'deepgym console' shows it" in r.output
+    assert newest.meta == {
+        "command": "check", "env": "coin_change", "sandbox": None, "mutants": None
+    }  # fmt: skip
+    assert newest.summary.environments == newest.summary.passed == 1
+
+
+def test_no_store_keeps_nothing_and_store_picks_the_file(
+    checked: list[str], tmp_path: Path
+) -> None:
+    invoke("check", "coin_change", "--no-store")
+    invoke("qa", "--no-store")
+    assert _kept() == []
+    path = tmp_path / "elsewhere.sqlite"
+    assert invoke("check", "two_sum", "--json", "--store", str(path)).exit_code == 0
+    assert [k.meta["env"] for k in _kept(path)] == ["two_sum"] and _kept() == []
+
+
+def test_a_default_store_that_cannot_open_is_a_note(
+    checked: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "home").write_text("a file where the folder goes")
+    monkeypatch.setenv("DEEPGYM_HOME", str(tmp_path / "home"))
+    r = invoke("check", "coin_change")
+    assert r.exit_code == 0 and "note: QA report not kept" in r.output
+
+
+def test_a_mutation_run_is_kept_with_its_scores(mutated: list[str]) -> None:
+    r = invoke("check", "--mutants", "two_sum", "--json")
+    (printed,) = json.loads(r.output)
+    newest = _kept()[0]
+    assert newest.meta["mutants"] is True
+    assert newest.entries is not None
+    (entry,) = newest.entries
+    assert entry.mutation is not None and entry.mutation.score == printed["mutation"]["score"]
+    assert newest.summary.scored == 1

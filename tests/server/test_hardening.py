@@ -378,6 +378,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/console/episodes"): NO_ENV,
     ("GET", "/console/episodes/{episode_id}"): NO_ENV,
     ("GET", "/console/runs/{run_id}"): NO_ENV,
+    ("GET", "/console/qa"): NO_ENV,
+    ("GET", "/console/qa/{report_id}"): NO_ENV,
     ("GET", "/openrlhf/health"): NO_ENV,
     ("GET", "/openrlhf/docs"): NO_ENV,
     ("GET", "/openrlhf/docs/oauth2-redirect"): NO_ENV,

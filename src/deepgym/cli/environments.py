@@ -7,13 +7,16 @@ listed with its kind.
 ``check`` and ``qa`` run ``deepgym.envs.check`` (the reference scores 1.0, wrong answers about 0,
 reruns agree, time limits fit; for a session, ``deepgym.envs.session_check``: the reference
 agent scores 1.0, a no-op, a busy and a random agent about 0 with a verdict) and exit 1 when a
-check fails; the checks are decided there, and only printed here.
+check fails; the checks are decided there, and only printed here. Each keeps its report, what
+``--json`` prints, in the run store (``--store``, ``--no-store``), where the console's QA page
+shows it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 from rich.text import Text
@@ -26,16 +29,20 @@ from deepgym.cli.common import (
     line,
     load_env,
     load_targets,
+    no_store_option,
     out,
     parallel_option,
     progress,
     sandbox_option,
+    store_option,
 )
 from deepgym.cli.tables import Cell, Column, print_table
 from deepgym.envs.check import CheckReport, check_environment, check_environments
 from deepgym.envs.mutants import MUTATION_THRESHOLD, MutationReport, mutation_test, mutation_tests
 from deepgym.envs.registry import list_session_environments, load_environment, load_suite
+from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
+from deepgym.store import save_qa
 
 __all__ = ["check", "limits_cmd", "list_cmd", "qa", "shipped", "show"]
 
@@ -141,6 +148,22 @@ def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
                 click.echo(f"  killed by this test case: {s.killing_input}")
 
 
+def _keep(
+    text: str, meta: dict[str, str | bool | None], store_path: Path | None, quiet: bool
+) -> None:
+    """Keep the report ``text`` (what ``--json`` prints) in the run store for the console; a
+    default store that cannot open is skipped with a note, a ``--store`` one is an error."""
+    try:
+        report_id = save_qa(json.loads(text), meta, path=store_path)
+    except ConfigError as exc:
+        if store_path is not None:
+            raise
+        click.echo(f"note: QA report not kept ({exc})", err=True)
+        return
+    if not quiet:
+        click.echo(f"QA report {report_id} kept: 'deepgym console' shows it")
+
+
 @click.command()
 @click.argument("env")
 @sandbox_option
@@ -152,7 +175,17 @@ def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
     help="Also run the reference's mutants and report the mutation score "
     f"(exit 1 below {MUTATION_THRESHOLD}).",
 )
-def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool, mutants: bool) -> None:
+@store_option
+@no_store_option
+def check(
+    env: str,
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    mutants: bool,
+    store_path: Path | None,
+    no_store: bool,
+) -> None:
     """Check ENV (a built-in name or a folder): its reference scores 1.0, wrong answers ~0,
     reruns agree, time limits fit; with --mutants, its tests fail the reference's mutants.
 
@@ -170,8 +203,9 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool, mutan
                     environment, dg, max_parallel=max_parallel, progress=advance
                 )
     mutations = None if mutation is None else [mutation]
+    text = _check_json([report], [environment], mutations)
     if as_json:
-        click.echo(_check_json([report], [environment], mutations))
+        click.echo(text)
     else:
         rows: list[list[Cell]] = [
             [c.name, _mark(c.ok), line(c.message) if c.message else ""] for c in report.checks
@@ -186,6 +220,9 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool, mutan
         )
         if mutation is not None:
             _print_mutations([mutation], f"mutation score of {environment.name}")
+    if not no_store:
+        meta = {"command": "check", "env": env, "sandbox": sandbox, "mutants": mutants or None}
+        _keep(text, meta, store_path, as_json)
     if not report.ok or (mutation is not None and not mutation.ok):
         raise click.exceptions.Exit(EXIT_FAILED)
 
@@ -207,8 +244,16 @@ def check(env: str, sandbox: str | None, max_parallel: int, as_json: bool, mutan
     help="Check this suite (builtin, humaneval, ...) instead of every shipped environment; "
     "its mutation scores are reported as they are.",
 )
+@store_option
+@no_store_option
 def qa(
-    sandbox: str | None, max_parallel: int, as_json: bool, mutants: bool, suite: str | None
+    sandbox: str | None,
+    max_parallel: int,
+    as_json: bool,
+    mutants: bool,
+    suite: str | None,
+    store_path: Path | None,
+    no_store: bool,
 ) -> None:
     """Run 'deepgym check' on every built-in environment, session environments included (or on
     a --suite); with --mutants, measure each verifier's mutation score too.
@@ -226,8 +271,9 @@ def qa(
         if mutants:
             with progress("mutants") as advance:
                 mutations = mutation_tests(envs, dg, max_parallel=max_parallel, progress=advance)
+    text = _check_json(reports, envs, mutations)
     if as_json:
-        click.echo(_check_json(reports, envs, mutations))
+        click.echo(text)
     else:
         rows: list[list[Cell]] = [
             [r.env_name, _mark(r.ok), "; ".join(f"{c.name}: {line(c.message)}" for c in r.failures)]
@@ -246,6 +292,9 @@ def qa(
                 f"mutation threshold {MUTATION_THRESHOLD}"
                 + (f"; below: {', '.join(below)}" if below else "")
             )
+    if not no_store:
+        meta = {"command": "qa", "sandbox": sandbox, "suite": suite, "mutants": mutants or None}
+        _keep(text, meta, store_path, as_json)
     weak = suite is None and mutations is not None and not all(m.ok for m in mutations)
     if not all(r.ok for r in reports) or weak:
         raise click.exceptions.Exit(EXIT_FAILED)

@@ -4,6 +4,12 @@
 - ``/console/runs/<id>``: a run's totals, its no-verdict causes, a service-time histogram per
   environment, and every result with its per-test breakdown.
 - ``/console/environments``: service-time histograms per environment over the latest results.
+- ``/console/qa``: the kept QA reports (``deepgym qa`` and ``check``), each with how many
+  environments passed every check and its mean and lowest mutation score.
+- ``/console/qa/<id>``: one report: per environment its checks (the reference's, the wrong
+  answers that must score nothing, the exploit probes that must fail), its mutation testing
+  against the threshold (a bar chart of every score), and each surviving mutant as a diff with
+  the input that would have killed it.
 
 Service time is ``ServiceTime.run_ms`` everywhere here: the run itself, without the wait for a
 sandbox, and every label says so. A cause is shown short (``deepgym.text.short_cause``: the
@@ -24,7 +30,6 @@ Pages are drawn on the server: no script, no external style, nothing fetched fro
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable
 from html import escape
 from typing import Any
@@ -35,9 +40,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from deepgym.exceptions import ConfigError
 from deepgym.models import RunResult, Totals
+from deepgym.server.console_qa import qa_list_page, qa_page
 from deepgym.server.svg import histogram_svg
 from deepgym.store import RunInfo, RunStore
-from deepgym.text import percent, short_cause
+from deepgym.text import percent, short_cause, utc_time
 
 __all__ = ["COOKIE", "add_console"]
 
@@ -60,6 +66,7 @@ dl{display:grid;grid-template-columns:auto auto;gap:2px 16px;margin:0}
 dt{color:#444}dd{margin:0;font-weight:600;text-align:right}
 .big{font-size:22px}.charts{display:flex;flex-wrap:wrap;gap:12px}
 details summary{cursor:pointer}nav{margin-bottom:12px}
+.pass,.fail{white-space:nowrap}
 """
 
 
@@ -68,7 +75,8 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} · deepgym console</title><style>{_STYLE}</style></head>"
         f'<body><nav><a href="/console">Runs</a> · <a href="/console/episodes">Episodes</a> · '
-        f'<a href="/console/environments">Environments</a></nav>{body}</body></html>'
+        f'<a href="/console/environments">Environments</a> · <a href="/console/qa">QA</a></nav>'
+        f"{body}</body></html>"
     )
     headers = {
         "Content-Security-Policy": CSP,
@@ -77,10 +85,6 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
         "Cache-Control": "no-store",
     }
     return HTMLResponse(html, status_code=status, headers=headers)
-
-
-def _when(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def _status(info: RunInfo) -> str:
@@ -114,7 +118,7 @@ def _runs_page(store: RunStore | None) -> str:
         rows.append(
             f'<tr data-run="{escape(r.id)}"><td><a href="/console/runs/{escape(r.id)}">'
             f"{escape(r.id)}</a></td><td>{escape(r.kind)}</td><td>{escape(r.source)}</td>"
-            f"<td>{_when(r.created)}</td><td>{escape(_status(r))}</td>"
+            f"<td>{utc_time(r.created)}</td><td>{escape(_status(r))}</td>"
             f'<td class="num">{t.total}</td><td class="num">{percent(t.pass_rate)}</td>'
             f'<td class="num">{t.avg_score:.3f}</td><td class="num">{t.no_verdict_count}</td>'
             f'<td class="num">{percent(t.judged_pass_rate)}</td>'
@@ -251,7 +255,7 @@ def _episodes_page(store: RunStore | None) -> str:
             verdict = f"{r['score']:.3f}"
         body.append(
             f'<tr><td><a href="/console/episodes/{quote(r["id"])}">{escape(r["id"])}</a></td>'
-            f"<td>{escape(r['env_name'])}</td><td>{_when(r['created'])}</td>"
+            f"<td>{escape(r['env_name'])}</td><td>{utc_time(r['created'])}</td>"
             f'<td class="num">{r["steps"]}</td><td>{verdict}</td></tr>'
         )
     head = "<tr><th>Episode</th><th>Environment</th><th>Started</th>"
@@ -268,7 +272,7 @@ def _episode_page(store: RunStore, episode_id: str) -> str:
     parts = [
         f"<h1>Episode {escape(episode_id)}</h1>",
         f'<p class="muted">{escape(ep["env_name"])} · sandbox {escape(str(ep["sandbox_id"]))}'
-        f" · started {_when(ep['created'])} · {n} steps · "
+        f" · started {utc_time(ep['created'])} · {n} steps · "
         f'<a href="#step-1">replay from the first step</a></p>',
     ]
     for i, step in enumerate(steps, 1):
@@ -346,7 +350,7 @@ def _run_page(store: RunStore, run_id: str, page: int) -> str:
     return (
         f'<h1>Run <span id="run-id">{escape(info.id)}</span></h1>'
         f'<p class="muted">{escape(info.kind)} of {escape(info.source)} · started '
-        f"{_when(info.created)} · {escape(_status(info))}</p>"
+        f"{utc_time(info.created)} · {escape(_status(info))}</p>"
         f"{_totals_html(t)}{_no_verdict_html(results)}"
         f"<h2>Service time by environment</h2>{_charts(store.run_times(run_id))}"
         f"<h2>Results</h2>{pager}"
@@ -380,14 +384,15 @@ def _navigates(request: Request) -> bool:
 def _store_page(
     store: RunStore | None, what: str, key: str, body: Callable[[RunStore], str]
 ) -> Response:
-    """The page of the stored ``what`` ("Run", "Episode") ``key``; a 404 without a store or
-    without that one."""
+    """The page of the stored ``what`` ("Run", "Episode", "QA report") ``key``; a 404 without
+    a store or without that one."""
     if store is None:
         return _page(what, "<h1>No run store</h1>", status=404)
     try:
         return _page(f"{what} {key}", body(store))
-    except ConfigError as exc:  # no such run or episode
-        return _page(what, f"<h1>No such {what.lower()}</h1><p>{escape(str(exc))}</p>", 404)
+    except ConfigError as exc:  # no such run, episode or report
+        noun = what if what[:2].isupper() else what.lower()  # "QA report" keeps its capitals
+        return _page(what, f"<h1>No such {noun}</h1><p>{escape(str(exc))}</p>", 404)
 
 
 def add_console(app: FastAPI, store: RunStore | None, token: str) -> None:
@@ -440,6 +445,17 @@ def add_console(app: FastAPI, store: RunStore | None, token: str) -> None:
             lambda: _store_page(
                 store, "Episode", episode_id, lambda s: _episode_page(s, episode_id)
             ),
+        )
+
+    @app.get("/console/qa", response_class=HTMLResponse)
+    async def qa_reports(request: Request) -> Response:
+        return serve(request, lambda: _page("QA reports", qa_list_page(store)))
+
+    @app.get("/console/qa/{report_id}", response_class=HTMLResponse)
+    async def qa_report(request: Request, report_id: str) -> Response:
+        return serve(
+            request,
+            lambda: _store_page(store, "QA report", report_id, lambda s: qa_page(s, report_id)),
         )
 
     @app.get("/console/environments", response_class=HTMLResponse)

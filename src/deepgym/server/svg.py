@@ -1,4 +1,5 @@
-"""Service-time histograms as inline SVG, drawn on the server (pure: no I/O, no scripts).
+"""Charts as inline SVG, drawn on the server (pure: no I/O, no scripts): service-time
+histograms, and the mutation scores of a QA report against their threshold.
 
 Bins are log-spaced when the times span more than a factor of 4 (service times are heavy-tailed),
 linear otherwise; the p50 and p99 are marked. Every piece of text is escaped.
@@ -10,7 +11,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-__all__ = ["bin_edges", "histogram_svg", "quantile"]
+__all__ = ["bin_edges", "histogram_svg", "quantile", "scores_svg"]
 
 MAX_BINS = 24
 
@@ -105,5 +106,53 @@ def histogram_svg(values_ms: Sequence[float], *, title: str, width: int = 420) -
     parts.append(
         f'<text x="{pad_l}" y="{height - 4}" font-size="11">{len(xs)} runs, '
         f"p50 {_fmt_ms(p50)}, p99 {_fmt_ms(p99)}</text></svg>"
+    )
+    return "".join(parts)
+
+
+def scores_svg(
+    scores: Sequence[tuple[str, float | None]], *, threshold: float, width: int = 640
+) -> str:
+    """A horizontal bar per ``(name, score)`` (a score in [0, 1]; ``None``: no score) with the
+    ``threshold`` as a dashed line: a bar below it is red, one at or above it green."""
+    row, pad_l, pad_r, pad_t, pad_b = 16, 200, 48, 22, 22
+    height = pad_t + pad_b + row * max(len(scores), 1)
+    plot_w = width - pad_l - pad_r
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="mutation scores">'
+        f'<text x="4" y="14" font-size="12" font-weight="bold">Mutation score '
+        f"(threshold {threshold:.2f})</text>"
+    ]
+    if not scores:
+        parts.append(f'<text x="{pad_l}" y="{pad_t + 12}" font-size="12">no environments</text>')
+    for i, (name, score) in enumerate(scores):
+        y = pad_t + i * row
+        label = escape(name if len(name) <= 30 else name[:29] + "\u2026")
+        parts.append(
+            f'<text x="{pad_l - 6}" y="{y + 12}" font-size="11" text-anchor="end">{label}</text>'
+        )
+        if score is None or not math.isfinite(score):
+            parts.append(
+                f'<text x="{pad_l + 4}" y="{y + 12}" font-size="11" fill="#666">no score</text>'
+            )
+            continue
+        frac = min(max(score, 0.0), 1.0)
+        color = "#2a7d2a" if score >= threshold else "#b03030"
+        parts.append(
+            f'<rect x="{pad_l}" y="{y + 2}" width="{max(plot_w * frac, 1):.1f}" height="{row - 4}" '
+            f'fill="{color}"><title>{escape(name)}: {score:.3f}</title></rect>'
+            f'<text x="{pad_l + plot_w * frac + 4:.1f}" y="{y + 12}" font-size="11">'
+            f"{score:.2f}</text>"
+        )
+    x = pad_l + plot_w * min(max(threshold, 0.0), 1.0)
+    base = height - pad_b
+    parts.append(
+        f'<line x1="{x:.1f}" y1="{pad_t}" x2="{x:.1f}" y2="{base}" stroke="#333" '
+        f'stroke-dasharray="4,3"><title>threshold {threshold:.2f}</title></line>'
+        f'<line x1="{pad_l}" y1="{base}" x2="{pad_l + plot_w}" y2="{base}" stroke="#333"/>'
+        f'<text x="{pad_l}" y="{base + 14}" font-size="11">0</text>'
+        f'<text x="{pad_l + plot_w}" y="{base + 14}" font-size="11" text-anchor="end">1</text>'
+        "</svg>"
     )
     return "".join(parts)
