@@ -1,4 +1,7 @@
-"""Builds test_cases.json for add_duration_format (checks call into the patched repo)."""
+"""Builds test_cases.json for add_duration_format (checks call into the patched repo).
+
+A case expects a value (``expected``) or an exception (``raises``); verifier.py makes the calls.
+"""
 
 import json
 import random
@@ -47,6 +50,12 @@ def generate(seed: int) -> list[dict]:
         units = sorted(rng.sample(list(UNITS), rng.randint(1, 4)), key=lambda u: -UNITS[u])
         text = "".join(f"{rng.randint(1, 99)}{u}" for u in units)
         cases.append({"call": parse, "args": [text], "expected": parse_duration(text)})
+    # A negative duration is an error (-1 is the nearest to 0), and so is text that misuses
+    # the new unit.
+    for seconds in [-1, -86400]:
+        cases.append({"call": fmt, "args": [seconds], "raises": "ValueError"})
+    for text in ["d", "2d5", "1d 2h", "2D"]:
+        cases.append({"call": parse, "args": [text], "raises": "ValueError"})
     return cases
 
 

@@ -43,6 +43,9 @@ def generate(seed: int) -> list[dict]:
         b = rng.randint(1, 10 ** rng.randint(1, 40)) * rng.choice([1, -1])
         if solve(a, b) not in (-1, 0, 1):
             pairs.append((a, b))
+    # |a| == |b| == 1: the quotient is 1 in size, so only the sign rule decides it (a == -1 is
+    # negative, b == -1 is negative).
+    pairs += [(-1, 1), (-1, -1), (1, -1)]
     return [{"args": [a, b], "expected": solve(a, b)} for a, b in pairs]
 
 

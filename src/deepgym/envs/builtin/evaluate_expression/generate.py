@@ -102,6 +102,9 @@ def generate(seed: int) -> list[dict]:
         if top_left < 0 and top_left % value(tree[2]) != 0 and value(tree) != 0:
             text, _ = render(tree, rng)
             cases.append({"args": [text], "expected": value(tree)})
+    # Division with -1 as either operand: the quotient is 1 in size, so only the sign rule
+    # decides it.
+    cases += [{"args": [text], "expected": expected} for text, expected in DIVIDE_BY_ONE]
     return cases
 
 
@@ -127,6 +130,12 @@ HAND_WRITTEN = [
     ("99999999999 * 99999999999 - 1", 9999999999800000000000),
     ("0 - 17 / 5", -3),
     ("-17 / 5 * 5 + -17 - -17 / 5 * 5", -17),
+]
+
+DIVIDE_BY_ONE = [
+    ("-1 / 1", -1),
+    ("1 / -1", -1),
+    ("-1 / -1", 1),
 ]
 
 

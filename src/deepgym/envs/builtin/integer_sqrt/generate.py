@@ -20,6 +20,8 @@ def generate(seed: int) -> list[dict]:
     numbers = [
         0,
         1,
+        2,  # the smallest n that needs the search: n < 2 returns n itself, n <= 2 would not
+        3,
         4,
         15,
         16,
