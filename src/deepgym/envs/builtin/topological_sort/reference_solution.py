@@ -8,7 +8,8 @@ def topological_sort(n: int, dependencies: list[list[int]]) -> list[int]:
         after[a].append(b)
         waiting[b] += 1
     ready = [task for task in range(n) if waiting[task] == 0]
-    heapq.heapify(ready)
+    # ready is built in ascending order, which is already a heap.
+    heapq.heapify(ready)  # deepgym: equivalent-mutant statement
     order = []
     while ready:
         task = heapq.heappop(ready)

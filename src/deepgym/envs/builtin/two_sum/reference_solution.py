@@ -5,4 +5,5 @@ def two_sum(nums: list[int], target: int) -> list[int]:
         if want in first_index:
             return [first_index[want], j]
         first_index.setdefault(value, j)
-    return []
+    # Unreachable: the task guarantees exactly one pair.
+    return []  # deepgym: equivalent-mutant statement return
