@@ -225,7 +225,7 @@ def test_check_mutants_json_shape(mutated: list[str]) -> None:
     m = data["mutation"]
     assert list(m) == [
         "env", "kind", "mutants", "killed", "equivalent", "survived", "no_verdict", "score",
-        "seconds", "threshold", "ok", "survivors", "equivalents",
+        "seconds", "threshold", "ok", "gated", "survivors", "equivalents",
     ]  # fmt: skip
     assert m["score"] == 0.9 and m["ok"] is True and m["threshold"] == MUTATION_THRESHOLD
     assert m["survivors"][0]["killing_input"] == '{"args": [9], "expected": 9}'
@@ -254,6 +254,25 @@ def test_qa_mutants_fails_below_the_threshold(
     assert [(d["env"], d["mutation"]["ok"]) for d in data] == [("fine", True), ("weak_one", False)]
     assert invoke("qa").exit_code == 0  # without --mutants, the score is not measured
     assert "mutation" not in json.loads(invoke("qa", "--json").output)[0]
+
+
+def test_a_session_below_the_threshold_is_reported_not_failed(
+    mutated: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's dropped read-only action survives (nothing tells it from an equivalent):
+    its score is printed, yellow, and only the answer kinds decide the exit."""
+    good = Environment(name="fine", entry_point="f", test_cases=[{"expected": 1}])
+    session = load_environment("agent/fix_add").model_copy(update={"name": "agent/weak_s"})
+    monkeypatch.setattr(environments, "shipped", lambda: [good, session])
+    r = invoke("qa", "--mutants")
+    assert r.exit_code == 0, r.output
+    assert "1/1 environments reach the mutation threshold 0.9\n" in r.output
+    assert "reported as they are" in r.output and "agent/weak_s 0.50" in r.output
+    (_, data) = json.loads(invoke("qa", "--mutants", "--json").output)
+    assert data["mutation"]["ok"] is False and data["mutation"]["gated"] is False
+    weak = good.model_copy(update={"name": "weak_one"})
+    monkeypatch.setattr(environments, "shipped", lambda: [weak, session])
+    assert invoke("qa", "--mutants").exit_code == 1
 
 
 def test_qa_suite_reports_mutation_scores_as_they_are(

@@ -215,7 +215,7 @@ def test_the_json_shape() -> None:
     data = tally(WEAK, found, results, {}, seconds=1.23456).to_json()
     assert list(data) == [
         "env", "kind", "mutants", "killed", "equivalent", "survived", "no_verdict", "score",
-        "seconds", "threshold", "ok", "survivors", "equivalents",
+        "seconds", "threshold", "ok", "gated", "survivors", "equivalents",
     ]  # fmt: skip
     assert data["threshold"] == MUTATION_THRESHOLD
     assert data["seconds"] == 1.235

@@ -81,6 +81,18 @@ def test_the_report_page_shows_every_environment(console_app: Any, report_id: st
     assert "<title>coin_change: 0.950</title>" in page.text
 
 
+def test_a_session_below_the_threshold_is_reported_not_failed(
+    console_app: Any, store: RunStore
+) -> None:
+    entries = sample_entries()
+    mutation = {**entries[1]["mutation"], "env": "agent/fix_add", "kind": "session"}
+    entries[2]["mutation"] = {**mutation, "gated": False}
+    rid = store.save_qa_report(entries, {"command": "qa", "mutants": True})
+    (page,) = get(console_app, f"/console/qa/{rid}", cookies=SIGNED)
+    assert 'class="num muted">0.800' in page.text and 'class="num fail">0.800' in page.text
+    assert page.text.count("reported as it is (a session") == 1
+
+
 def test_hostile_text_in_a_report_is_escaped(console_app: Any, store: RunStore) -> None:
     entries = sample_entries()
     entries[0]["env"] = "<b>env</b>"

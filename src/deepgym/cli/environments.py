@@ -38,7 +38,13 @@ from deepgym.cli.common import (
 )
 from deepgym.cli.tables import Cell, Column, print_table
 from deepgym.envs.check import CheckReport, check_environment, check_environments
-from deepgym.envs.mutants import MUTATION_THRESHOLD, MutationReport, mutation_test, mutation_tests
+from deepgym.envs.mutants import (
+    MUTATION_THRESHOLD,
+    MutationReport,
+    mutation_summary,
+    mutation_test,
+    mutation_tests,
+)
 from deepgym.envs.registry import list_session_environments, load_environment, load_suite
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
@@ -109,9 +115,11 @@ def _check_json(
 
 
 def _score(m: MutationReport) -> Text:
-    if m.score is None:
-        return Text("-", style="bold" if m.ok else "bold red")
-    return Text(f"{m.score:.2f}", style="bold green" if m.ok else "bold red")
+    style = "bold green" if m.ok else "bold red" if m.gated else "bold yellow"
+    return Text(
+        "-" if m.score is None else f"{m.score:.2f}",
+        style="bold" if m.score is None and m.ok else style,
+    )
 
 
 def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
@@ -220,10 +228,11 @@ def check(
         )
         if mutation is not None:
             _print_mutations([mutation], f"mutation score of {environment.name}")
+            click.echo(mutation_summary([mutation]))
     if not no_store:
         meta = {"command": "check", "env": env, "sandbox": sandbox, "mutants": mutants or None}
         _keep(text, meta, store_path, as_json)
-    if not report.ok or (mutation is not None and not mutation.ok):
+    if not report.ok or (mutation is not None and mutation.gated and not mutation.ok):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
@@ -286,16 +295,11 @@ def qa(
         click.echo(f"{good}/{len(reports)} environments pass every check")
         if mutations is not None:
             _print_mutations(mutations, f"mutation scores ({title})")
-            below = [m.env for m in mutations if not m.ok]
-            click.echo(
-                f"{len(mutations) - len(below)}/{len(mutations)} environments reach the "
-                f"mutation threshold {MUTATION_THRESHOLD}"
-                + (f"; below: {', '.join(below)}" if below else "")
-            )
+            click.echo(mutation_summary(mutations))
     if not no_store:
         meta = {"command": "qa", "sandbox": sandbox, "suite": suite, "mutants": mutants or None}
         _keep(text, meta, store_path, as_json)
-    weak = suite is None and mutations is not None and not all(m.ok for m in mutations)
+    weak = suite is None and mutations is not None and any(m.gated and not m.ok for m in mutations)
     if not all(r.ok for r in reports) or weak:
         raise click.exceptions.Exit(EXIT_FAILED)
 

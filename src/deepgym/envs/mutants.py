@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DIFFERENTIAL_VERIFIER",
     "EXTRA_INPUTS",
+    "GATED_KINDS",
     "MAX_SESSION_MUTANTS",
     "MUTATION_THRESHOLD",
     "OPERATORS",
@@ -66,12 +67,19 @@ __all__ = [
     "generate",
     "generated_inputs",
     "is_marked_equivalent",
+    "mutation_summary",
     "mutation_test",
     "mutation_tests",
     "tally",
 ]
 
 MUTATION_THRESHOLD = 0.90
+
+GATED_KINDS = frozenset({"function", "script", "patch"})
+"""The kinds whose mutation score ``qa --mutants`` and ``check --mutants`` hold to the threshold.
+A session's mutants drop one action of the reference agent, and dropping one that only reads
+(``cat``, a test run) leaves the state its verifier judges unchanged: such a mutant is
+equivalent, and nothing yet tells it apart, so a session's score is reported as it is."""
 """The mutation score every built-in environment must reach (``deepgym qa --mutants``)."""
 EXTRA_INPUTS = 60
 """Generated inputs on which a function task's survivors are compared with the reference."""
@@ -792,6 +800,11 @@ class MutationReport:
         return self.killed / counted if counted > 0 else None
 
     @property
+    def gated(self) -> bool:
+        """Whether the threshold decides the command's exit (``GATED_KINDS``)."""
+        return self.kind in GATED_KINDS
+
+    @property
     def ok(self) -> bool:
         """The score reaches the threshold (no score: ok only when no mutant lacks a verdict
         and there was something to test)."""
@@ -814,6 +827,7 @@ class MutationReport:
             "seconds": round(self.seconds, 3),
             "threshold": self.threshold,
             "ok": self.ok,
+            "gated": self.gated,
             "survivors": [
                 {**_mutant_json(s.mutant, s.diff), "killing_input": s.killing_input}
                 for s in self.survivors
@@ -822,6 +836,29 @@ class MutationReport:
                 {**_mutant_json(e.mutant, e.diff), "why": e.why} for e in self.equivalents
             ],
         }
+
+
+def mutation_summary(reports: Sequence[MutationReport]) -> str:
+    """One line: how many gated environments reach the threshold, which do not, and the
+    sessions' scores, reported as they are."""
+    gated = [m for m in reports if m.gated]
+    below = [m.env for m in gated if not m.ok]
+    parts = []
+    if gated:
+        parts.append(
+            f"{len(gated) - len(below)}/{len(gated)} environments reach the mutation threshold "
+            f"{MUTATION_THRESHOLD}" + (f"; below: {', '.join(below)}" if below else "")
+        )
+    ungated = [m for m in reports if not m.gated]
+    if ungated:
+        scores = ", ".join(
+            f"{m.env} {'-' if m.score is None else f'{m.score:.2f}'}" for m in ungated
+        )
+        parts.append(
+            f"session environments, reported as they are (a dropped action that only reads "
+            f"survives): {scores}"
+        )
+    return "\n".join(parts)
 
 
 def _mutant_json(mutant: Mutant, diff: str) -> dict[str, Any]:

@@ -111,6 +111,8 @@ class Mutation(_Model):
     seconds: float = Field(ge=0.0, allow_inf_nan=False)
     threshold: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     ok: bool
+    gated: bool = True
+    """Whether the threshold decides the exit (false for a session: reported as it is)."""
     survivors: list[Survivor]
     equivalents: list[Equivalent]
 

@@ -88,7 +88,7 @@ def _qa_row(i: int, e: QaEntry) -> str:
     if m is None:
         nums = ['<td class="num muted">-</td>'] * 8
     else:
-        css = "pass" if m.ok else "fail"
+        css = "pass" if m.ok else "fail" if m.gated else "muted"
         nums = [
             f'<td class="num">{v}</td>'
             for v in (m.mutants, m.equivalent, m.killed, m.survived, m.no_verdict)
@@ -136,7 +136,13 @@ def _qa_mutation(e: QaEntry) -> str:
     m = e.mutation
     if m is None:
         return '<p class="muted">No mutation testing in this report.</p>'
-    verdict = '<span class="pass">ok</span>' if m.ok else '<span class="fail">below</span>'
+    verdict = (
+        '<span class="pass">ok</span>'
+        if m.ok
+        else '<span class="fail">below</span>'
+        if m.gated
+        else "below, reported as it is (a session: a dropped action that only reads survives)"
+    )
     parts = [
         f"<h3>Mutation testing</h3><p>{m.mutants} mutants: {m.killed} killed, {m.survived} "
         f"survived, {m.equivalent} likely equivalent (left out), {m.no_verdict} without a "
