@@ -18,7 +18,6 @@ import re
 import secrets
 import shutil
 import socket
-import sys
 import tempfile
 import textwrap
 import time
@@ -195,10 +194,13 @@ def test_a_memory_bomb_whose_call_then_times_out_names_the_memory_limit(
     judged(r, 0.0)
     if not r.evidence.limit_mechanism.get("memory", "").startswith("cgroup"):
         pytest.skip("memory is limited by rlimits here: no cgroup to say the limit was reached")
-    if sys.version_info >= (3, 13) and r.evidence.limit_fired == "case_time":
-        # Seen on 3.13 only: the forked child stops allocating at 140 - 210 MB (a fork from the
-        # solution's threaded process), so no limit but the clock fires. Still a judged 0.
-        pytest.xfail("on Python 3.13 the forked child stalls before the memory limit")
+    peak = r.evidence.peak_memory_mb
+    if r.evidence.limit_fired == "case_time" and peak is not None and peak < 256:
+        # Seen on 3.13 often and on 3.11 under CI's load: the forked child stops allocating at
+        # 140 - 215 MB (a fork from the solution's threaded process), so the memory limit is
+        # never reached and the clock is rightly the cause. Still a judged 0. A run that did
+        # reach the limit (peak 256) and named the clock still fails below.
+        pytest.xfail(f"the forked child stalled at {peak:.0f} MB, before the memory limit")
     assert r.evidence.limit_fired == "memory", r.evidence
     if past == "run":
         assert r.error_type == "solution_timeout", r

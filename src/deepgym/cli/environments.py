@@ -15,7 +15,7 @@ shows it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -157,7 +157,7 @@ def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
 
 
 def _keep(
-    text: str, meta: dict[str, str | bool | None], store_path: Path | None, quiet: bool
+    text: str, meta: Mapping[str, str | bool | None], store_path: Path | None, quiet: bool
 ) -> None:
     """Keep the report ``text`` (what ``--json`` prints) in the run store for the console; a
     default store that cannot open is skipped with a note, a ``--store`` one is an error."""
