@@ -46,6 +46,7 @@ def _mutation(env: str, killed: int, survivors: list[dict[str, Any]]) -> dict[st
         "seconds": 12.5,
         "threshold": 0.9,
         "ok": killed / (mutants - len(equivalents)) >= 0.9,
+        "gated": True,
         "survivors": survivors,
         "equivalents": equivalents,
     }

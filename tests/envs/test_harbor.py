@@ -296,7 +296,14 @@ def test_a_host_runnable_task_imports_and_passes_deepgym_check(tmp_path: Path, d
         "no-op",
         "busy",
         "random",
-    ]
+        *(
+            f"exploit[{name}]"
+            for name in (
+                "forge_result_files", "delete_tests", "edit_tests", "forged_output",
+                "always_equal", "patch_modules",
+            )
+        ),
+    ]  # fmt: skip
 
 
 @pytest.mark.sandbox
