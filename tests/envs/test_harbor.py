@@ -18,6 +18,7 @@ from deepgym import DeepGym, load_environment
 from deepgym.cli import cli
 from deepgym.envs import dockerfile
 from deepgym.envs.check import check_environment
+from deepgym.envs.exploits import session_exploits
 from deepgym.envs.harbor import export_harbor_task, import_harbor_task, path_map, rewrite
 from deepgym.envs.harbor_verifier import read_reward
 from deepgym.envs.registry import list_session_environments
@@ -296,14 +297,8 @@ def test_a_host_runnable_task_imports_and_passes_deepgym_check(tmp_path: Path, d
         "no-op",
         "busy",
         "random",
-        *(
-            f"exploit[{name}]"
-            for name in (
-                "forge_result_files", "delete_tests", "edit_tests", "forged_output",
-                "always_equal", "patch_modules",
-            )
-        ),
-    ]  # fmt: skip
+        *[f"exploit[{x.name}]" for x in session_exploits(env)],
+    ]
 
 
 @pytest.mark.sandbox
