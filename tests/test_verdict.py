@@ -56,6 +56,7 @@ def test_error_type_sets_partition_the_closed_set() -> None:
         "solution_error",
         "solution_timeout",
         "policy_sandbox_failure",
+        "compile_error",
     } == MODEL_FAULT_ERRORS
     assert {"sandbox_error", "runtime_error", "verifier_error", "timeout", "invalid_score"} == (
         NO_VERDICT_ERRORS
@@ -308,8 +309,12 @@ def test_a_model_fault_status_before_play_is_not_a_verdict(status: str) -> None:
     assert not classify(Outcome(report={"status": status}, in_play=False)).has_verdict
 
 
-@pytest.mark.parametrize("status", ["invalid_patch", "patch_apply_failed", "test_infra_tampering"])
-def test_patch_faults_are_verdicts_before_any_process_starts(status: str) -> None:
+@pytest.mark.parametrize(
+    "status", ["invalid_patch", "patch_apply_failed", "test_infra_tampering", "compile_error"]
+)
+def test_faults_found_by_reading_the_answer_are_verdicts_before_any_process_starts(
+    status: str,
+) -> None:
     c = classify(Outcome(report={"status": status}, in_play=False))
     assert (c.error_type, c.has_verdict, c.score) == (status, True, 0.0)
 

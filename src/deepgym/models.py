@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deepgym.languages import NAMES as LANGUAGE_NAMES
 from deepgym.text import one_line
 from deepgym.validation import (
     MAX_CASES,
@@ -79,6 +80,13 @@ class Environment(BaseModel):
     max_processes: Annotated[int, int_field("max_processes", 1, MAX_PROCESSES)] = 64
     max_file_mb: Annotated[int, int_field("max_file_mb", 1, MAX_FILE_MB)] = 64
     compare: Compare = "exact"
+    language: str = "python"
+    """The language of the answer: ``python`` (the default), or ``c``, ``cpp``, ``java``,
+    ``js``, ``rust`` or ``go`` for a ``script`` task (a program on stdin and stdout), which is
+    compiled once in the sandbox before its cases run (``deepgym.languages``)."""
+    compile_timeout: Annotated[float, seconds_field("compile_timeout")] = 30.0
+    """A compiled language: the time limit of the compile phase, in seconds (a compiler that
+    runs past it is ours: no verdict)."""
     scoring: Scoring = "all"
     """How a judged run's score becomes reward: ``"all"`` (all-or-nothing, the default) scores an
     answer that does not pass 0.0, as HumanEval's harness scores a problem, so no answer earns
@@ -130,6 +138,13 @@ class Environment(BaseModel):
     def _tags_are_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(name_str(t, f"tags[{i}]") for i, t in enumerate(v))
 
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, v: str) -> str:
+        if v not in LANGUAGE_NAMES:
+            raise ValueError(f"language must be one of {', '.join(LANGUAGE_NAMES)}, got {v!r}")
+        return v
+
     @field_validator("test_cases", mode="before")
     @classmethod
     def _cases_are_bounded(cls, v: Any) -> Any:
@@ -158,6 +173,11 @@ class Environment(BaseModel):
         if self.verifier_code is not None and self.verifier_path is not None:
             raise ValueError("give verifier_code or verifier_path, not both")
         has_custom = self.verifier_code is not None or self.verifier_path is not None
+        if self.language != "python" and self.kind != "script":
+            raise ValueError(
+                f"language {self.language!r} needs kind 'script' (a program on stdin and "
+                f"stdout), not {self.kind!r}"
+            )
         if self.kind == "session":
             if not has_custom or self.test_cases is not None:
                 raise ValueError(

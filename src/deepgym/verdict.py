@@ -52,6 +52,7 @@ class ErrorType(StrEnum):
     SOLUTION_ERROR = "solution_error"
     SOLUTION_TIMEOUT = "solution_timeout"
     POLICY_SANDBOX_FAILURE = "policy_sandbox_failure"
+    COMPILE_ERROR = "compile_error"
     SANDBOX_ERROR = "sandbox_error"
     RUNTIME_ERROR = "runtime_error"
     VERIFIER_ERROR = "verifier_error"
@@ -151,6 +152,11 @@ class Classification:
 
 
 _PASS_EPS = 1e-9
+ANSWER_READ_STATUSES = frozenset(
+    {"invalid_patch", "patch_apply_failed", "test_infra_tampering", "compile_error"}
+)
+"""Model faults found by reading the answer (a diff checked, a source compiled) rather than
+running it: they stand whether or not the answer's process ever started."""
 
 
 def _judged(score: float, passed: bool | None) -> Classification:
@@ -222,7 +228,7 @@ def classify(o: Outcome) -> Classification:
     if status in MODEL_FAULT_ERRORS:
         # A driver's model-fault status only stands once the answer is in play (patch checks
         # count: reading the diff is using it).
-        if o.in_play or status in {"invalid_patch", "patch_apply_failed", "test_infra_tampering"}:
+        if o.in_play or status in ANSWER_READ_STATUSES:
             return _fail(ErrorType(status), message)
         return _fail(ErrorType.VERIFIER_ERROR, message or "verifier failed before play")
     if status == "sandbox_error":  # the judge could not start the solution: ours

@@ -17,9 +17,10 @@ from deepgym.sandbox import policy
 from deepgym.sandbox.policy import JUDGE_UID, RULES, Params, Rule, argv, rules_for
 
 SOLUTION, VERIFIER, WORKER, PROBE, SESSION = "solution", "verifier", "worker", "probe", "session"
-EVERY = {SOLUTION, VERIFIER, WORKER, PROBE, SESSION}
+BUILD = "build"
+EVERY = {SOLUTION, BUILD, VERIFIER, WORKER, PROBE, SESSION}
 JUDGES = {VERIFIER, WORKER}
-HOSTILE = {SOLUTION, SESSION}
+HOSTILE = {SOLUTION, BUILD, SESSION}
 
 EXPECTED_ROLES: dict[str, set[str]] = {
     "namespaces": EVERY,
@@ -27,11 +28,11 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "no_user_namespaces": HOSTILE,
     "no_capabilities": HOSTILE,
     "die_with_parent": EVERY,
-    "new_session": {SOLUTION, VERIFIER, WORKER, SESSION},
+    "new_session": {SOLUTION, BUILD, VERIFIER, WORKER, SESSION},
     "clean_environment": JUDGES | {SESSION},
     "private_tmp": JUDGES,
     "system_read_only": EVERY,
-    "judge_read_only": {SOLUTION, VERIFIER, WORKER, SESSION},
+    "judge_read_only": {SOLUTION, BUILD, VERIFIER, WORKER, SESSION},
     "run_files": {VERIFIER},
     "session_files": {SESSION},
     "staged_environments": {WORKER},
@@ -39,9 +40,9 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "pool_cgroups": {WORKER},
     "devices": EVERY,
     "no_proc": {SOLUTION},
-    "own_proc": {VERIFIER, WORKER, PROBE, SESSION},
+    "own_proc": {BUILD, VERIFIER, WORKER, PROBE, SESSION},
     "capped_work_dir": HOSTILE,
-    "answer_read_only": {SOLUTION},
+    "answer_read_only": {SOLUTION, BUILD},
     "run_cgroups": HOSTILE,
     "capped_tmp": HOSTILE,
     "capped_shm": HOSTILE,
@@ -52,7 +53,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "judge_hostname": JUDGES,
     "solution_workdir": HOSTILE,
     "judge_workdir": JUDGES,
-    "boot": {SOLUTION, VERIFIER, WORKER, SESSION},
+    "boot": {SOLUTION, BUILD, VERIFIER, WORKER, SESSION},
 }
 """Which roles each rule reaches: this file's own statement, checked against the table."""
 
@@ -78,6 +79,9 @@ SIZE = 32 * 2**20
 
 def params(case: str) -> Params:
     """The parameters each backend passed for ``case`` (a role, or a solution's mode)."""
+    if case == BUILD:
+        command = ("solution", "build", "/work/solution.py", LIMITS, "{}")
+        return replace(HOST, command=command, run_dir=RUN_DIR, cgroups=RUN_PROCS, size=SIZE)
     if case.startswith(SOLUTION):
         mode, args = ("script", ("a", "1")) if case.endswith("script") else ("module", ())
         command = ("solution", mode, "/work/solution.py", LIMITS, *args)
@@ -368,7 +372,7 @@ def contains(ops: list[tuple[str, ...]], part: list[tuple[str, ...]]) -> bool:
     return any(ops[i : i + len(part)] == part for i in range(len(ops) - len(part) + 1))
 
 
-CASES = ["solution-module", "solution-script", VERIFIER, WORKER, PROBE, SESSION]
+CASES = ["solution-module", "solution-script", BUILD, VERIFIER, WORKER, PROBE, SESSION]
 BY_NAME = {rule.name: rule for rule in RULES}
 
 
@@ -407,7 +411,7 @@ def test_a_rule_reaches_its_roles_and_no_other(name: str, role: str) -> None:
     assert contains(operations(argv(role, FULL)[1:]), part) == wanted
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c != SESSION])  # the new role has no before
+@pytest.mark.parametrize("case", [c for c in CASES if c not in (SESSION, BUILD)])  # no before
 def test_each_role_is_the_command_line_the_backends_built_before(case: str) -> None:
     assert argv(role_of(case), params(case)) == BEFORE[case]
 
@@ -429,6 +433,15 @@ def test_the_solution_never_shares_the_judges_uid() -> None:
     for role in sorted(EVERY):
         ops = operations(argv(role, params(role))[1:])
         assert ("--uid", str(SOLUTION_UID if role in HOSTILE else JUDGE_UID)) in ops
+
+
+def test_a_build_is_the_solution_sandbox_with_a_proc_of_its_own() -> None:
+    solution = argv(SOLUTION, params("solution-script"))
+    build = argv(BUILD, params(BUILD))
+    i = solution.index("--tmpfs")
+    assert solution[i : i + 2] == ["--tmpfs", "/proc"]
+    assert build[:i] == solution[:i] and build[i : i + 2] == ["--proc", "/proc"]
+    assert build[i + 2 : build.index("solution")] == solution[i + 2 : solution.index("solution")]
 
 
 def test_an_unknown_role_is_refused_by_name() -> None:

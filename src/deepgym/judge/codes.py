@@ -34,6 +34,7 @@ MODEL_FAULT_STATUSES = frozenset(
         "solution_error",
         "solution_timeout",
         "policy_sandbox_failure",
+        "compile_error",
     }
 )
 """The failures that are the answer's (``deepgym.verdict.MODEL_FAULT_ERRORS`` is built from

@@ -35,6 +35,29 @@ def _close(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _number(word: str) -> float | None:
+    try:
+        return float(word)
+    except ValueError:
+        return None
+
+
+def _close_words(got: list[str], want: list[str]) -> bool:
+    """Words equal, or both numbers within ``REL_TOL`` / ``ABS_TOL`` of each other (a
+    program's float output: ``0.3333333`` for ``1/3``); ``nan`` and ``inf`` only as words."""
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        if g == w:
+            continue
+        x, y = _number(g), _number(w)
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            return False
+        if not math.isclose(x, y, rel_tol=REL_TOL, abs_tol=ABS_TOL):
+            return False
+    return True
+
+
 def _same_type_equal(a: Any, b: Any) -> bool:
     """Equality that does not let ``True`` stand for ``1`` or ``1.0`` for ``1``."""
     if type(a) is not type(b) and not (isinstance(a, int | float) and isinstance(b, int | float)):
@@ -56,6 +79,8 @@ def equal(actual: Any, expected: Any, how: str) -> bool:
     """True when ``actual`` matches ``expected`` under the comparison ``how``."""
     a, e = normalise(actual), normalise(expected)
     if how == "float":
+        if isinstance(a, str) and isinstance(e, str):  # a program's output: word by word
+            return _close_words(a.split(), e.split())
         return _close(a, e)
     if how == "unordered":
         if not isinstance(a, list) or not isinstance(e, list):

@@ -172,8 +172,11 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
 def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
     """Run the answer as a program once per case, with the case's stdin and arguments."""
     results = []
+    program = j.job.get("run_argv")  # a compiled language: its built program, run as is
+    mode, prefix = ("exec", tuple(program)) if program else ("script", ())
     for i, case in enumerate(j.cases()):
-        proc = j.launcher.start("script", tuple(map(str, case.get("args", []))), keep_stdout=True)
+        args = prefix + tuple(map(str, case.get("args", [])))
+        proc = j.launcher.start(mode, args, keep_stdout=True)
         j.mark_in_play()  # a script runs the answer at once
         stdin = str(case.get("stdin", "")).encode()
         try:

@@ -5,7 +5,9 @@ namespaces. It sets its own hard limits before the answer's first line runs, the
 the answer and serves calls on fds 3 (requests) and 4 (replies) (``module`` mode), runs it as
 ``__main__`` with the test's stdin (``script`` mode), or serves calls without importing anything
 (``repo`` mode: a patch task, whose verifier first sends the patched files with ``write_files``
-and then calls ``"package.module:function"`` names). The answer cannot raise a hard limit back.
+and then calls ``"package.module:function"`` names), or builds or runs a compiled language's
+program (``build`` and ``exec`` modes: ``judge.build``). The answer cannot raise a hard limit
+back.
 """
 
 from __future__ import annotations
@@ -264,8 +266,9 @@ A process that dies before it is the sandbox's failure, never the answer's."""
 
 
 def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -> int:
-    """``solution module|script|repo PATH LIMITS_JSON [ARGS...]``; ``source``: the bytes of
-    PATH, where the caller (a pool's solution process, which wrote it) has them; ``prepared``:
+    """``solution module|script|repo|build|exec PATH LIMITS_JSON [ARGS...]``; ``source``: the
+    bytes of PATH, where the caller (a pool's solution process, which wrote it) has them;
+    ``prepared``:
     the caller has put the pipes in place and made PATH's folder the working dir (a pool's
     solution process: nothing of the host's setup is in its environment)."""
     mode, path, limits_json, *args = argv
@@ -282,6 +285,10 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
         return _serve(path, source)
     if mode == "repo":
         return _serve(None)
+    if mode in ("build", "exec"):  # a compiled language's answer (``build``)
+        from . import build
+
+        return build.main(mode, path, args)
     sys.argv = [path, *args]
     import runpy
 

@@ -80,9 +80,14 @@ def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.s
     latency). It loads nothing of the answer until the verifier's first call: the answer comes
     into play then, as with a process started at that call."""
     answer = job.pop("answer", None)
+    program = job.pop("program_path", None)
     if answer is not None:
         with open(ANSWER_PATH, "w", encoding="utf-8", newline="") as f:
             f.write(answer)  # the job names this path: the host takes it from here
+    elif program is not None:  # a compiled language's program, built by the host
+        with open(program, "rb") as src, open(ANSWER_PATH, "wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
     ahead = None
     if job.get("kind") != "script":
         ahead = spawn_request(job, "repo" if job.get("kind") == "patch" else "module", ())
@@ -220,7 +225,8 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     isolate.tmpfs("/work", size, "0755")
     if os.path.isdir("/dev/shm"):
         isolate.tmpfs("/dev/shm", size, "1777")
-    fd = os.open("/work/solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    mode = 0o755 if req["mode"] == "exec" else 0o644  # a built program runs as itself
+    fd = os.open("/work/solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         solution_host.write_all(fd, answer)
     finally:

@@ -70,9 +70,28 @@ class FreshRuns:
     def __init__(self, launch: Launch) -> None:
         self.launch = launch
         self.workspace = Workspace()
+        from deepgym.sandbox.programs import ProgramCache  # (it builds on this module)
+
+        self.programs = ProgramCache(
+            self.workspace,
+            launch.solution_argv,
+            isolation=launch.isolation,
+            through_bwrap=launch.through_bwrap,
+        )
 
     async def run(self, job: Job) -> RawRun:
-        """Run one job; the result carries the run's evidence and ``launch``'s isolation."""
+        """Run one job; the result carries the run's evidence and ``launch``'s isolation. An
+        answer in a compiled language is built first (``programs``), once per source."""
+        if job.env.language == "python":
+            return await self._run(job, None)
+        t0 = time.monotonic()
+        async with self.programs.program(job) as built:
+            if isinstance(built, RawRun):  # no program: a compile error, or ours
+                built.total_ms = (time.monotonic() - t0) * 1000.0
+                return built
+            return await self._run(job, built.path)
+
+    async def _run(self, job: Job, program: Path | None) -> RawRun:
         launch = self.launch
         t0 = time.monotonic()
         env_dir = self.workspace.env_dir(job.env)
@@ -87,7 +106,12 @@ class FreshRuns:
         )
         try:
             (run_dir / "answer").mkdir()
-            (run_dir / "answer" / "solution.py").write_text(job.answer)
+            answer = run_dir / "answer" / "solution.py"
+            if program is None:
+                answer.write_text(job.answer)
+            else:  # the built program, which each case runs (``judge.build``'s exec mode)
+                shutil.copyfile(program, answer)
+                answer.chmod(0o755)
             env_in, answer_path = launch.job_paths(run_dir, env_dir)
             spec = {**job_spec(job, env_in, answer_path), "ctl_fd": theirs.fileno()}
             (run_dir / "job.json").write_text(json.dumps(spec))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import glob
 import os
 import shutil
 import subprocess
@@ -132,6 +133,11 @@ def system_binds() -> list[str]:
     # only links into /usr, no host data.
     if os.path.isdir("/etc/alternatives"):
         args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
+    # A JDK's configuration (its security policy, jvm.cfg), which it links to from /usr: no
+    # host data, and the JVM does not start without it.
+    for conf in sorted(glob.glob("/etc/java-*")):
+        if os.path.isdir(conf) and not os.path.islink(conf):
+            args += ["--ro-bind", conf, conf]
     prefix = os.path.realpath(sys.base_prefix)
     if not prefix.startswith("/usr/"):
         args += ["--ro-bind", prefix, prefix]

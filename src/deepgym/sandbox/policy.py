@@ -4,6 +4,9 @@ Each row (``Rule``) is one rule: what it does, why (the threat it answers), the 
 and its bwrap arguments. The roles:
 
 - ``solution``: ``strict``'s sandbox of one answer's process (hostile code);
+- ``build``: a compiler's sandbox over an answer's source (``sandbox.programs``): the
+  ``solution`` policy, with a ``/proc`` of its own pid namespace (rustc and the JVM read
+  ``/proc/self``), as an agent session has;
 - ``verifier``: ``strict``'s sandbox of one run's verifier (trusted code, sandboxed all the same);
 - ``worker``: a pool worker, which runs verifiers and has its zygote fork each answer's process
   (``deepgym.judge.worker`` isolates each solution further, inside this sandbox);
@@ -26,11 +29,12 @@ from dataclasses import dataclass, field
 from deepgym.judge.codes import SOLUTION_UID
 
 SOLUTION = "solution"
+BUILD = "build"
 VERIFIER = "verifier"
 WORKER = "worker"
 PROBE = "probe"
 SESSION = "session"
-ROLES = (SOLUTION, VERIFIER, WORKER, PROBE, SESSION)
+ROLES = (SOLUTION, BUILD, VERIFIER, WORKER, PROBE, SESSION)
 """Every sandbox role the table knows."""
 
 JUDGE_UID = 1000
@@ -145,7 +149,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "own_user_namespace",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "A user namespace of its own, required rather than tried.",
         "The answer's uid and capabilities exist only there, never on the host; and "
         "--disable-userns needs it.",
@@ -153,7 +157,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no_user_namespaces",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "No further user namespaces inside.",
         "A nested user namespace would give the answer a full set of capabilities again, and the "
         "kernel's namespace code to attack.",
@@ -161,7 +165,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no_capabilities",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "No capabilities, the bounding set included.",
         "Nothing privileged to use, and nothing a later exec (a setuid program) could regain.",
         _fixed("--cap-drop", "ALL"),
@@ -175,7 +179,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "new_session",
-        frozenset({SOLUTION, VERIFIER, WORKER, SESSION}),
+        frozenset({SOLUTION, BUILD, VERIFIER, WORKER, SESSION}),
         "A session of its own (setsid): no controlling terminal.",
         "TIOCSTI: nothing typed into the host's terminal from inside.",
         _fixed("--new-session"),
@@ -205,7 +209,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "judge_read_only",
-        frozenset({SOLUTION, VERIFIER, WORKER, SESSION}),
+        frozenset({SOLUTION, BUILD, VERIFIER, WORKER, SESSION}),
         f"The judge package, read-only, at {IN_JUDGE}.",
         "The code that judges a run cannot be changed from inside its sandbox.",
         lambda p: ["--ro-bind", p.judge_dir, IN_JUDGE],
@@ -271,7 +275,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "own_proc",
-        frozenset({VERIFIER, WORKER, PROBE, SESSION}),
+        frozenset({BUILD, VERIFIER, WORKER, PROBE, SESSION}),
         "A /proc of the sandbox's own pid namespace.",
         "The judge reads its own solution processes there (CPU time, for a timeout's blame); "
         "nothing outside the sandbox shows.",
@@ -279,7 +283,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "capped_work_dir",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "A size-capped, empty work dir at /work.",
         "A file on tmpfs is memory that RLIMIT_AS does not count (and a cgroup may be missing): "
         "the size cap bounds it.",
@@ -287,14 +291,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "answer_read_only",
-        frozenset({SOLUTION}),
+        frozenset({SOLUTION, BUILD}),
         "The answer's file, and only it, read-only at /work/solution.py.",
         "No test data or verifier source to read, and the answer stays as it was sent.",
         lambda p: ["--ro-bind", f"{p.run_dir}/answer/solution.py", "/work/solution.py"],
     ),
     Rule(
         "run_cgroups",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "The run's cgroup.procs files, one per controller, at /cg/<controller>.procs.",
         "The solution host joins the run's groups before the answer runs: memory and process "
         "limits over everything the answer starts.",
@@ -302,21 +306,21 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "capped_tmp",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "A size-capped, empty /tmp.",
         "As for the work dir: tmpfs pages escape RLIMIT_AS.",
         _capped_tmpfs("/tmp"),
     ),
     Rule(
         "capped_shm",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "A size-capped, empty /dev/shm.",
         "As for the work dir: shared memory on tmpfs escapes RLIMIT_AS.",
         _capped_tmpfs("/dev/shm"),
     ),
     Rule(
         "read_only_rest",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "bwrap's own root, /dev and /proc remounted read-only, after every mount beneath them.",
         "Nothing writable but the capped tmpfs: bwrap's root and /dev are tmpfs that no limit "
         "counts.",
@@ -324,7 +328,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "solution_uid",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         f"Runs as uid and gid {SOLUTION_UID}.",
         "Never the verifier's uid: with no Yama LSM, a process can read the memory of any "
         "process with its uid.",
@@ -339,7 +343,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "solution_hostname",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "The hostname 'sandbox'.",
         "The host's name is not the answer's to read (it identifies the machine).",
         _fixed("--hostname", "sandbox"),
@@ -353,7 +357,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "solution_workdir",
-        frozenset({SOLUTION, SESSION}),
+        frozenset({SOLUTION, BUILD, SESSION}),
         "Starts in its work dir, /work.",
         "Never in a host folder (bwrap keeps the starter's working dir where it exists inside).",
         _fixed("--chdir", "/work"),
@@ -367,7 +371,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "boot",
-        frozenset({SOLUTION, VERIFIER, WORKER, SESSION}),
+        frozenset({SOLUTION, BUILD, VERIFIER, WORKER, SESSION}),
         "Runs the judge's entry point in an isolated interpreter (-I -S).",
         "Nothing outside the judge (no PYTHON* variable, user site or site hook) decides what "
         "runs first.",

@@ -36,7 +36,9 @@ from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.programs import PROGRAMS, ProgramCache
 from deepgym.sandbox.spec import START_GRACE_S, job_spec, rlimits, solution_env, work_bytes
+from deepgym.sandbox.strict import BwrapLaunch
 from deepgym.sandbox.workspace import Workspace
 
 STDERR_KEEP = 8192
@@ -279,6 +281,13 @@ class PoolBackend:
         self._host = host_params()
         """The host's facts every worker's sandbox is built from, read once."""
         self._workspace = Workspace()
+        self.programs = ProgramCache(
+            self._workspace,
+            BwrapLaunch(self._host).solution_argv,
+            isolation="pool",
+            through_bwrap=True,
+        )
+        """Compiled languages' programs, built in a ``solution`` sandbox like strict's."""
         self.size = size
         self.affinity = affinity
         """Hand a run to a worker that ran its environment lately (``_Idle``); False: strictly
@@ -391,7 +400,18 @@ class PoolBackend:
 
     # -- runs -----------------------------------------------------------------------------
     async def run(self, job: Job) -> RawRun:
-        """Run ``job`` on the next free worker (one that ran its environment lately first)."""
+        """Run ``job`` on the next free worker (one that ran its environment lately first). An
+        answer in a compiled language is built first (``programs``), once per source."""
+        if job.env.language == "python":
+            return await self._run(job, None)
+        t0 = time.monotonic()
+        async with self.programs.program(job) as built:
+            if isinstance(built, RawRun):  # no program: a compile error, or ours
+                built.total_ms = (time.monotonic() - t0) * 1000.0
+                return built
+            return await self._run(job, built.key)
+
+    async def _run(self, job: Job, program: str | None) -> RawRun:
         t0 = time.monotonic()
         idle = await self._ensure_started()
         env_dir = self._workspace.env_dir(job.env)
@@ -403,7 +423,12 @@ class PoolBackend:
             slot.begin(job.env.memory_mb, job.env.max_processes)
             spec = {
                 **job_spec(job, f"/judge/envs/{env_dir.name}", ANSWER_PATH),
-                "answer": job.answer,  # the worker writes it to a file of its own
+                # the worker writes it to a file of its own (a built program: copies it)
+                **(
+                    {"answer": job.answer}
+                    if program is None
+                    else {"program_path": f"/judge/envs/{PROGRAMS}/{program}"}
+                ),
                 "limits_json": json.dumps(rlimits(job, slot)),
                 "work_bytes": work_bytes(job),
             }

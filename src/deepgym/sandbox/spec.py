@@ -7,8 +7,10 @@ Pure functions of a ``Job``, shared by every backend (``strict``, ``unsafe``, ``
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
+from deepgym import languages
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job
 from deepgym.sandbox.policy import BASE_ENV
@@ -33,7 +35,21 @@ def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
         "verifier_path": f"{env_in}/verifier.py" if custom else None,
         "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
         "answer_path": answer_path,
+        "run_argv": run_argv(job) if env.language != "python" else None,
     }
+
+
+def run_argv(job: Job) -> list[str]:
+    """A compiled language's command line for each case (``judge.build``'s ``exec`` mode):
+    its programs' full paths, the run's memory limit filled in, ``{program}`` kept."""
+    lang = languages.language(job.env.language)
+    tools = languages.toolchain(lang.name).tools
+    words = [w.replace("{memory_mb}", str(job.env.memory_mb)) for w in lang.run_argv]
+    program = tools.get(words[0], words[0])
+    # A program that finds its libraries beside its own real path ($ORIGIN, as the JDK's
+    # launcher does) reads that path from /proc, which a solution lacks: say it here.
+    origin = [f"LD_ORIGIN_PATH={os.path.dirname(os.path.realpath(program))}"] if lang.origin else []
+    return [*origin, program, *words[1:]]
 
 
 def rlimits(job: Job, group: cgroups.RunCgroup | cgroups.Slot) -> dict[str, int]:
@@ -48,7 +64,9 @@ def rlimits(job: Job, group: cgroups.RunCgroup | cgroups.Slot) -> dict[str, int]
         "core": 0,
     }
     if not group.holds("memory"):
-        limits["as_bytes"] = env.memory_mb * 2**20
+        lang = languages.LANGUAGES.get(env.language)
+        slack = lang.extra_address_space_mb if lang is not None else 0
+        limits["as_bytes"] = (env.memory_mb + slack) * 2**20
     return limits
 
 

@@ -65,7 +65,8 @@ class BwrapLaunch:
             cgroups=binds,
             size=work_bytes(job),
         )
-        return policy.argv(policy.SOLUTION, params), env
+        role = policy.BUILD if mode == "build" else policy.SOLUTION  # a compiler's sandbox
+        return policy.argv(role, params), env
 
 
 class StrictBackend:

@@ -1,0 +1,123 @@
+"""Build an answer written in a compiled language, inside its own solution sandbox.
+
+``solution build PATH LIMITS SPEC_JSON`` (``solution_host``'s ``build`` mode) copies the answer at
+PATH into a build folder under its work dir, under the name the language wants, runs the
+compiler there, and writes the program it leaves to stdout: the host keeps it (in its compile
+cache) and hands it to each run. The compiler's diagnostics go to stderr. The exit code says what
+happened; the host reads it with the run's cgroup evidence (a compiler killed by a limit is ours,
+whatever it printed):
+
+- ``BUILT`` (0): the program is on stdout;
+- ``REJECTED`` (1): the compiler refused the source (the answer's fault: ``compile_error``);
+- ``CRASHED`` (3): the compiler died by a signal or with its own internal-error code, or left no
+  program (ours: no verdict);
+- ``SETUP_FAILED``: the build could not start (ours).
+
+``exec`` mode then runs that program: ``solution exec PATH LIMITS ARGV...``, where the word
+``{program}`` in ARGV stands for PATH (``java -jar {program}``, or ``{program}`` alone), and
+leading ``NAME=value`` words set the program's environment (as ``env`` takes them).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import zipfile
+
+from . import wire
+from .codes import SETUP_FAILED
+from .solution_host import write_all
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+BUILT = 0
+REJECTED = 1
+CRASHED = 3
+BUILD_DIR = "build"
+PROGRAM = "{program}"
+MANIFEST = "Manifest-Version: 1.0\r\nMain-Class: Main\r\nCreated-By: deepgym\r\n\r\n"
+
+
+def _pack_jar(classes: str, jar: str) -> None:
+    """Every file under ``classes`` in a runnable jar whose main class is ``Main``."""
+    with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        z.writestr("META-INF/MANIFEST.MF", MANIFEST)
+        for folder, dirs, names in os.walk(classes):
+            dirs.sort()
+            for name in sorted(names):
+                full = os.path.join(folder, name)
+                z.write(full, os.path.relpath(full, classes))
+
+
+def build(path: str, spec: dict[str, Any]) -> int:
+    """Compile the answer at ``path`` as ``spec`` says; see the module's docstring."""
+    try:
+        os.makedirs(BUILD_DIR, exist_ok=True)
+        with open(path, "rb") as f:
+            source = f.read()
+        with open(os.path.join(BUILD_DIR, spec["source"]), "wb") as f:
+            f.write(source)
+        env = {**os.environ, **spec.get("env", {})}
+    except (OSError, KeyError, TypeError) as exc:
+        os.write(2, f"build set-up failed: {exc}\n".encode())
+        return SETUP_FAILED
+    try:
+        done = subprocess.run(
+            list(spec["argv"]),
+            cwd=BUILD_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=2,
+            stderr=2,
+            check=False,
+        )
+    except OSError as exc:  # the compiler could not start: ours
+        os.write(2, f"the compiler did not start: {exc}\n".encode())
+        return SETUP_FAILED
+    code = done.returncode
+    if code < 0:
+        os.write(2, f"\nthe compiler died by {signal.Signals(-code).name}\n".encode())
+        return CRASHED
+    if code in spec.get("crash_codes", ()):
+        os.write(2, f"\nthe compiler failed with its internal-error code {code}\n".encode())
+        return CRASHED
+    if code != 0:
+        return REJECTED
+    artifact = os.path.join(BUILD_DIR, spec["artifact"])
+    try:
+        if spec.get("pack") == "jar":
+            _pack_jar(os.path.join(BUILD_DIR, "classes"), artifact)
+        with open(artifact, "rb") as f:
+            program = f.read()
+    except OSError as exc:
+        os.write(2, f"\nthe compiler left no program: {exc}\n".encode())
+        return CRASHED
+    write_all(1, program)
+    return BUILT
+
+
+def run_program(path: str, argv: list[str]) -> int:
+    """Replace this process with the built program at ``path`` (``argv``'s ``{program}``)."""
+    words = [path if w == PROGRAM else w for w in argv]
+    while words and "=" in words[0] and "/" not in words[0].partition("=")[0]:
+        name, _, value = words.pop(0).partition("=")  # NAME=value: the program's environment
+        os.environ[name] = value
+    if not words:
+        os.write(2, b"exec: no command line\n")
+        return SETUP_FAILED
+    os.closerange(3, 5)  # the call pipes: a program serves no calls
+    try:
+        os.execv(words[0], words)
+    except OSError as exc:  # ours: the program's own code has not run
+        os.write(2, f"solution set-up failed: cannot run {words[0]}: {exc}\n".encode())
+    return SETUP_FAILED
+
+
+def main(mode: str, path: str, args: list[str]) -> int:
+    """``build PATH SPEC_JSON`` or ``exec PATH ARGV...``, as ``solution_host`` hands them on."""
+    if mode == "build":
+        return build(path, wire.loads(args[0]))
+    return run_program(path, args)
