@@ -70,7 +70,7 @@ def feed_content(h: Any, env: Environment) -> None:
     """Feed ``h`` what decides how ``env`` runs: its fields but ``_NOT_CONTENT``, and the bytes
     of its verifier file, repository and tests (the one definition of an environment's content)."""
     h.update(env.model_dump_json(exclude=_NOT_CONTENT).encode())
-    for path in (env.verifier_path, env.repo_path, env.tests_path):
+    for path in (env.verifier_path, env.repo_path, env.tests_path, env.checker_path):
         if path is not None:
             _file_digest(h, path if isinstance(path, Path) else Path(path))
 

@@ -87,6 +87,16 @@ class Environment(BaseModel):
     compile_timeout: Annotated[float, seconds_field("compile_timeout")] = 30.0
     """A compiled language: the time limit of the compile phase, in seconds (a compiler that
     runs past it is ours: no verdict)."""
+    checker_path: Path | None = None
+    """A script task: a checker program (``checker.py``, testlib's convention: it reads the
+    case's input, the expected output and the answer's output, and exits 0 accepted, 1 wrong
+    answer, 2 presentation error, 3 its own failure: no verdict), for problems with several
+    valid outputs; it replaces ``compare``."""
+    case_limit: Annotated[int | None, int_field("case_limit", 1, MAX_CASES, optional=True)] = None
+    """A script task: judge only the first N test cases."""
+    stop_on_failure: bool = False
+    """A script task: stop at the first failed case (the rest count as failed, not run), as a
+    contest judge does; the score is then the share passed before it."""
     scoring: Scoring = "all"
     """How a judged run's score becomes reward: ``"all"`` (all-or-nothing, the default) scores an
     answer that does not pass 0.0, as HumanEval's harness scores a problem, so no answer earns
@@ -173,6 +183,14 @@ class Environment(BaseModel):
         if self.verifier_code is not None and self.verifier_path is not None:
             raise ValueError("give verifier_code or verifier_path, not both")
         has_custom = self.verifier_code is not None or self.verifier_path is not None
+        script_only = {
+            "checker_path": self.checker_path is not None,
+            "case_limit": self.case_limit is not None,
+            "stop_on_failure": self.stop_on_failure,
+        }
+        for field_name, given in script_only.items():
+            if given and self.kind != "script":
+                raise ValueError(f"{field_name} applies to kind 'script' only, not {self.kind!r}")
         if self.language != "python" and self.kind != "script":
             raise ValueError(
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "

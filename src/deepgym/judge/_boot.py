@@ -19,9 +19,12 @@ def _main() -> int:
         "worker": "worker",
         "session": "agent_shell",
         "session_verify": "session_verify",
+        "checker": "checker",
     }.get(role)
     if module is None:
-        sys.stderr.write("usage: _boot.py verifier|solution|worker|session|session_verify ...\n")
+        sys.stderr.write(
+            "usage: _boot.py verifier|solution|worker|session|session_verify|checker ...\n"
+        )
         return 2
     name = f"{os.path.basename(pkg_dir)}.{module}"
     __import__(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _socket
 import os
+import signal
 import sys
 import time
 
@@ -170,11 +171,22 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
 
 
 def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
-    """Run the answer as a program once per case, with the case's stdin and arguments."""
-    results = []
+    """Run the answer as a program once per case, with the case's stdin and arguments.
+
+    The job may cap the cases judged (``case_limit``: the first N) and stop at the first failed
+    one (``stop_on_failure``: the rest count as failed, not run). A compiled language's program
+    (``run_argv``) also fails a case by a non-zero exit or a signal (a runtime error, as a
+    judge of programming contests counts it), whatever it printed first."""
+    results: list[dict[str, Any]] = []
     program = j.job.get("run_argv")  # a compiled language: its built program, run as is
     mode, prefix = ("exec", tuple(program)) if program else ("script", ())
-    for i, case in enumerate(j.cases()):
+    cases = j.cases()
+    if j.job.get("case_limit"):
+        cases = cases[: int(j.job["case_limit"])]
+    for i, case in enumerate(cases):
+        if results and not results[-1]["passed"] and j.job.get("stop_on_failure"):
+            results.append(_case(i, False, "not run: stopped at the first failed case"))
+            continue
         args = prefix + tuple(map(str, case.get("args", [])))
         proc = j.launcher.start(mode, args, keep_stdout=True)
         j.mark_in_play()  # a script runs the answer at once
@@ -197,17 +209,80 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         j.launcher.reap(proc)
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
-        out = proc.out.text()
         if proc.limit:
             results.append(_case(i, False, f"limit: {proc.limit}"))
-        elif check is not None:
-            verdict = check(case, out)
-            ok = bool(verdict >= 1.0) if isinstance(verdict, float) else bool(verdict)
-            results.append(_case(i, ok))
+        elif program and (crash := _runtime_error(proc.status)):
+            said = proc.err.head.decode("utf-8", "replace").strip()[-200:]
+            results.append(_case(i, False, f"{crash}: {said}" if said else crash))
         else:
-            ok = compare.equal(out, case["expected_stdout"], j.job.get("compare", "tokens"))
-            results.append(_case(i, ok, "" if ok else f"stdout {out[:200]!r}"))
+            results.append(_judge_output(j, i, case, proc.out.text(), check))
     return _score(results)
+
+
+def _runtime_error(status: int | None) -> str:
+    """What a program's wait ``status`` says went wrong ("" for a clean exit 0)."""
+    if status is None or status == 0:
+        return ""
+    if os.WIFSIGNALED(status):
+        return f"runtime error: killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"runtime error: exit {os.WEXITSTATUS(status)}"
+
+
+def _judge_output(j: Judge, i: int, case: dict[str, Any], out: str, check: Any) -> dict[str, Any]:
+    """One case's result from the program's stdout: by the verifier's ``check``, the
+    environment's checker program, or the comparison the job names."""
+    if check is not None:
+        verdict = check(case, out)
+        ok = bool(verdict >= 1.0) if isinstance(verdict, float) else bool(verdict)
+        return _case(i, ok)
+    if j.job.get("checker_path"):
+        ok, message = run_checker(j, case, out)
+        return _case(i, ok, message)
+    ok = compare.equal(out, case["expected_stdout"], j.job.get("compare", "tokens"))
+    return _case(i, ok, "" if ok else f"stdout {out[:200]!r}")
+
+
+class CheckerFailed(Exception):
+    """The environment's checker program failed (testlib's exit 3, a crash, a timeout): the
+    verifier's own failure, so the run has no verdict, whatever the answer printed."""
+
+
+def run_checker(j: Judge, case: dict[str, Any], out: str) -> tuple[bool, str]:
+    """Judge one case's output with the environment's checker (``judge.checker``'s
+    convention): (passed, message). ``CheckerFailed`` where the checker failed."""
+    import subprocess
+    import tempfile
+
+    from . import checker
+
+    boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot.py")
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for name, text in (
+            ("input", case.get("stdin", "")),
+            ("expected", case.get("expected_stdout", "")),
+            ("output", out),
+        ):
+            path = os.path.join(d, name)
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(str(text))
+            paths.append(path)
+        argv = [sys.executable, "-I", "-S", boot, "checker", j.job["checker_path"], *paths]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=CHECKER_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise CheckerFailed(f"the checker ran past {CHECKER_TIMEOUT_S:g} s") from None
+    said = (done.stdout + done.stderr).decode("utf-8", "replace").strip()[:300]
+    if done.returncode == checker.ACCEPTED:
+        return True, ""
+    if done.returncode in (checker.WRONG_ANSWER, checker.PRESENTATION_ERROR):
+        what = checker.VERDICTS[done.returncode]
+        return False, f"{what}: {said}" if said else what
+    raise CheckerFailed(f"the checker failed (exit {done.returncode}): {said or 'no word'}")
+
+
+CHECKER_TIMEOUT_S = 10.0
+"""The time one checker call may take (it is the environment's code, not the answer's)."""
 
 
 def _setup_failed(proc: Any) -> bool:
@@ -360,6 +435,9 @@ def judge(
     except AheadError as exc:  # calls sent ahead, misused: the verifier's fault, never the answer's
         code = VERIFIER_BROKEN
         report = {"status": "verifier_error", "message": f"AheadError: {exc}"}
+    except CheckerFailed as exc:  # the environment's checker: ours, in play or not
+        code = VERIFIER_BROKEN
+        report = {"status": "verifier_error", "message": str(exc)}
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
         report = {"status": "verifier_error", "message": f"the verifier exited {exc.code}"}

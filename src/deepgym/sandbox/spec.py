@@ -36,6 +36,9 @@ def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
         "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
         "answer_path": answer_path,
         "run_argv": run_argv(job) if env.language != "python" else None,
+        "checker_path": f"{env_in}/checker.py" if env.checker_path is not None else None,
+        "case_limit": env.case_limit,
+        "stop_on_failure": env.stop_on_failure,
     }
 
 

@@ -127,6 +127,8 @@ class Workspace:
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
                 dirs_exist_ok=True,
             )
+        if env.checker_path is not None:  # a script task's checker program
+            shutil.copyfile(env.checker_path, d / "checker.py")
         if env.step_verifier_code is not None:  # a session's per-step verifier
             (d / "step_verifier.py").write_text(env.step_verifier_code)
         if env.tests_path is not None:  # a session's hidden tests, beside its verifier
