@@ -21,6 +21,7 @@ import pytest
 
 from deepgym import DeepGym
 from deepgym.exceptions import SandboxUnavailableError
+from deepgym.languages import LANGUAGES
 from deepgym.sandbox import cgroups, doctor, host, userns
 from tests.sandbox.conftest import ADD, ADD_OK
 
@@ -177,6 +178,7 @@ def test_this_host_gets_full_limits_in_a_few_seconds() -> None:
         "tmp",
         "memory limit",
         "process limit",
+        *(f"language {name}" for name in LANGUAGES),
     ]
     full = set(cgroups.v1_controllers()) == {"memory", "pids"}
     assert report.exit_code == (0 if full else 1), report.summary

@@ -16,6 +16,7 @@ _STYLES = {
     checks.WEAK: "bold yellow",
     checks.FAIL: "bold red",
     checks.SKIPPED: "dim",
+    checks.ABSENT: "dim",
 }
 
 

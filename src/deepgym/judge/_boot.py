@@ -29,7 +29,7 @@ def _main() -> int:
     name = f"{os.path.basename(pkg_dir)}.{module}"
     __import__(name)
     mod = sys.modules[name]
-    if role == "solution":  # the answer gets no view of the judge package on its path
+    if role in ("solution", "checker"):  # the code it runs gets no view of the judge's path
         sys.path.remove(parent)
     code: int = mod.main(sys.argv[2:])
     return code

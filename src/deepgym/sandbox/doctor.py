@@ -25,15 +25,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from deepgym import languages
 from deepgym.sandbox import cgroups, host, userns
 
 OK = "ok"
 WEAK = "weak"
 FAIL = "fail"
 SKIPPED = "skipped"
-STATUSES = (OK, WEAK, FAIL, SKIPPED)
+ABSENT = "absent"
+STATUSES = (OK, WEAK, FAIL, SKIPPED, ABSENT)
 """A check's status: ``weak`` is a weaker limit (exit 1), ``fail`` stops the sandbox (exit 2),
-``skipped`` could not be checked because an earlier check failed."""
+``skipped`` could not be checked because an earlier check failed, ``absent`` is an optional
+toolchain this host lacks (answers in that language are refused; the exit code is unchanged)."""
 
 MIN_PYTHON = (3, 11)
 MIN_TMP_FREE_MB = 256
@@ -300,6 +303,23 @@ HELD_BY_GROUP = (
 )
 
 
+def check_toolchains(found: list[languages.Toolchain] | None = None) -> list[Check]:
+    """One line per compiled language: its toolchain's version here, or the package to
+    install (``found`` replaces ``languages.toolchains()``, for tests)."""
+    rows = []
+    for tc in languages.toolchains() if found is None else found:
+        lang = languages.LANGUAGES[tc.language]
+        name = f"language {tc.language}"
+        if tc.present:
+            means = f"answers in {lang.title} compile and run in the sandbox"
+            rows.append(Check(name, OK, f"{tc.version} ({tc.path})", means))
+        else:
+            fix = f"apt-get install {lang.package}"
+            means = f"answers in {lang.title} are refused (a one-line error naming the package)"
+            rows.append(Check(name, ABSENT, f"no {lang.tool} in /usr/bin", means, fix))
+    return rows
+
+
 def _v2_plan() -> cgroups.V2Base | None:
     """The v2 folder the backends would use, as it is now, and whether a process can join a
     group made in it (``cgroups.join_refused``: an empty group, made and removed)."""
@@ -320,5 +340,6 @@ def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:
         check_proc(chosen, refusal),
         check_tmp(),
         *check_limits(cgroups.v1_controllers(), v2_found(cgroups.own_v2_group()), _v2_plan()),
+        *check_toolchains(),
     ]
     return Report(tuple(checks))
