@@ -359,10 +359,15 @@ class LocalEngine:
         )
 
     async def sandbox_stats(self) -> dict[str, Any]:
-        """For the pool, its workers and the memory (RSS, KiB) each holds when idle; empty
-        before the first run."""
+        """For the pool, its workers and the memory (RSS, KiB) each holds when idle; for any
+        backend that built a compiled language's answer, its compile cache (``compile_cache``:
+        hits, misses, programs, bytes); empty before the first run."""
         stats = getattr(self._backend, "stats", None)
-        return dict(stats()) if callable(stats) else {}
+        out = dict(stats()) if callable(stats) else {}
+        programs = getattr(self._backend, "programs", None)
+        if programs is not None and (programs.hits or programs.misses):
+            out["compile_cache"] = programs.stats()
+        return out
 
     # -- agent sessions ---------------------------------------------------------------------
     async def open_session(self, env: Environment) -> LocalSession:

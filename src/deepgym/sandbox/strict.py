@@ -22,6 +22,7 @@ from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.fresh import FreshRuns
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.programs import ProgramCache
 from deepgym.sandbox.spec import rlimits, solution_env, work_bytes
 
 
@@ -83,6 +84,11 @@ class StrictBackend:
     async def run(self, job: Job) -> RawRun:
         """Run one job in fresh sandboxes."""
         return await self._runs.run(job)
+
+    @property
+    def programs(self) -> ProgramCache:
+        """The compiled languages' programs this backend built (``sandbox.programs``)."""
+        return self._runs.programs
 
     async def close(self) -> None:
         """Remove the backend's files and any run cgroup left."""

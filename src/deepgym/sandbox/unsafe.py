@@ -15,6 +15,7 @@ from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.fresh import FreshRuns
 from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON, compile_judge
 from deepgym.sandbox.policy import boot_command
+from deepgym.sandbox.programs import ProgramCache
 from deepgym.sandbox.spec import rlimits, solution_env
 
 
@@ -60,6 +61,11 @@ class UnsafeBackend:
     async def run(self, job: Job) -> RawRun:
         """Run one job with no isolation."""
         return await self._runs.run(job)
+
+    @property
+    def programs(self) -> ProgramCache:
+        """The compiled languages' programs this backend built (``sandbox.programs``)."""
+        return self._runs.programs
 
     async def close(self) -> None:
         """Remove the backend's files and any run cgroup left."""
