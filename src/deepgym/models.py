@@ -36,6 +36,7 @@ from deepgym.verdict import ALL_ERROR_TYPES, MODEL_FAULT_ERRORS, has_verdict
 __all__ = [
     "MODEL_FAULT_ERRORS",
     "BatchResult",
+    "CaseOutput",
     "CaseResult",
     "Environment",
     "EvalResult",
@@ -94,6 +95,9 @@ class Environment(BaseModel):
     valid outputs; it replaces ``compare``."""
     case_limit: Annotated[int | None, int_field("case_limit", 1, MAX_CASES, optional=True)] = None
     """A script task: judge only the first N test cases."""
+    keep_output: bool = False
+    """A script task: keep each case's stdout, stderr, exit code and time in its result
+    (``CaseResult.output``)."""
     stop_on_failure: bool = False
     """A script task: stop at the first failed case (the rest count as failed, not run), as a
     contest judge does; the score is then the share passed before it."""
@@ -187,6 +191,7 @@ class Environment(BaseModel):
             "checker_path": self.checker_path is not None,
             "case_limit": self.case_limit is not None,
             "stop_on_failure": self.stop_on_failure,
+            "keep_output": self.keep_output,
         }
         for field_name, given in script_only.items():
             if given and self.kind != "script":
@@ -233,6 +238,26 @@ class Environment(BaseModel):
         return self
 
 
+class CaseOutput(BaseModel):
+    """What a script task's program did on one test case, where the environment keeps it
+    (``keep_output``): its output, how it ended, and how long it took."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stdout: str = ""
+    """Its stdout, up to ``judge.codes.KEPT_STDOUT_CHARS`` (1 MiB)."""
+    stderr: str = ""
+    """The first 4 KiB of its stderr."""
+    exit_code: int | None = None
+    """Its exit code; None when a signal ended it, or it was killed at its time limit."""
+    signal: int | None = None
+    """The signal that ended it (9, SIGKILL, at the time limit or a memory limit)."""
+    time_ms: float = 0.0
+    """Wall time from its start to its end."""
+    timed_out: bool = False
+    """It ran past ``case_timeout`` and was killed."""
+
+
 class CaseResult(BaseModel):
     """One test's outcome inside a run."""
 
@@ -242,6 +267,8 @@ class CaseResult(BaseModel):
     passed: bool
     score: float | None = None
     message: str = ""
+    output: CaseOutput | None = None
+    """A script task with ``keep_output``: what its program printed and how it ended."""
 
 
 class Evidence(BaseModel):
@@ -262,6 +289,9 @@ class Evidence(BaseModel):
     """``solution_started`` or ``solution_file_opened`` (a function task), ``work_dir_read`` or
     ``process_started`` (a session's verifier)."""
     signal: int | None = None
+    compile_ms: float | None = None
+    """A compiled language: the compile phase's wall time (0.0 when the program came from the
+    compile cache); None for Python."""
 
 
 class ServiceTime(BaseModel):

@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any
 
 from deepgym.exceptions import DeepGymTimeoutError, SandboxDiedError, SandboxError, VerifierError
-from deepgym.models import CaseResult, Evidence, RunResult, Scoring, ServiceTime
+from deepgym.judge.codes import KEPT_STDOUT_CHARS
+from deepgym.models import CaseOutput, CaseResult, Evidence, RunResult, Scoring, ServiceTime
 from deepgym.sandbox.base import RawRun
 from deepgym.verdict import Classification, classify
 
@@ -36,9 +37,30 @@ def _cases(raw: Any) -> list[CaseResult]:
                 passed=bool(c.get("passed")),
                 score=float(score) if isinstance(score, int | float) and 0 <= score <= 1 else None,
                 message=str(c.get("message") or "")[:500],
+                output=_output(c.get("output")),
             )
         )
     return out
+
+
+def _output(raw: Any) -> CaseOutput | None:
+    """A case's kept output, as the judge reported it (None where it kept none)."""
+    if not isinstance(raw, dict):
+        return None
+
+    def number(key: str) -> int | None:
+        v = raw.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    ms = raw.get("time_ms")
+    return CaseOutput(
+        stdout=str(raw.get("stdout") or "")[:KEPT_STDOUT_CHARS],
+        stderr=str(raw.get("stderr") or "")[:8192],
+        exit_code=number("exit_code"),
+        signal=number("signal"),
+        time_ms=float(ms) if isinstance(ms, int | float) and ms == ms and ms >= 0 else 0.0,
+        timed_out=raw.get("timed_out") is True,
+    )
 
 
 def _components(raw: Any) -> dict[str, float]:
@@ -121,6 +143,7 @@ def build_result(
             in_play_ms=raw.in_play_ms,
             in_play_by=raw.in_play_by,
             signal=raw.signal,
+            compile_ms=raw.compile_ms,
         ),
         service=ServiceTime(
             queue_ms=queue_ms + raw.queue_ms,

@@ -21,6 +21,10 @@ MSG_MAX = 65536
 """The largest message on a control socket (a spawn request and its reply, between a verifier
 and the host or a pool worker's zygote)."""
 
+KEPT_STDOUT_CHARS = 2**20
+"""The most of one case's stdout a script task that keeps its output (``keep_output``) reports;
+the report travels as one line, which the host reads up to a few MiB."""
+
 ANSWER_PATH = "/tmp/answer/solution.py"
 """Where a pool worker puts each run's answer: its own tmpfs, which every solution process covers
 with a fresh one once it has read the answer (the zygote never reads it). The host names this

@@ -18,7 +18,7 @@ import sys
 import time
 
 from . import compare, wire
-from .codes import SETUP_FAILED, VERIFIER_BROKEN
+from .codes import KEPT_STDOUT_CHARS, SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
 from .report import report_from_value
@@ -188,6 +188,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             results.append(_case(i, False, "not run: stopped at the first failed case"))
             continue
         args = prefix + tuple(map(str, case.get("args", [])))
+        t_case = time.monotonic()
         proc = j.launcher.start(mode, args, keep_stdout=True)
         j.mark_in_play()  # a script runs the answer at once
         stdin = str(case.get("stdin", "")).encode()
@@ -204,19 +205,40 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             j.launcher.kill(proc)
             if time.monotonic() >= j.deadline:
                 raise SolutionTimeout("the script ran past the run's limit", blame) from None
-            results.append(_case(i, False, "timeout"))
+            results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
             continue
         j.launcher.reap(proc)
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
         if proc.limit:
-            results.append(_case(i, False, f"limit: {proc.limit}"))
+            result = _case(i, False, f"limit: {proc.limit}")
         elif program and (crash := _runtime_error(proc.status)):
             said = proc.err.head.decode("utf-8", "replace").strip()[-200:]
-            results.append(_case(i, False, f"{crash}: {said}" if said else crash))
+            result = _case(i, False, f"{crash}: {said}" if said else crash)
         else:
-            results.append(_judge_output(j, i, case, proc.out.text(), check))
+            result = _judge_output(j, i, case, proc.out.text(), check)
+        results.append(_kept(j, result, proc, t_case, timed_out=False))
     return _score(results)
+
+
+def _kept(
+    j: Judge, result: dict[str, Any], proc: Any, t0: float, *, timed_out: bool
+) -> dict[str, Any]:
+    """``result`` with the program's output and end, where the job keeps them."""
+    if not j.job.get("keep_output"):
+        return result
+    status = proc.status
+    ended_by = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
+    exited = status is not None and os.WIFEXITED(status)
+    result["output"] = {
+        "stdout": proc.out.text()[:KEPT_STDOUT_CHARS],
+        "stderr": proc.err.head.decode("utf-8", "replace"),
+        "exit_code": os.WEXITSTATUS(status) if exited and not timed_out else None,
+        "signal": ended_by,
+        "time_ms": (time.monotonic() - t0) * 1000.0,
+        "timed_out": timed_out,
+    }
+    return result
 
 
 def _runtime_error(status: int | None) -> str:

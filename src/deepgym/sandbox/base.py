@@ -44,6 +44,8 @@ class RawRun:
     total_ms: float = 0.0
     queue_ms: float = 0.0
     """Time the backend held the job before a sandbox was free (pool: waiting for a worker)."""
+    compile_ms: float | None = None
+    """A compiled language: the compile phase (0.0 from the cache); None for Python."""
 
 
 class Backend(Protocol):

@@ -89,7 +89,10 @@ class FreshRuns:
             if isinstance(built, RawRun):  # no program: a compile error, or ours
                 built.total_ms = (time.monotonic() - t0) * 1000.0
                 return built
-            return await self._run(job, built.path)
+            compile_ms = built.compile_ms
+            raw = await self._run(job, built.path)
+        raw.compile_ms = compile_ms
+        return raw
 
     async def _run(self, job: Job, program: Path | None) -> RawRun:
         launch = self.launch

@@ -409,7 +409,10 @@ class PoolBackend:
             if isinstance(built, RawRun):  # no program: a compile error, or ours
                 built.total_ms = (time.monotonic() - t0) * 1000.0
                 return built
-            return await self._run(job, built.key)
+            compile_ms = built.compile_ms
+            raw = await self._run(job, built.key)
+        raw.compile_ms = compile_ms
+        return raw
 
     async def _run(self, job: Job, program: str | None) -> RawRun:
         t0 = time.monotonic()

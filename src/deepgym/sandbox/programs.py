@@ -83,15 +83,24 @@ class _Failed:
     limit: str | None = None
 
 
-def compile_failure(message: str, *, rejected: bool, isolation: str, limit: str | None) -> RawRun:
+def compile_failure(
+    message: str, *, rejected: bool, isolation: str, limit: str | None, compile_ms: float
+) -> RawRun:
     """The run of an answer whose build gave no program: ``compile_error`` (a judged 0) when
     the compiler refused the source, else a run without a verdict."""
     if rejected:
         report = {"status": "compile_error", "message": message, "cases": []}
         outcome = Outcome(report=report, in_play=True, verifier_exit_code=0)
-        return RawRun(outcome=outcome, report=report, isolation=isolation, limit_fired=limit)
-    outcome = Outcome(report=None, in_play=False, start_failed=True, detail=message)
-    return RawRun(outcome=outcome, report=None, isolation=isolation, limit_fired=limit)
+    else:
+        report = None
+        outcome = Outcome(report=None, in_play=False, start_failed=True, detail=message)
+    return RawRun(
+        outcome=outcome,
+        report=report,
+        isolation=isolation,
+        limit_fired=limit,
+        compile_ms=compile_ms,
+    )
 
 
 def _build_env(job: Job, lang: languages.Language) -> Job:
@@ -194,7 +203,7 @@ class ProgramCache:
             self.hits += 1
             failed = self._rejected[key]
             return compile_failure(
-                failed.message, rejected=True, isolation=self.isolation, limit=None
+                failed.message, rejected=True, isolation=self.isolation, limit=None, compile_ms=0.0
             )
         building = self._building.get(key)
         if building is None:
@@ -208,7 +217,11 @@ class ProgramCache:
         if isinstance(got, Program):
             return got
         return compile_failure(
-            got.message, rejected=got.rejected, isolation=self.isolation, limit=got.limit
+            got.message,
+            rejected=got.rejected,
+            isolation=self.isolation,
+            limit=got.limit,
+            compile_ms=got.compile_ms,
         )
 
     async def _build(self, job: Job, key: str) -> Program | _Failed:

@@ -39,6 +39,7 @@ def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
         "checker_path": f"{env_in}/checker.py" if env.checker_path is not None else None,
         "case_limit": env.case_limit,
         "stop_on_failure": env.stop_on_failure,
+        "keep_output": env.keep_output,
     }
 
 
