@@ -438,6 +438,15 @@ def test_client_env_routes_refuse_host_paths_and_verifier_code(always_one: Path)
         ("../" * 8 + "etc", 404),
         ({"name": "x", "verifier_path": str(always_one / "verifier.py")}, 400),
         ({"name": "x", "kind": "patch", "repo_path": str(always_one), "verifier_code": "x"}, 400),
+        (
+            {
+                "name": "x",
+                "kind": "script",
+                "test_cases": [{"stdin": "", "expected_stdout": ""}],
+                "checker_path": str(always_one / "verifier.py"),
+            },
+            400,
+        ),
         (code, 403),
     ]:
         for path, body in _bodies(hostile).items():

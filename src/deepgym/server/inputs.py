@@ -55,7 +55,7 @@ class Limits:
         seconds(self.max_time_limit, "max_time_limit")
 
 
-_PATH_FIELDS = ("verifier_path", "repo_path", "tests_path", "source_dir")
+_PATH_FIELDS = ("verifier_path", "repo_path", "tests_path", "checker_path", "source_dir")
 _TIME_FIELDS = ("timeout", "time_limit", "step_timeout", "lifetime")
 """An inline environment's times that hold a sandbox: each at most the service's maximum."""
 
