@@ -23,6 +23,7 @@ __all__ = [
     "answer_of",
     "completion_text",
     "extract_code",
+    "extract_code_kind",
     "prompt_text",
     "shell_blocks",
     "turn_command",
@@ -69,6 +70,18 @@ def extract_code(text: str) -> str:
     if unclosed is not None and unclosed.strip():
         return unclosed
     return text
+
+
+def extract_code_kind(text: str) -> tuple[str, str]:
+    """``extract_code``'s answer and where it came from: ``fenced`` (a complete block),
+    ``incomplete_fenced`` (an unclosed final fence), ``heuristic`` (the whole text) or
+    ``empty`` (nothing but whitespace)."""
+    blocks, _, unclosed = _parse(text)
+    if blocks:
+        return blocks[-1][1], "fenced"
+    if unclosed is not None and unclosed.strip():
+        return unclosed, "incomplete_fenced"
+    return text, "heuristic" if text.strip() else "empty"
 
 
 SHELL_LANGUAGES = frozenset({"bash", "sh", "shell"})

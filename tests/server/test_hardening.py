@@ -355,6 +355,10 @@ def test_a_portal_whose_loop_died_is_drained_before_it_closes() -> None:
 NO_ENV = "takes no environment from the client"
 CLIENT_ENV = "takes a client's environment: names only (no host path), verifier code by flag"
 OPENRLHF_LABELS = "takes a client's labels: names only (no host path), behind --openrlhf"
+FUSION_CODE = (
+    "takes code, a language and its own stdin or tests (SandboxFusion's shape): a one-off "
+    "script environment built here, no host path, no verifier code (tests/server/test_fusion.py)"
+)
 
 ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/health"): NO_ENV,
@@ -386,6 +390,9 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/openrlhf/openapi.json"): NO_ENV,
     ("GET", "/openrlhf/redoc"): NO_ENV,
     ("POST", "/openrlhf/get_reward"): OPENRLHF_LABELS,
+    ("POST", "/run_code"): FUSION_CODE,
+    ("POST", "/submit"): FUSION_CODE,
+    ("GET", "/v1/ping"): NO_ENV,
 }
 """Every route of the app, classified. A route added without a line here fails the test."""
 

@@ -1,6 +1,7 @@
 """``create_app``: the FastAPI app behind ``deepgym serve`` (API, metrics, console).
 
 Routes: ``POST /v1/run``, ``/v1/run_batch`` and ``/v1/eval`` (NDJSON streamed by group),
+SandboxFusion's ``POST /run_code`` and ``/submit`` and ``GET /v1/ping`` (``server.fusion``),
 ``/v1/time_limit``; agent sessions under ``/v1/sessions`` (open, exec, files, score, ``DELETE``
 to close); ``GET /v1/environments``, ``/health``, ``/metrics`` (Prometheus) and ``/console``
 (when a console token is given). The wire format is ``deepgym.protocol``.
@@ -55,6 +56,7 @@ from deepgym.sandbox.base import Backend
 from deepgym.sandbox.workspace import sweep_stale
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.admission import RETRY_AFTER_S
+from deepgym.server.fusion import add_fusion
 from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
 from deepgym.server.metrics import CONTENT_TYPE
 from deepgym.server.openapi import openapi_schema
@@ -89,9 +91,14 @@ ROUTES = (
     "/v1/sessions/{sandbox_id}/score",
     "/v1/sessions/{sandbox_id}/step_reward",
     "/v1/time_limit",
+    "/v1/ping",
+    "/run_code",
+    "/submit",
 )
 _SESSION_PREFIX = "/v1/sessions/"
 OPENRLHF_PREFIX = "/openrlhf"
+FUSION_PATHS = ("/run_code", "/submit")
+"""SandboxFusion's routes (``deepgym.server.fusion``): guarded as ``/v1`` is."""
 
 
 def _json_error(status: int, code: ErrorCode, message: str, **headers: str) -> JSONResponse:
@@ -131,8 +138,8 @@ class _Guard:
         self.token = token
 
     def _authorized(self, scope: Scope) -> bool:
-        """The bearer token; on the OpenRLHF route also ``?token=`` (OpenRLHF sends no headers,
-        only the ``--remote_rm_url`` it was given)."""
+        """The bearer token; on the OpenRLHF and SandboxFusion routes also ``?token=`` (OpenRLHF
+        and verl send no such header, only the URL they were given)."""
         if self.token is None:
             return True
         want = self.token.encode()
@@ -142,7 +149,7 @@ class _Guard:
                 return scheme.lower() == "bearer" and secrets.compare_digest(
                     given.strip().encode(), want
                 )
-        if scope["path"].startswith(OPENRLHF_PREFIX + "/"):
+        if scope["path"].startswith(OPENRLHF_PREFIX + "/") or scope["path"] in FUSION_PATHS:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             given_q = query.get("token", [""])[0]
             return bool(given_q) and secrets.compare_digest(given_q.encode(), want)
@@ -161,7 +168,8 @@ class _Guard:
                 metrics.request(route, int(message["status"]))
             await send(message)
 
-        protected = path.startswith(("/v1/", OPENRLHF_PREFIX)) or path == "/metrics"
+        api = path.startswith(("/v1/", OPENRLHF_PREFIX)) or path in FUSION_PATHS
+        protected = api or path == "/metrics"
         refusal: Response | None = None
         if protected and not self._authorized(scope):
             refusal = _json_error(
@@ -170,13 +178,13 @@ class _Guard:
                 "a valid bearer token is required",
                 **{"WWW-Authenticate": "Bearer"},
             )
-        elif path.startswith(("/v1/", OPENRLHF_PREFIX)) and self.service.draining:
+        elif api and self.service.draining:
             refusal = _json_error(503, "shutting_down", "the service is shutting down")
         admitted = 0
         declared = _content_length(scope)
         if refusal is None and declared is not None and declared > self._max_body:
             refusal = self._too_large()
-        if refusal is None and declared is not None and path.startswith(("/v1/", OPENRLHF_PREFIX)):
+        if refusal is None and declared is not None and api:
             refusal = self._admit(declared)  # before the body is read: nothing of it is held
             admitted = 0 if refusal is not None else declared
         if refusal is not None:
@@ -186,7 +194,7 @@ class _Guard:
             body = await self._read_body(scope, receive)
             if body is None:
                 refusal = self._too_large()
-            elif declared is None and path.startswith(("/v1/", OPENRLHF_PREFIX)):
+            elif declared is None and api:
                 refusal = self._admit(len(body))  # no length declared: admitted once read
                 admitted = 0 if refusal is not None else len(body)
             if refusal is not None:
@@ -512,6 +520,7 @@ def create_app(
 
     if api:
         _add_api(app, service)
+        add_fusion(app, service)
 
         @app.get("/openapi.json")
         async def openapi() -> JSONResponse:

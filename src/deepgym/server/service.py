@@ -245,6 +245,15 @@ class Service:
         value: float = await self._abandonable(self.client.time_limit(env, time_limit))
         return value
 
+    async def score(self, env: Environment, answer: str, time_limit: float | None) -> RunResult:
+        """One run with the batch rules (never raises for the run: no verdict is a result),
+        counted in the metrics: what SandboxFusion's routes answer from."""
+        result: RunResult = await self._abandonable(
+            self.client.run_one(env, answer, time_limit=time_limit)
+        )
+        self.metrics.observe(result)
+        return result
+
     async def run_one(self, env: Environment, answer: str, time_limit: float | None) -> RunReply:
         """``dg.run`` on this host; its no-verdict exceptions travel in the reply."""
         try:
