@@ -73,6 +73,10 @@ class Language:
     origin: bool = False
     """The run's program finds its libraries beside its real path (``$ORIGIN``), which the
     loader reads from ``/proc``: a solution has none, so the run names that folder."""
+    probe: str = ""
+    """A known-good program (it prints ``ok``): built once per backend before the first answer
+    in the language, so that a toolchain broken in the sandbox is ours, never a
+    ``compile_error`` (``sandbox.programs``)."""
     crash_exit_codes: tuple[int, ...] = ()
     """The compiler's exit codes for its own failure (an internal compiler error), not the
     source's: ours, never a ``compile_error``."""
@@ -83,6 +87,7 @@ LANGUAGES: dict[str, Language] = {
     for lang in (
         Language(
             name="c",
+            probe='#include <stdio.h>\nint main(void) { puts("ok"); return 0; }\n',
             title="C (gcc, GNU C11)",
             tool="gcc",
             version_argv=("--version",),
@@ -95,6 +100,7 @@ LANGUAGES: dict[str, Language] = {
         ),
         Language(
             name="cpp",
+            probe='#include <iostream>\nint main() { std::cout << "ok\\n"; }\n',
             title="C++17 (g++)",
             tool="g++",
             version_argv=("--version",),
@@ -107,6 +113,11 @@ LANGUAGES: dict[str, Language] = {
         ),
         Language(
             name="java",
+            probe=(
+                "public class Main {\n"
+                '    public static void main(String[] a) { System.out.println("ok"); }\n'
+                "}\n"
+            ),
             title="Java (OpenJDK; the class is Main)",
             tool="javac",
             version_argv=("-version",),
@@ -140,6 +151,7 @@ LANGUAGES: dict[str, Language] = {
         ),
         Language(
             name="js",
+            probe='console.log("ok");\n',
             title="JavaScript (Node.js)",
             tool="node",
             version_argv=("--version",),
@@ -152,6 +164,7 @@ LANGUAGES: dict[str, Language] = {
         ),
         Language(
             name="rust",
+            probe='fn main() { println!("ok"); }\n',
             title="Rust (rustc, edition 2021)",
             tool="rustc",
             version_argv=("--version",),
@@ -164,6 +177,7 @@ LANGUAGES: dict[str, Language] = {
         ),
         Language(
             name="go",
+            probe='package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("ok") }\n',
             title="Go",
             tool="go",
             version_argv=("version",),

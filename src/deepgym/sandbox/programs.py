@@ -10,7 +10,10 @@ Blame follows the contract:
 - the compiler refuses the source: the answer's fault, a judged 0 with ``compile_error`` (and
   the compiler's diagnostics as the message);
 - the compiler is killed by our limits (time, memory, processes), dies by a signal, reports an
-  internal error, or the sandbox fails to start: ours, a run without a verdict.
+  internal error, or the sandbox fails to start: ours, a run without a verdict;
+- the compiler refuses the source but also a known-good program (``Language.probe``, built at
+  the first refusal until the language's toolchain has built something here): the toolchain is
+  broken in the sandbox, ours, a run without a verdict.
 
 ``ProgramCache`` keys each build by (language, toolchain fingerprint, compiler command line,
 source hash): the answers of a GRPO group that are the same source, and every retry, compile
@@ -29,6 +32,7 @@ import shutil
 import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from deepgym import languages
@@ -152,6 +156,9 @@ class ProgramCache:
         self._rejected: OrderedDict[str, _Failed] = OrderedDict()
         self._building: dict[str, asyncio.Future[Program | _Failed]] = {}
         self._pins: Counter[str] = Counter()
+        self._probes: dict[str, asyncio.Future[tuple[bytes, float] | _Failed]] = {}
+        self._working: set[str] = set()
+        """The languages whose toolchain built a program here (``_probe``)."""
         self.hits = 0
         self.misses = 0
 
@@ -180,10 +187,13 @@ class ProgramCache:
         """``job``'s program, built or from the cache, kept on disk until the block ends; or,
         where the build gave none, the run to report (``compile_failure``). ``ConfigError``
         where this host lacks the language's toolchain."""
-        got = await self._prepare(job)
-        if isinstance(got, RawRun):
-            yield got
-            return
+        while True:
+            got = await self._prepare(job)
+            if isinstance(got, RawRun):
+                yield got
+                return
+            if got.key in self._programs:  # still kept (other builds may have evicted it
+                break  # while this one waited): pinned below, with no await in between
         self._pins[got.key] += 1
         try:
             yield got
@@ -226,6 +236,44 @@ class ProgramCache:
 
     async def _build(self, job: Job, key: str) -> Program | _Failed:
         lang = languages.language(job.env.language)
+        got = await self._compile(job, lang)
+        if isinstance(got, _Failed):
+            if got.rejected:
+                broken = await self._probe(job, lang)
+                if broken is not None:  # the toolchain, not the source: ours
+                    return _Failed(False, broken, got.compile_ms)
+                self._keep_rejected(key, got)
+            return got
+        self._working.add(lang.name)
+        program, ms = got
+        return self._keep(key, program, ms)
+
+    async def _probe(self, job: Job, lang: languages.Language) -> str | None:
+        """None once the language's toolchain has built a program here (an answer, or the
+        language's known-good ``probe``, built at the first refusal before any success); else
+        why no build in that language can be judged. A compiler that fails for a reason of its
+        own (a library or a configuration file missing in the sandbox) refuses every answer,
+        and each would read as the answer's ``compile_error``. A failed probe is tried again at
+        the next refusal."""
+        if lang.name in self._working:
+            return None
+        probing = self._probes.get(lang.name)
+        if probing is None:
+            probing = asyncio.ensure_future(self._compile(replace(job, answer=lang.probe), lang))
+            self._probes[lang.name] = probing
+        got = await asyncio.shield(probing)
+        if not isinstance(got, _Failed):
+            self._working.add(lang.name)
+            return None
+        if self._probes.get(lang.name) is probing:
+            del self._probes[lang.name]
+        return (
+            f"the {lang.title} toolchain did not build a known-good program in the sandbox, "
+            f"so no answer in {lang.name} is judged here: {got.message[-600:]}"
+        )
+
+    async def _compile(self, job: Job, lang: languages.Language) -> tuple[bytes, float] | _Failed:
+        """Build ``job``'s source in a sandbox: the program and the time it took, or why not."""
         tc = languages.require(lang.name)
         bjob = _build_env(job, lang)
         t0 = time.monotonic()
@@ -255,13 +303,11 @@ class ProgramCache:
         if code == REJECTED and signal is None:
             if len(out) > MAX_PROGRAM_BYTES:
                 text = f"the program is past {MAX_PROGRAM_BYTES >> 20} MiB"
-            failed = _Failed(True, _diagnostics(text, lang), ms)
-            self._keep_rejected(key, failed)
-            return failed
+            return _Failed(True, _diagnostics(text, lang), ms)
         if code != BUILT or signal is not None:
             tail = text.strip()[-600:] or "no word"
             return _Failed(False, f"the build failed (exit {code}): {tail}", ms)
-        return self._keep(key, out, ms)
+        return out, ms
 
     def _keep(self, key: str, program: bytes, ms: float) -> Program:
         self.root.mkdir(exist_ok=True)
@@ -271,16 +317,17 @@ class ProgramCache:
         tmp.chmod(0o755)
         tmp.replace(path)
         self._programs[key] = len(program)
-        self._evict()
+        self._evict(spare=key)
         return Program(key, path, ms, cached=False)
 
-    def _evict(self) -> None:
-        """Remove the least recently used programs past the limits, but none in use."""
+    def _evict(self, spare: str | None = None) -> None:
+        """Remove the least recently used programs past the limits, but none in use and not
+        ``spare`` (the one just built, which its runs have yet to pin)."""
         size = sum(self._programs.values())
         for key in list(self._programs):
             if len(self._programs) <= self.max_entries and size <= self.max_bytes:
                 return
-            if key in self._pins:
+            if key in self._pins or key == spare:
                 continue
             size -= self._programs.pop(key)
             with contextlib.suppress(OSError):
