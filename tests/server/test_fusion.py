@@ -1,0 +1,312 @@
+"""SandboxFusion's API on a real ``deepgym serve`` (uvicorn on 127.0.0.1, the pool sandbox),
+checked with its clients' own code.
+
+- The ``sandbox-fusion`` client package's models (``sandbox_fusion.models``) validate every reply.
+- verl's ``check_correctness`` and ``compute_score`` (its source, loaded from the installed
+  package without importing verl's heavy top level) score right, wrong, crashing, timing-out and
+  compile-error answers as against SandboxFusion; a deepgym-side failure is an HTTP 504, which
+  verl retries, never a wrong answer.
+- The bodies verl, SkyRL and tinker-cookbook send (``fusion_fixtures/``, README there).
+- The token (bearer or ``?token=``), an unknown language, ``/submit`` and ``/v1/ping``.
+
+One server serves the module; its backend wraps the pool and can be told to fail its next runs
+without a verdict (the sandbox never started).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+from deepgym.sandbox import make_backend
+from deepgym.sandbox.base import Backend, Job, RawRun
+from deepgym.server.app import create_app
+from deepgym.server.runner import ThreadedServer
+from deepgym.verdict import Outcome
+from tests.server.conftest import TOKEN
+
+sf = pytest.importorskip("sandbox_fusion.models")
+summary_run_code_result = pytest.importorskip("sandbox_fusion").summary_run_code_result
+
+pytestmark = pytest.mark.sandbox
+
+FIXTURES = Path(__file__).parent / "fusion_fixtures"
+ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
+ADD_CPP = '#include <cstdio>\nint main(){int a,b;scanf("%d %d",&a,&b);printf("%d\\n",a+b);}\n'
+CASES = {"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]}
+
+
+class FailFirst:
+    """The pool backend, whose next ``fail_next`` runs report no verdict (start failed)."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.fail_next = 0
+        self.injected = 0
+
+    async def run(self, job: Job) -> RawRun:
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            self.injected += 1
+            outcome = Outcome(report=None, in_play=False, start_failed=True, detail="injected")
+            return RawRun(outcome=outcome, report=None, isolation=self.name)
+        return await self.inner.run(job)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class Served:
+    def __init__(self, server: ThreadedServer, backend: FailFirst) -> None:
+        self.server = server
+        self.backend = backend
+        self.url = server.url
+        self.verl_url = f"{server.url}/run_code?token={TOKEN}"
+
+    def post(self, path: str, body: Any, token: str | None = TOKEN, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.post(self.url + path, json=body, headers=headers, timeout=60, **kw)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    backend = FailFirst(make_backend("pool", workers=4))
+    app = create_app(backend, token=TOKEN, close_backend=True)
+    with ThreadedServer(app, grace_s=1.0) as server:
+        yield Served(server, backend)
+
+
+def _load_verl() -> tuple[ModuleType, ModuleType]:
+    """verl's ``reward_score.sandbox_fusion`` package and its ``utils``, from the installed files
+    (importing ``verl`` itself loads torch: half a minute)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("verl is not installed")
+    here = Path(spec.submodule_search_locations[0]) / "utils" / "reward_score" / "sandbox_fusion"
+    name = "_verl_sandbox_fusion"
+    if name not in sys.modules:
+        pkg_spec = importlib.util.spec_from_file_location(
+            name, here / "__init__.py", submodule_search_locations=[str(here)]
+        )
+        assert pkg_spec is not None and pkg_spec.loader is not None
+        module = importlib.util.module_from_spec(pkg_spec)
+        sys.modules[name] = module
+        pkg_spec.loader.exec_module(module)
+    return sys.modules[name], sys.modules[f"{name}.utils"]
+
+
+@pytest.fixture(scope="module")
+def verl() -> tuple[ModuleType, ModuleType]:
+    return _load_verl()
+
+
+def _reply(r: httpx.Response) -> Any:
+    """A ``/run_code`` reply, validated by SandboxFusion's own response model."""
+    return sf.RunCodeResponse.parse_obj(r.json())
+
+
+# -- SandboxFusion's models ----------------------------------------------------------------------
+RUNS: list[
+    tuple[dict[str, Any], str, str | None]
+] = [  # (request, SandboxFusion's summary of the reply, run_result.stdout)
+    ({"code": ADD, "language": "python", "stdin": "2 3\n"}, "Success", "5\n"),
+    ({"code": "import sys\nprint('x')\nsys.exit(3)", "language": "python"}, "RunFailed", "x\n"),
+    ({"code": "while True:\n    pass\n", "language": "python", "run_timeout": 1}, "RunTimeout", ""),
+    ({"code": ADD_CPP, "language": "cpp", "stdin": "2 3"}, "Success", "5\n"),
+    ({"code": "int main( {", "language": "cpp"}, "CompileFailed", None),
+]
+SUMMARY = sf.SummaryMapping(
+    CompileFailed="CompileFailed", RunFailed="RunFailed", RunTimeout="RunTimeout"
+)
+
+
+def test_run_code_replies_are_sandbox_fusion_responses(served: Served) -> None:
+    for body, summary, stdout in RUNS:
+        sf.RunCodeRequest.parse_obj(body)  # SandboxFusion's request, as sent
+        r = served.post("/run_code", body)
+        assert r.status_code == 200, r.text
+        reply = _reply(r)
+        assert summary_run_code_result(reply, SUMMARY) == summary, (body, r.text)
+        assert reply.status == ("Success" if summary == "Success" else "Failed")
+        if stdout is None:
+            assert reply.run_result is None and reply.compile_result.return_code != 0
+        else:
+            assert reply.run_result.stdout == stdout
+        assert (reply.compile_result is None) == (body["language"] == "python")
+
+
+LANGUAGES = {  # SandboxFusion's name (and deepgym's own "c") -> a program printing 42
+    "nodejs": "console.log(6 * 7);\n",
+    "java": "public class Main {\n"
+    "  public static void main(String[] a) { System.out.println(42); }\n}\n",
+    "rust": 'fn main() { println!("{}", 6 * 7); }\n',
+    "go": 'package main\nimport "fmt"\nfunc main() { fmt.Println(6 * 7) }\n',
+    "c": '#include <stdio.h>\nint main(void) { printf("%d\\n", 6 * 7); return 0; }\n',
+}
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
+def test_each_language_runs(served: Served, language: str) -> None:
+    r = served.post("/run_code", {"code": LANGUAGES[language], "language": language})
+    assert r.status_code == 200, r.text
+    reply = _reply(r)
+    assert reply.status == "Success", r.text
+    assert reply.run_result.stdout == "42\n" and reply.compile_result.return_code == 0
+
+
+# -- verl's own scoring ---------------------------------------------------------------------------
+def test_verl_check_correctness_scores_as_against_sandbox_fusion(
+    served: Served, verl: tuple[ModuleType, ModuleType]
+) -> None:
+    _, utils = verl
+
+    def check(code: str, language: str = "python", timeout: int = 10) -> list[Any]:
+        results, _ = utils.check_correctness(
+            served.verl_url, CASES, code, timeout=timeout, language=language
+        )
+        return list(results)
+
+    assert check(ADD) == [True, True]
+    assert check("a, b = map(int, input().split())\nprint(a + b if a < 3 else 0)\n") == [
+        True,
+        False,
+    ]
+    assert check("raise SystemExit(2)\n") == [-2, -2]  # runtime error
+    assert check("while True:\n    pass\n", timeout=1) == [-3, -3]  # time limit
+    assert check(ADD_CPP, "cpp") == [True, True]
+    assert check(ADD_CPP.replace("a+b", "a*b"), "cpp") == [False, False]
+    assert check("int main( {", "cpp") == [-4, -4]  # compile error
+
+
+def test_verl_compute_score_is_the_share_of_cases_passed(
+    served: Served, verl: tuple[ModuleType, ModuleType]
+) -> None:
+    package, _ = verl
+    half = "a, b = map(int, input().split())\nprint(a + b if a < 3 else 0)\n"
+    for code, want in [(ADD, 1.0), (half, 0.5), ("print(0)\n", 0.0)]:
+        completion = f"Here it is:\n```python\n{code}```\n"
+        score, _ = package.compute_score(served.verl_url, None, 1024, completion, json.dumps(CASES))
+        assert score == want, code
+
+
+def test_a_deepgym_failure_is_a_504_verl_retries(
+    served: Served, verl: tuple[ModuleType, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, utils = verl
+    monkeypatch.setattr(utils, "INITIAL_RETRY_DELAY", 0.01)  # verl waits 1 s, then 2 s
+    one = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+    # deepgym retries a run once itself: two failed starts are one 504 to verl, which retries.
+    served.backend.fail_next, served.backend.injected = 2, 0
+    results, meta = utils.check_correctness(served.verl_url, one, ADD)
+    assert results == [True] and served.backend.injected == 2
+    assert meta[0]["api_request_error"] is None
+    # Failing every one of verl's tries (3): its API error (-1), never a wrong answer (False).
+    served.backend.fail_next, served.backend.injected = 2 * utils.MAX_RETRIES, 0
+    results, meta = utils.check_correctness(served.verl_url, one, ADD)
+    served.backend.fail_next = 0
+    assert results == [-1] and meta[0]["status"] == "api_error"
+    assert "504" in meta[0]["api_request_error"]
+    assert served.backend.injected == 2 * utils.MAX_RETRIES
+
+
+def test_a_run_without_verdict_is_a_sandbox_error_504(served: Served) -> None:
+    served.backend.fail_next = 2
+    r = served.post("/run_code", {"code": "print(1)", "language": "python"})
+    served.backend.fail_next = 0
+    assert r.status_code == 504
+    reply = _reply(r)
+    assert reply.status == "SandboxError" and reply.run_result is None
+    assert "injected" in reply.message and "retry" in reply.message
+
+
+# -- the bodies trainers send ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_trainer_request_fixtures(served: Served, name: str) -> None:
+    fixture = json.loads((FIXTURES / name).read_text())
+    expect = fixture["expect"]
+    # The URL as the trainer is given it (token in the query), then what it appends itself:
+    # SkyRL appends "/run_code", so its URL ends in a throwaway query parameter.
+    suffix = fixture.get("url_suffix")
+    url = (
+        f"{served.url}/run_code?token={TOKEN}&_="
+        if suffix
+        else f"{served.url}{fixture['path']}?token={TOKEN}"
+    )
+    r = httpx.post(url + (suffix or ""), json=fixture["body"], timeout=60)
+    assert r.status_code == expect["http"], r.text
+    if expect["http"] != 200:
+        assert expect["error_mentions"] in r.json()["error"]["message"]
+        return
+    reply = _reply(r)
+    assert reply.status == expect["status"]
+    assert reply.run_result.status == expect["run_status"]
+    assert reply.run_result.stdout == expect["stdout"]
+
+
+# -- the guard, refusals, /submit, /v1/ping -------------------------------------------------------
+def test_token_is_required_as_header_or_query(served: Served) -> None:
+    body = {"code": "print(1)", "language": "python"}
+    assert served.post("/run_code", body, token=None).status_code == 401
+    assert served.post("/run_code?token=wrong", body, token=None).status_code == 401
+    assert served.post(f"/run_code?token={TOKEN}", body, token=None).status_code == 200
+    assert served.post("/run_code", body).status_code == 200
+    assert served.post("/submit", {}, token=None).status_code == 401
+
+
+def test_refusals_name_the_field(served: Served) -> None:
+    r = served.post("/run_code", {"code": "<?php echo 1;", "language": "php"})
+    assert r.status_code == 400 and "'php'" in r.json()["error"]["message"]
+    r = served.post("/run_code", {"code": "print(1)", "language": "python", "fetch_files": ["a"]})
+    assert r.status_code == 400 and "fetch_files" in r.json()["error"]["message"]
+    r = served.post("/run_code", {"language": "python"})
+    assert r.status_code == 400 and "code" in r.json()["error"]["message"]
+
+
+TESTS = [({"stdin": "2"}, "4"), ({"stdin": "3"}, "7")]
+PROVIDED = {
+    "test": {"test": [{"input": i, "output": {"stdout": o}} for i, o in TESTS]},
+    "list": [{"input": i, "output": {"stdout": o}} for i, o in TESTS],
+    "inputs": {"inputs": ["2", "3"], "outputs": ["4", "7"]},
+    "input_output": {"input_output": json.dumps({"inputs": ["2", "3"], "outputs": ["4", "7"]})},
+}
+
+
+@pytest.mark.parametrize("form", sorted(PROVIDED))
+def test_submit_takes_sandbox_fusion_provided_data(served: Served, form: str) -> None:
+    body = {
+        "dataset": "code_contests",
+        "id": 7,
+        "completion": "Doubling:\n```python\nprint(int(input()) * 2)\n```\n",
+        "config": {"language": "python", "provided_data": PROVIDED[form]},
+    }
+    sf.SubmitRequest.parse_obj(body)
+    r = served.post("/submit", body)
+    assert r.status_code == 200, r.text
+    result = sf.EvalResult.parse_obj(r.json())
+    assert result.id == 7 and not result.accepted
+    assert [t.passed for t in result.tests] == [True, False]
+    assert result.extracted_code.strip() == "print(int(input()) * 2)"
+    assert result.tests[0].exec_info.run_result.stdout == "4\n"
+
+
+def test_submit_compares_words(served: Served) -> None:
+    data = {"inputs": ["1 2"], "outputs": ["1  2"]}
+    body = {"dataset": "d", "id": "a", "completion": "print(input())", "config": {}}
+    body["config"] = {"provided_data": data}
+    r = served.post("/submit", body)
+    assert r.status_code == 200, r.text
+    assert sf.EvalResult.parse_obj(r.json()).accepted
+
+
+def test_ping(served: Served) -> None:
+    r = httpx.get(served.url + "/v1/ping", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200 and r.json() == "pong"
