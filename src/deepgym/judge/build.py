@@ -21,9 +21,6 @@ leading ``NAME=value`` words set the program's environment (as ``env`` takes the
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import zipfile
 
 from . import wire
 from .codes import SETUP_FAILED
@@ -43,6 +40,8 @@ MANIFEST = "Manifest-Version: 1.0\r\nMain-Class: Main\r\nCreated-By: deepgym\r\n
 
 def _pack_jar(classes: str, jar: str) -> None:
     """Every file under ``classes`` in a runnable jar whose main class is ``Main``."""
+    import zipfile
+
     with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         z.writestr("META-INF/MANIFEST.MF", MANIFEST)
         for folder, dirs, names in os.walk(classes):
@@ -53,7 +52,12 @@ def _pack_jar(classes: str, jar: str) -> None:
 
 
 def build(path: str, spec: dict[str, Any]) -> int:
-    """Compile the answer at ``path`` as ``spec`` says; see the module's docstring."""
+    """Compile the answer at ``path`` as ``spec`` says; see the module's docstring. (Its
+    imports are its own: each test case's ``exec`` loads this module too, and pays for what
+    it imports.)"""
+    import signal
+    import subprocess
+
     try:
         os.makedirs(BUILD_DIR, exist_ok=True)
         with open(path, "rb") as f:

@@ -35,7 +35,7 @@ import signal
 import socket
 import sys
 
-from . import harness, isolate, solution_host, wire
+from . import build, harness, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
 from .codes import ANSWER_PATH, MSG_MAX, SETUP_FAILED, SOLUTION_UID
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
