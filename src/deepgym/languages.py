@@ -19,8 +19,10 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from typing import get_args
 
 from deepgym.exceptions import ConfigError
+from deepgym.models import LanguageName
 
 __all__ = [
     "LANGUAGES",
@@ -198,8 +200,8 @@ LANGUAGES: dict[str, Language] = {
     )
 }
 """Every language besides Python, by name."""
-NAMES = ("python", *LANGUAGES)
-"""Every name a ``language`` field takes."""
+NAMES: tuple[str, ...] = get_args(LanguageName)
+"""Every name a ``language`` field takes: Python and ``LANGUAGES``."""
 
 
 def language(name: str) -> Language:

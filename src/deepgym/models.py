@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from deepgym.languages import NAMES as LANGUAGE_NAMES
 from deepgym.text import one_line
 from deepgym.validation import (
     MAX_CASES,
@@ -48,6 +47,8 @@ __all__ = [
 
 EnvKind = Literal["function", "script", "patch", "session"]
 Compare = Literal["exact", "float", "unordered", "tokens"]
+LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
+"""The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
 
 
@@ -81,7 +82,7 @@ class Environment(BaseModel):
     max_processes: Annotated[int, int_field("max_processes", 1, MAX_PROCESSES)] = 64
     max_file_mb: Annotated[int, int_field("max_file_mb", 1, MAX_FILE_MB)] = 64
     compare: Compare = "exact"
-    language: str = "python"
+    language: LanguageName = "python"
     """The language of the answer: ``python`` (the default), or ``c``, ``cpp``, ``java``,
     ``js``, ``rust`` or ``go`` for a ``script`` task (a program on stdin and stdout), which is
     compiled once in the sandbox before its cases run (``deepgym.languages``)."""
@@ -151,13 +152,6 @@ class Environment(BaseModel):
     @classmethod
     def _tags_are_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(name_str(t, f"tags[{i}]") for i, t in enumerate(v))
-
-    @field_validator("language")
-    @classmethod
-    def _known_language(cls, v: str) -> str:
-        if v not in LANGUAGE_NAMES:
-            raise ValueError(f"language must be one of {', '.join(LANGUAGE_NAMES)}, got {v!r}")
-        return v
 
     @field_validator("test_cases", mode="before")
     @classmethod

@@ -56,6 +56,12 @@ def test_a_refused_source_is_the_answers_once_the_toolchain_has_built(dg: DeepGy
     assert stats["misses"] == 2 and stats["programs"] == 1
 
 
+def test_the_models_names_are_the_tables_languages() -> None:
+    assert set(languages.NAMES) == {"python", *languages.LANGUAGES}
+    for lang in languages.LANGUAGES.values():
+        assert lang.probe and lang.source and lang.compile_argv and lang.run_argv, lang.name
+
+
 def test_programs_in_use_are_not_evicted(tmp_path: Path) -> None:
     ws = Workspace()
     try:

@@ -14,7 +14,11 @@ wrong answer scores too much, how to fix the test set: how many more cases it mu
 - wrong answers score ``MAX_WRONG_SCORE`` (0: nothing), with a verdict: ``empty`` for every
   kind; ``stub`` (the entry point with a ``pass`` body), ``raising_stub`` (its body raises
   ``NotImplementedError``) and ``constant[...]`` (return 0, None, [], "" or -1) for a function
-  task; ``echo`` (print the input back) for a script task;
+  task; ``echo`` (print the input back) for a script task in Python;
+- a script task in another language (C, C++, Java, ...) gets no Python probe: ``empty`` (an
+  empty source, which the compiler refuses or which prints nothing) and ``wrong``, the
+  folder's ``wrong_solution`` with the language's extension (``wrong_solution.cpp``), a
+  plausible mistake (a 32-bit overflow, an off-by-one) the test cases must catch;
 - for a patch task, the diff rules: ``empty`` is ``invalid_patch``; the reference diff plus a
   new test file is ``test_infra_tampering``; the reference diff cut inside a hunk
   (``garbled``) or with a changed context line (``stale_context``) is ``patch_apply_failed``;
@@ -22,7 +26,8 @@ wrong answer scores too much, how to fix the test set: how many more cases it mu
 - ``exploit[<name>]``: each answer of ``deepgym.envs.exploits`` for the environment's kind (a
   forged report, an exit before the tests, an object equal to everything, patched builtins,
   edited tests, ...) is judged a failure: scored 0 and not passed, with a verdict (a patch that
-  touches the tests: ``test_infra_tampering``).
+  touches the tests: ``test_infra_tampering``). Those answers are Python: an environment in
+  another language has none.
 
 The probes and the judgement of their results are pure (``probes``, ``judge``); only
 ``check_environment`` / ``check_environments`` and ``time_reference`` run anything.
@@ -40,6 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deepgym.envs.exploits import exploits
+from deepgym.envs.registry import solution_suffix
 from deepgym.envs.reports import MAX_WRONG_SCORE, Check, CheckReport
 from deepgym.envs.session_check import check_session_environment
 from deepgym.judge.patch import is_test_infra, make_diff
@@ -241,7 +247,24 @@ def _patch_probes(env: Environment, reference: str) -> list[Probe]:
     return out
 
 
+WRONG_SOLUTION = "wrong_solution"
+"""The stem of a folder's plausible wrong answer in another language (``wrong_solution.cpp``)."""
+
+
+def _wrong_probes(env: Environment) -> list[Probe]:
+    """The folder's wrong answer, where it has one: in another language, no answer can be
+    made up here the way a Python stub can."""
+    if env.source_dir is None:
+        return []
+    path = env.source_dir / f"{WRONG_SOLUTION}{solution_suffix(env.language)}"
+    if not path.is_file():
+        return []
+    return [Probe("wrong", path.read_text(encoding="utf-8"), "low")]
+
+
 def _exploit_probes(env: Environment) -> list[Probe]:
+    if env.language != "python":  # the exploits are Python programs
+        return []
     return [
         Probe(f"exploit[{x.name}]", x.answer, "zero" if x.expect == "fail" else x.expect)
         for x in exploits(env)
@@ -260,6 +283,8 @@ def _probes(env: Environment) -> list[Probe]:
     if env.kind == "patch":
         return out + _patch_probes(env, reference)
     out.append(Probe("empty", "", "low"))
+    if env.language != "python":
+        return out + _wrong_probes(env)
     if env.kind == "script":
         return [*out, Probe("echo", ECHO_PROGRAM, "low")]
     out.append(Probe("stub", stub_answer(env), "low"))
@@ -297,6 +322,7 @@ def _advice(env: Environment, probe: Probe, r: RunResult) -> str:
         "raising_stub": "a body that raises",
         "empty": "the empty answer",
         "echo": "echoing the input",
+        "wrong": "the folder's wrong solution",
     }
     if probe.name.startswith("constant["):
         this = f"`return {probe.name.removeprefix('constant[').removesuffix(']')}`"

