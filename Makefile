@@ -55,6 +55,8 @@ docs: $(TEST_STAMP)
 pytest: $(TEST_STAMP)
 	# The console's browser test drives Debian's Chromium: installed here if missing.
 	scripts/ensure-browser.sh
+	# Answers in C, C++, Java, JavaScript, Rust and Go need Debian's toolchains: installed if missing.
+	scripts/ensure-toolchains.sh
 	# The tests attack the sandbox: run them in their own pid namespace (pytest is not its pid 1),
 	# so an answer that escapes and calls kill(-1) reaches nothing outside it.
 	# Not root: a user namespace of our own first (unshare --user --map-root-user).
