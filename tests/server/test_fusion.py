@@ -310,3 +310,6 @@ def test_submit_compares_words(served: Served) -> None:
 def test_ping(served: Served) -> None:
     r = httpx.get(served.url + "/v1/ping", headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 200 and r.json() == "pong"
+    by_url = httpx.get(served.url + f"/v1/ping?token={TOKEN}")  # the URL a client was given
+    assert by_url.status_code == 200 and by_url.json() == "pong"
+    assert httpx.get(served.url + "/v1/ping").status_code == 401

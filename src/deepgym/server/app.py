@@ -149,7 +149,8 @@ class _Guard:
                 return scheme.lower() == "bearer" and secrets.compare_digest(
                     given.strip().encode(), want
                 )
-        if scope["path"].startswith(OPENRLHF_PREFIX + "/") or scope["path"] in FUSION_PATHS:
+        path = scope["path"]
+        if path.startswith(OPENRLHF_PREFIX + "/") or path in (*FUSION_PATHS, "/v1/ping"):
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             given_q = query.get("token", [""])[0]
             return bool(given_q) and secrets.compare_digest(given_q.encode(), want)

@@ -11,7 +11,9 @@ differ are deepgym's contract:
 - A compile error, or the program's own failure (a non-zero exit, a crash, a time limit), is a
   normal reply, as SandboxFusion gives it: ``status: "Failed"`` with ``compile_result`` and
   ``run_result`` saying what happened.
-- The code runs in deepgym's sandbox (``pool`` by default), never unisolated.
+- The code runs in the service's sandbox (``pool`` by default, ``strict`` by choice). A service
+  started with ``--sandbox unsafe`` runs it unisolated, and SandboxFusion's reply has no field
+  to say so: never serve these routes that way to anything but a test.
 
 Everything that decides a reply (the language's name, the environment a request becomes, a
 result's SandboxFusion shape) is a pure function here; the routes only drive them.
