@@ -216,6 +216,8 @@ def load_folder(folder: str | Path) -> Environment:
         fields["setup_script"] = (d / "setup.sh").read_text()
     if (d / "tests").is_dir():
         fields["tests_path"] = d / "tests"
+    if (d / "checker.py").is_file():  # a script task's checker program (testlib's convention)
+        fields["checker_path"] = d / "checker.py"
     if (d / "step_verifier.py").is_file():
         fields["step_verifier_code"] = (d / "step_verifier.py").read_text()
     fields["source_dir"] = d
