@@ -117,8 +117,8 @@ def build_result(
     judged_ok = c.has_verdict and c.error_type is None
     solution_ms = raw.solution_cpu_ms or 0.0
     error = _ends(c.message, MAX_ERROR_CHARS)
-    if raw.limit_fired == "memory" and not c.passed:
-        error = memory_cause(error, memory_mb, c.error_type)
+    if raw.limit_fired == "memory" and not c.passed and not raw.in_compile:
+        error = memory_cause(error, memory_mb, c.error_type)  # (a compiler's names its own)
     result = RunResult(
         score=c.score,
         passed=c.passed,

@@ -410,7 +410,11 @@ def test_a_source_that_feeds_the_compiler_without_end_is_ours(dg: DeepGym, host:
         assert not r.has_verdict, r
         assert r.error_type == "sandbox_error", r
         assert r.evidence.limit_fired in ("time", "memory"), r.evidence
-    host.check()
+        assert "the compiler" in r.error and "the answer hit" not in r.error, r.error
+    # The compiler may have filled its 2 GiB before the limit stopped it: the kernel gives that
+    # back over seconds (measured: 200-900 MB still out 5 s later, with no process or cgroup
+    # left), so host memory is not compared here; processes and cgroups are.
+    host.check(memory=False)
 
 
 PTRACE = """
@@ -441,21 +445,10 @@ PTRACE = """
     }
     """
 
-PTRACE_XFAIL = (
-    "strict: the answer's parent is bwrap's init (pid 1 of the sandbox's pid namespace, the same "
-    "uid 65534, no seccomp filter), and PTRACE_ATTACH on it succeeds"
-)
-
-
-@pytest.fixture
-def strict_ptrace_known(request: pytest.FixtureRequest, sandbox: str) -> None:
-    if sandbox == "strict":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=PTRACE_XFAIL))
-
-
-@pytest.mark.usefixtures("strict_ptrace_known")
 def test_ptrace_of_the_parent_fails(dg: DeepGym, host: HostGuard) -> None:
-    """PTRACE_ATTACH on its parent (and on every low pid of its namespace) is refused."""
+    """PTRACE_ATTACH on its parent (and on every low pid of its namespace) is refused: the
+    answer is pid 1 of its namespace in both sandboxes (strict: ``--as-pid-1``), with no
+    process of its uid above it to attach to."""
     need("c")
     r = dg.run(env_for("c", "ptrace"), c_source(PTRACE))
     ran_and_lost(r)

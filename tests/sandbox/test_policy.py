@@ -24,6 +24,7 @@ HOSTILE = {SOLUTION, BUILD, SESSION}
 
 EXPECTED_ROLES: dict[str, set[str]] = {
     "namespaces": EVERY,
+    "answer_is_pid_1": {SOLUTION, BUILD},
     "own_user_namespace": HOSTILE,
     "no_user_namespaces": HOSTILE,
     "no_capabilities": HOSTILE,
@@ -118,6 +119,7 @@ def role_of(case: str) -> str:
 _SOLUTION_BEFORE = [
     "/usr/bin/bwrap",
     "--unshare-all",
+    "--as-pid-1",
     "--unshare-user",
     "--disable-userns",
     "--cap-drop",
@@ -323,6 +325,7 @@ from that code with the host facts of ``HOST`` and the paths of ``params``)."""
 
 ARITY = {
     "--unshare-all": 0,
+    "--as-pid-1": 0,
     "--unshare-user": 0,
     "--disable-userns": 0,
     "--die-with-parent": 0,

@@ -46,6 +46,8 @@ class RawRun:
     """Time the backend held the job before a sandbox was free (pool: waiting for a worker)."""
     compile_ms: float | None = None
     """A compiled language: the compile phase (0.0 from the cache); None for Python."""
+    in_compile: bool = False
+    """The run ended in its compile phase (no program): its evidence is the compiler's."""
 
 
 class Backend(Protocol):

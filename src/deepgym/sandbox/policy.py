@@ -148,6 +148,14 @@ RULES: tuple[Rule, ...] = (
         _fixed("--unshare-all"),
     ),
     Rule(
+        "answer_is_pid_1",
+        frozenset({SOLUTION, BUILD}),
+        "The answer's process is pid 1 of its pid namespace (no bwrap init above it inside).",
+        "No parent to ptrace or signal inside the sandbox: bwrap's init would be a process of "
+        "the answer's own uid that it could attach to; the pool's solution is pid 1 too.",
+        _fixed("--as-pid-1"),
+    ),
+    Rule(
         "own_user_namespace",
         frozenset({SOLUTION, BUILD, SESSION}),
         "A user namespace of its own, required rather than tried.",

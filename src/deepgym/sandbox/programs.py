@@ -103,6 +103,7 @@ def compile_failure(
         isolation=isolation,
         limit_fired=limit,
         compile_ms=compile_ms,
+        in_compile=True,
     )
 
 
@@ -297,7 +298,8 @@ class ProgramCache:
             why = f"the compiler ran past compile_timeout ({job.env.compile_timeout:g} s)"
             return _Failed(False, why, ms, "time")
         if limit is not None:
-            return _Failed(False, f"the compiler was stopped by the {limit} limit", ms, limit)
+            what = f"{bjob.env.memory_mb} MB memory" if limit == "memory" else limit
+            return _Failed(False, f"the compiler was stopped by its {what} limit", ms, limit)
         signal = exit_signal(code, self.through_bwrap)
         if code == REJECTED and signal is None:
             if len(out) > MAX_PROGRAM_BYTES:
