@@ -174,3 +174,29 @@ def test_an_environment_reloaded_after_its_verifier_changed_is_staged_anew(
         assert w.env_dir(load("renamed")) == edited  # the same content: staged once
     finally:
         w.close()
+
+
+def test_staged_environments_are_bounded_but_never_one_in_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deepgym import Environment
+
+    def env(i: int) -> Environment:  # a new environment per stdin, as /run_code makes them
+        return Environment(
+            name="run_code", kind="script", test_cases=[{"stdin": str(i), "expected_stdout": ""}]
+        )
+
+    monkeypatch.setattr(workspace, "MAX_STAGED", 4)
+    ws = Workspace()
+    try:
+        kept = ws.env_dir(env(-1), keep=True)  # an agent session's: never removed
+        with ws.hold(env(0)) as held:
+            for i in range(1, 12):
+                with ws.hold(env(i)):
+                    pass
+            assert held.is_dir()  # in use by a run the whole time
+        staged = [p for p in ws.envs.iterdir() if p.name != "_programs"]
+        assert len(staged) <= 4 + 1 and kept.is_dir()
+        assert ws.env_dir(env(11)).is_dir()  # the latest stay
+    finally:
+        ws.close()

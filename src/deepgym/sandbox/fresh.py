@@ -81,6 +81,10 @@ class FreshRuns:
     async def run(self, job: Job) -> RawRun:
         """Run one job; the result carries the run's evidence and ``launch``'s isolation. An
         answer in a compiled language is built first (``programs``), once per source."""
+        with self.workspace.hold(job.env):
+            return await self._built_and_run(job)
+
+    async def _built_and_run(self, job: Job) -> RawRun:
         if job.env.language == "python":
             return await self._run(job, None)
         t0 = time.monotonic()

@@ -402,6 +402,10 @@ class PoolBackend:
     async def run(self, job: Job) -> RawRun:
         """Run ``job`` on the next free worker (one that ran its environment lately first). An
         answer in a compiled language is built first (``programs``), once per source."""
+        with self._workspace.hold(job.env):
+            return await self._built_and_run(job)
+
+    async def _built_and_run(self, job: Job) -> RawRun:
         if job.env.language == "python":
             return await self._run(job, None)
         t0 = time.monotonic()

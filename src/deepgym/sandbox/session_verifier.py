@@ -41,7 +41,7 @@ async def verify_snapshot(
     """The final verifier of ``env`` (``step``: its per-step verifier) for session
     ``sandbox_id``, in a fresh sandbox over ``snapshot`` (a work dir of ``work_bytes`` at most);
     ``host``: the host's facts, ``workspace``: where the environment's files are staged."""
-    env_dir = workspace.env_dir(env)
+    env_dir = workspace.env_dir(env, keep=True)
     group = cgroups.create(env.memory_mb, env.max_processes, owner=workspace.owner)
     joins, binds, join_fds = group.join(policy.RUN_CGROUP)
     r_fd, w_fd = os.pipe()

@@ -149,7 +149,7 @@ class LocalSession:
     async def boot(self) -> None:
         """Start the sandbox and its supervisor (a standby stops here until it is taken)."""
         self.dir.mkdir(mode=0o700)
-        env_dir = self.owner.workspace.env_dir(self.env)
+        env_dir = self.owner.workspace.env_dir(self.env, keep=True)
         self.group = cgroups.create(
             self.env.memory_mb, self.env.max_processes, owner=self.owner.workspace.owner
         )

@@ -35,6 +35,8 @@ import shutil
 import stat
 import tempfile
 import uuid
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 from deepgym.identity import env_key
@@ -78,6 +80,10 @@ def base_dirs() -> list[Path]:
     return out
 
 
+MAX_STAGED = 1024
+"""The staged environments a workspace keeps that no run holds (``Workspace.hold``)."""
+
+
 class Workspace:
     """A backend's private temporary folder: ``envs/<key>`` per environment, ``run-*`` per run."""
 
@@ -92,23 +98,56 @@ class Workspace:
         self.envs = self.root / "envs"
         """Every staged environment, one folder each (a pool worker mounts it whole)."""
         self.envs.mkdir()
-        self._staged: dict[str, Path] = {}
+        self._staged: OrderedDict[str, Path] = OrderedDict()
+        self._pins: Counter[str] = Counter()
+        self._kept: set[str] = set()
 
-    def env_dir(self, env: Environment) -> Path:
+    def env_dir(self, env: Environment, *, keep: bool = False) -> Path:
         """The folder holding ``env``'s test data, verifier and repository (staged at first
-        use, then reused): what the verifier reads, never the answer."""
+        use, then reused): what the verifier reads, never the answer. ``keep``: never remove
+        it (an agent session's, which its sandbox uses for its whole life); a run holds its
+        environment's folder with ``hold`` instead."""
         key = env_key(env)
         cached = self._staged.get(key)
         if cached is not None:
-            return cached
-        d = self.envs / key
+            self._staged.move_to_end(key)
+        else:
+            cached = self.envs / key
+            try:
+                self._stage(env, cached)
+            except BaseException:  # a full disk, say: a half-staged folder would hold its space
+                shutil.rmtree(cached, ignore_errors=True)
+                raise
+            self._staged[key] = cached
+        if keep:
+            self._kept.add(key)
+        return cached
+
+    @contextlib.contextmanager
+    def hold(self, env: Environment) -> Iterator[Path]:
+        """``env``'s folder, kept for the block (a run); past ``MAX_STAGED`` folders, the least
+        recently used that no run holds are removed once it ends. A service scores a new
+        environment with every ``/run_code`` request (its stdin is a test case): staged
+        folders must not grow with them."""
+        d = self.env_dir(env)
+        self._pins[d.name] += 1
         try:
-            self._stage(env, d)
-        except BaseException:  # a full disk, say: a half-staged folder would hold its space
-            shutil.rmtree(d, ignore_errors=True)
-            raise
-        self._staged[key] = d
-        return d
+            yield d
+        finally:
+            self._pins[d.name] -= 1
+            if not self._pins[d.name]:
+                del self._pins[d.name]
+            self._evict()
+
+    def _evict(self) -> None:
+        excess = len(self._staged) - MAX_STAGED
+        for key in list(self._staged):
+            if excess <= 0:
+                return
+            if key in self._pins or key in self._kept:
+                continue
+            shutil.rmtree(self._staged.pop(key), ignore_errors=True)
+            excess -= 1
 
     @staticmethod
     def _stage(env: Environment, d: Path) -> None:
