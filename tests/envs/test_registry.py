@@ -118,13 +118,14 @@ def _fresh(code: str) -> str:
 
 def test_list_suites_in_a_fresh_process_names_every_suite() -> None:
     # The registry is data: nothing needs importing before the suites are known.
-    assert _fresh("import deepgym; print(deepgym.list_suites())") == "['builtin', 'humaneval', 'programs']"
+    suites = "['builtin', 'humaneval', 'programs']"
+    assert _fresh("import deepgym; print(deepgym.list_suites())") == suites
     probe = (
         "import deepgym\n"
         "try:\n    deepgym.load_suite('nope')\nexcept deepgym.DeepGymError:\n    pass\n"
         "print(deepgym.list_suites())"
     )
-    assert _fresh(probe) == "['builtin', 'humaneval', 'programs']"  # the same after a failed load
+    assert _fresh(probe) == suites  # the same after a failed load
 
 
 def test_importing_deepgym_loads_no_suite_module() -> None:
