@@ -445,6 +445,7 @@ PTRACE = """
     }
     """
 
+
 def test_ptrace_of_the_parent_fails(dg: DeepGym, host: HostGuard) -> None:
     """PTRACE_ATTACH on its parent (and on every low pid of its namespace) is refused: the
     answer is pid 1 of its namespace in both sandboxes (strict: ``--as-pid-1``), with no
