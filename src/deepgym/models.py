@@ -33,6 +33,7 @@ from deepgym.validation import (
 from deepgym.verdict import ALL_ERROR_TYPES, MODEL_FAULT_ERRORS, has_verdict
 
 __all__ = [
+    "HARNESS_MARKER",
     "MODEL_FAULT_ERRORS",
     "BatchResult",
     "CaseOutput",
@@ -47,6 +48,8 @@ __all__ = [
 
 EnvKind = Literal["function", "script", "patch", "session"]
 Compare = Literal["exact", "float", "unordered", "tokens"]
+HARNESS_MARKER = "// deepgym:answer"
+"""The line of an environment's ``harness`` that the answer's code replaces."""
 LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
@@ -86,6 +89,11 @@ class Environment(BaseModel):
     """The language of the answer: ``python`` (the default), or ``c``, ``cpp``, ``java``,
     ``js``, ``rust`` or ``go`` for a ``script`` task (a program on stdin and stdout), which is
     compiled once in the sandbox before its cases run (``deepgym.languages``)."""
+    harness: Annotated[str | None, optional_text_field("harness")] = None
+    """A function task in a compiled language: a program in the environment's language with
+    the line ``// deepgym:answer`` (``HARNESS_MARKER``) where the answer's code goes; its
+    ``main`` reads a case's stdin, calls the answer's function and prints what it returns,
+    which is compared with the case's ``expected_stdout`` outside the program."""
     compile_timeout: Annotated[float, seconds_field("compile_timeout")] = 30.0
     """A compiled language: the time limit of the compile phase, in seconds (a compiler that
     runs past it is ours: no verdict)."""
@@ -190,6 +198,11 @@ class Environment(BaseModel):
         for field_name, given in script_only.items():
             if given and self.kind != "script":
                 raise ValueError(f"{field_name} applies to kind 'script' only, not {self.kind!r}")
+        if self.harness is not None:
+            if self.language == "python":
+                raise ValueError("harness is for a compiled language (a Python answer is called)")
+            if self.harness.count(HARNESS_MARKER) != 1:
+                raise ValueError(f"harness must hold the line {HARNESS_MARKER!r} exactly once")
         if self.language != "python" and self.kind != "script":
             raise ValueError(
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "

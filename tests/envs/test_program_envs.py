@@ -26,6 +26,7 @@ from deepgym.envs.registry import (
     solution_suffix,
 )
 from deepgym.exceptions import UnknownEnvironmentError
+from deepgym.models import HARNESS_MARKER
 
 PROGRAMS = list_program_environments()
 SUM_PAIRS = [f"{lang}/sum_pairs" for lang in languages.LANGUAGES]
@@ -46,7 +47,7 @@ def _generator() -> ModuleType:
 
 
 def test_every_problem_is_there() -> None:
-    assert set(PROGRAMS) == {*SUM_PAIRS, "cpp/circle_area", "cpp/any_pair"}
+    assert set(PROGRAMS) == {*SUM_PAIRS, "cpp/circle_area", "cpp/any_pair", "cpp/gcd"}
     assert not set(PROGRAMS) & set(list_environments())  # not in the builtin suite
 
 
@@ -215,3 +216,9 @@ def test_the_cli_checks_a_program() -> None:
     r = CliRunner().invoke(cli.cli, ["check", "cpp/sum_pairs"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "all 5 checks passed" in r.output
+
+
+def test_a_function_task_runs_the_answer_in_its_harness() -> None:
+    env = load_environment("cpp/gcd")
+    assert env.harness is not None and HARNESS_MARKER in env.harness
+    assert "int main" not in (env.reference_solution or "")  # the answer is the function only

@@ -77,3 +77,35 @@ def test_programs_in_use_are_not_evicted(tmp_path: Path) -> None:
         assert not first.path.exists() and set(cache._programs) == {"b"}
     finally:
         ws.close()
+
+
+def test_a_harness_takes_the_answer_in_place_of_its_marker_line() -> None:
+    from deepgym.models import HARNESS_MARKER
+    from deepgym.sandbox.base import Job
+    from deepgym.sandbox.programs import source
+
+    harness = f"#include <stdio.h>\n{HARNESS_MARKER}\nint main(void) {{ return f(); }}\n"
+    e = Environment(name="h", kind="script", language="c", test_cases=CASES, harness=harness)
+    job = Job(env=e, answer="int f(void) { return 0; }\n", timeout=5.0, case_timeout=1.0)
+    assert source(job) == (
+        "#include <stdio.h>\nint f(void) { return 0; }\n\nint main(void) { return f(); }\n"
+    )
+    plain = Job(env=env(), answer="int main(void) {}\n", timeout=5.0, case_timeout=1.0)
+    assert source(plain) == plain.answer  # no harness: the answer is the program
+    assert ProgramCache.key(job) != ProgramCache.key(plain)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"language": "python", "harness": "// deepgym:answer\n"}, "compiled language"),
+        ({"harness": "int main(void) {}\n"}, "exactly once"),
+        ({"harness": "// deepgym:answer\n// deepgym:answer\n"}, "exactly once"),
+    ],
+)
+def test_a_harness_is_refused_where_it_cannot_hold_the_answer(
+    fields: dict[str, str], message: str
+) -> None:
+    base = {"name": "h", "kind": "script", "language": "c", "test_cases": CASES}
+    with pytest.raises(ValueError, match=message):
+        Environment(**{**base, **fields})  # type: ignore[arg-type]

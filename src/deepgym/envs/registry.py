@@ -216,6 +216,11 @@ def load_folder(folder: str | Path) -> Environment:
         fields["setup_script"] = (d / "setup.sh").read_text()
     if (d / "tests").is_dir():
         fields["tests_path"] = d / "tests"
+    language = fields.get("language", "python")
+    if isinstance(language, str) and language in LANGUAGES:  # a function task's harness
+        harness = d / f"harness{solution_suffix(language)}"
+        if harness.is_file():
+            fields["harness"] = harness.read_text()
     if (d / "checker.py").is_file():  # a script task's checker program (testlib's convention)
         fields["checker_path"] = d / "checker.py"
     if (d / "step_verifier.py").is_file():

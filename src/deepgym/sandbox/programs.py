@@ -37,6 +37,7 @@ from pathlib import Path
 
 from deepgym import languages
 from deepgym.judge.build import BUILT, REJECTED
+from deepgym.models import HARNESS_MARKER
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import take_evidence
@@ -105,6 +106,16 @@ def compile_failure(
         compile_ms=compile_ms,
         in_compile=True,
     )
+
+
+def source(job: Job) -> str:
+    """What the compiler builds: the answer, or, for a function task, the environment's
+    ``harness`` with the answer in place of its ``HARNESS_MARKER`` line."""
+    harness = job.env.harness
+    if harness is None:
+        return job.answer
+    before, _, after = harness.partition(HARNESS_MARKER)
+    return before + job.answer.rstrip("\n") + "\n" + after
 
 
 def _build_env(job: Job, lang: languages.Language) -> Job:
@@ -177,7 +188,7 @@ class ProgramCache:
         lang = languages.language(job.env.language)
         tc = languages.require(lang.name)
         h = hashlib.sha256()
-        for part in (lang.name, tc.fingerprint, json.dumps(_spec(lang, tc)), job.answer):
+        for part in (lang.name, tc.fingerprint, json.dumps(_spec(lang, tc)), source(job)):
             h.update(part.encode("utf-8", "surrogatepass"))
             h.update(b"\0")
         return f"{lang.name}-{h.hexdigest()[:40]}"
@@ -283,7 +294,7 @@ class ProgramCache:
         )
         try:
             (build_dir / "answer").mkdir()
-            (build_dir / "answer" / "solution.py").write_text(job.answer)
+            (build_dir / "answer" / "solution.py").write_text(source(job))
             spec = json.dumps(_spec(lang, tc))
             argv, env = self.solution_argv(bjob, build_dir, group, "build", [spec])
             code, out, err, timed_out = await _run(

@@ -143,7 +143,33 @@ def any_pair(seed: int) -> list[Case]:
     ]
 
 
+def _gcd_case(pairs: list[tuple[int, int]]) -> Case:
+    return {
+        "stdin": "".join(f"{a} {b}\n" for a, b in pairs),
+        "expected_stdout": "".join(f"{math.gcd(a, b)}\n" for a, b in pairs),
+    }
+
+
+def gcd(seed: int) -> list[Case]:
+    """cpp/gcd (a function task): pairs of 64-bit integers, negative ones and zeros among them
+    (a remainder of a negative number is where the wrong answer goes wrong)."""
+    rng = random.Random(seed)
+
+    def pairs(n: int, negative: bool) -> list[tuple[int, int]]:
+        out = [(rng.randint(-(10**12), 10**12), rng.randint(-(10**12), 10**12)) for _ in range(n)]
+        return [(a, -abs(b)) for a, b in out] if negative else out
+
+    edges = [(12, 18), (7, 5), (0, 0), (0, 9), (-4, 6), (6, -4), (-12, -18)]
+    big = [(10**18, 10**18 - 2), (2**61 - 1, 2**31 - 1), (-(2**62), 2**40)]
+    return [
+        _gcd_case(edges),
+        _gcd_case(big),
+        *(_gcd_case(pairs(rng.randint(1, 50), i % 3 == 0)) for i in range(8)),
+    ]
+
+
 GENERATORS: dict[str, Callable[[int], list[Case]]] = {
+    "gcd": gcd,
     "sum_pairs": sum_pairs,
     "circle_area": circle_area,
     "any_pair": any_pair,
