@@ -24,7 +24,7 @@ from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, parse_event, read_run, take_evidence
 from deepgym.sandbox.policy import BASE_ENV
-from deepgym.sandbox.programs import ProgramCache
+from deepgym.sandbox.programs import Program, ProgramCache
 from deepgym.sandbox.served import SolutionServer
 from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
 from deepgym.sandbox.spec import START_GRACE_S, job_spec
@@ -82,22 +82,9 @@ class FreshRuns:
         """Run one job; the result carries the run's evidence and ``launch``'s isolation. An
         answer in a compiled language is built first (``programs``), once per source."""
         with self.workspace.hold(job.env):
-            return await self._built_and_run(job)
+            return await self.programs.run(job, lambda program: self._run(job, program))
 
-    async def _built_and_run(self, job: Job) -> RawRun:
-        if job.env.language == "python":
-            return await self._run(job, None)
-        t0 = time.monotonic()
-        async with self.programs.program(job) as built:
-            if isinstance(built, RawRun):  # no program: a compile error, or ours
-                built.total_ms = (time.monotonic() - t0) * 1000.0
-                return built
-            compile_ms = built.compile_ms
-            raw = await self._run(job, built.path)
-        raw.compile_ms = compile_ms
-        return raw
-
-    async def _run(self, job: Job, program: Path | None) -> RawRun:
+    async def _run(self, job: Job, program: Program | None) -> RawRun:
         launch = self.launch
         t0 = time.monotonic()
         env_dir = self.workspace.env_dir(job.env)
@@ -116,7 +103,7 @@ class FreshRuns:
             if program is None:
                 answer.write_text(job.answer)
             else:  # the built program, which each case runs (``judge.build``'s exec mode)
-                shutil.copyfile(program, answer)
+                shutil.copyfile(program.path, answer)
                 answer.chmod(0o755)
             env_in, answer_path = launch.job_paths(run_dir, env_dir)
             spec = {**job_spec(job, env_in, answer_path), "ctl_fd": theirs.fileno()}

@@ -36,7 +36,7 @@ from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
-from deepgym.sandbox.programs import PROGRAMS, ProgramCache
+from deepgym.sandbox.programs import PROGRAMS, Program, ProgramCache
 from deepgym.sandbox.spec import START_GRACE_S, job_spec, rlimits, solution_env, work_bytes
 from deepgym.sandbox.strict import BwrapLaunch
 from deepgym.sandbox.workspace import Workspace
@@ -403,22 +403,9 @@ class PoolBackend:
         """Run ``job`` on the next free worker (one that ran its environment lately first). An
         answer in a compiled language is built first (``programs``), once per source."""
         with self._workspace.hold(job.env):
-            return await self._built_and_run(job)
+            return await self.programs.run(job, lambda program: self._run(job, program))
 
-    async def _built_and_run(self, job: Job) -> RawRun:
-        if job.env.language == "python":
-            return await self._run(job, None)
-        t0 = time.monotonic()
-        async with self.programs.program(job) as built:
-            if isinstance(built, RawRun):  # no program: a compile error, or ours
-                built.total_ms = (time.monotonic() - t0) * 1000.0
-                return built
-            compile_ms = built.compile_ms
-            raw = await self._run(job, built.key)
-        raw.compile_ms = compile_ms
-        return raw
-
-    async def _run(self, job: Job, program: str | None) -> RawRun:
+    async def _run(self, job: Job, program: Program | None) -> RawRun:
         t0 = time.monotonic()
         idle = await self._ensure_started()
         env_dir = self._workspace.env_dir(job.env)
@@ -434,7 +421,7 @@ class PoolBackend:
                 **(
                     {"answer": job.answer}
                     if program is None
-                    else {"program_path": f"/judge/envs/{PROGRAMS}/{program}"}
+                    else {"program_path": f"/judge/envs/{PROGRAMS}/{program.key}"}
                 ),
                 "limits_json": json.dumps(rlimits(job, slot)),
                 "work_bytes": work_bytes(job),

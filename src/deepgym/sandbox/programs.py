@@ -31,7 +31,7 @@ import json
 import shutil
 import time
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -192,6 +192,21 @@ class ProgramCache:
             h.update(part.encode("utf-8", "surrogatepass"))
             h.update(b"\0")
         return f"{lang.name}-{h.hexdigest()[:40]}"
+
+    async def run(self, job: Job, run: Callable[[Program | None], Awaitable[RawRun]]) -> RawRun:
+        """``run(None)`` for a Python answer; for a compiled one, ``run(program)`` with its
+        program built or from the cache (kept until the run ends), or, where the build gave
+        none, the run to report (``compile_failure``). The result carries ``compile_ms``."""
+        if job.env.language == "python":
+            return await run(None)
+        t0 = time.monotonic()
+        async with self.program(job) as built:
+            if isinstance(built, RawRun):  # no program: a compile error, or ours
+                built.total_ms = (time.monotonic() - t0) * 1000.0
+                return built
+            raw = await run(built)
+        raw.compile_ms = built.compile_ms
+        return raw
 
     @contextlib.asynccontextmanager
     async def program(self, job: Job) -> AsyncIterator[Program | RawRun]:
