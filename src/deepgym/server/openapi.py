@@ -36,6 +36,7 @@ from deepgym.protocol import (
     StreamEvent,
     TimeLimitRequest,
 )
+from deepgym.server.fusion import RunCodeRequest, SubmitRequest
 
 __all__ = ["DOCS_VERSION", "ROUTES", "openapi_schema", "request_body_tables"]
 
@@ -130,6 +131,23 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
     ("get", "/v1/environments"): {
         "summary": "The built-in environments and the suites",
         "reply_schema": {"type": "object"},
+    },
+    ("post", "/run_code"): {
+        "summary": "SandboxFusion's run_code: run a program on a stdin (HTTP 504: no verdict)",
+        "body": RunCodeRequest,
+        "reply_schema": {"type": "object"},
+        "about": "SandboxFusion's `RunCodeResponse`; where deepgym has no verdict, HTTP 504 "
+        "with `status: SandboxError` (docs: Coming from SandboxFusion).",
+    },
+    ("post", "/submit"): {
+        "summary": "SandboxFusion's submit: a completion's code against the tests it carries",
+        "body": SubmitRequest,
+        "reply_schema": {"type": "object"},
+        "about": "SandboxFusion's `EvalResult`; HTTP 504 where deepgym has no verdict.",
+    },
+    ("get", "/v1/ping"): {
+        "summary": "SandboxFusion's ping: `pong`",
+        "reply_schema": {"type": "string"},
     },
     ("get", "/health"): {
         "summary": "`ok`, or 503 while the service drains at shutdown (no token needed)",
