@@ -35,7 +35,7 @@ def test_metrics_and_failures_without_a_verdict() -> None:
         model = ChatModel(url, "m", retry=FAST)
         ev = dg.eval_model(PROBLEMS, model, samples=SAMPLES, k=(1, 2), on_sample=seen.append)
     assert len(seen) == len(ev.samples) == 16
-    assert ev.samples[4].answer == "pass\n"
+    assert sorted(s.answer for s in ev.samples[4:8]) == ["fail", "fail", "pass\n", "pass\n"]
     counts = ev.counts()
     assert (counts["p0"].n, counts["p0"].c) == (4, 4)
     assert (counts["p1"].n, counts["p1"].c) == (4, 2)
