@@ -107,13 +107,17 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the default 5 resets connections under 16 in flight
+
+
 @contextmanager
 def serve(
     scripts: Mapping[str, Sequence[str]] | None = None, default: Sequence[str] = ("text:pass",)
 ) -> Iterator[tuple[str, Script]]:
     """Serve ``scripts`` on a free port; yields the base URL (``.../v1``) and the state."""
     script = Script(scripts or {}, default)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
+    server = _Server(("127.0.0.1", 0), _handler(script))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()

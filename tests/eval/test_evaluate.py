@@ -27,7 +27,7 @@ def test_metrics_and_failures_without_a_verdict() -> None:
     scripts = {
         "P0": ["text:pass"],
         "P1": ["text:```python\npass\n```", "text:fail"],  # the fenced block is the answer
-        "P2": ["429", "text:fail", "null"],  # retried once; the empty answer passes the fake
+        "P2": ["429", *["text:fail", "null"] * 4],  # one retry; "" passes the fake
         "P3": ["500"],  # every sample a generation failure
     }
     seen: list[Sample] = []
@@ -40,14 +40,14 @@ def test_metrics_and_failures_without_a_verdict() -> None:
     assert (counts["p0"].n, counts["p0"].c) == (4, 4)
     assert (counts["p1"].n, counts["p1"].c) == (4, 2)
     assert counts["p3"].n == 0 and counts["p3"].no_verdict == 4
-    assert ev.generation_failed == 4
+    assert ev.generation_failed == 4, [s.error for s in ev.samples if s.text is None]
     assert all(s.result is None and "HTTP 500" in s.error for s in ev.samples[12:])
     m = ev.metrics
     assert (m.samples, m.judged, m.no_verdict) == (16, 12, 4)
     assert m.problems_short[1] == 1  # p3 is left out of pass@k, not scored 0
     assert m.pass_at[1] == pytest.approx((1.0 + 0.5 + counts["p2"].c / 4) / 3)
     assert ev.difficulty()[3] == ["p3"]
-    assert server.requests["P3"] == SAMPLES * FAST.attempts
+    assert server.requests["P3"] == SAMPLES * FAST.attempts, server.requests
 
 
 def test_a_sample_the_sandbox_cannot_judge_has_no_verdict() -> None:
