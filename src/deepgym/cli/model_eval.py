@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from deepgym.cli import common
 from deepgym.cli.common import CliError, Interrupted
+from deepgym.envs.registry import list_suites
 from deepgym.evaluate import ModelEval, Sample, model_of_run
 from deepgym.generate import ChatModel
 from deepgym.models import Environment
@@ -183,10 +184,12 @@ def run_model_eval(
 ) -> None:
     """Evaluate ``model`` on ``envs`` with a progress bar, then report and write the files."""
     run_id = resume
+    # a suite by its name, so the store's run names the suite ("humaneval"), not its members
+    target: str | list[Environment] = title if title in list_suites() else list(envs)
     try:
         with common.make_client(sandbox) as dg, _progress(title) as advance:
             ev = dg.eval_model(
-                list(envs),
+                target,
                 model,
                 samples=opts.samples,
                 k=opts.ks,
