@@ -421,16 +421,14 @@ def eval_cmd(
                 stack.enter_context(store)
             model_eval.command(suite_or_envs, sandbox, max_parallel, as_json, store, model_args)
         return
-    if resume is not None and _model_run(store_path, no_store, resume):
-        if suite_or_envs is not None or answers_file is not None:
-            raise CliError("--resume takes the suite and the model from the store")
-        with RunStore(store_path) as store:
-            opts = model_eval.resume_options(max_parallel, as_json, model_args)
-            model_eval.resume_model(store, resume, load_targets, opts, sandbox)
-        return
     if resume is not None:
         if suite_or_envs is not None or answers_file is not None:
             raise CliError("--resume takes the suite and the answers from the store")
+        if _model_run(store_path, no_store, resume):
+            with RunStore(store_path) as model_store:
+                opts = model_eval.resume_options(max_parallel, as_json, model_args)
+                model_eval.resume_model(model_store, resume, load_targets, opts, sandbox)
+            return
         store = _run_store(store_path, no_store, resume)
         assert store is not None
         with store:
