@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +85,29 @@ def test_json_and_resume(tmp_path: Path) -> None:
 def test_model_url_needs_a_model() -> None:
     r = invoke("eval", NAMES[0], "--model-url", "http://127.0.0.1:9/v1")
     assert r.exit_code == 2 and "--model" in r.output
+
+
+def test_ctrl_c_prints_the_resume_line(tmp_path: Path) -> None:
+    store = tmp_path / "r.sqlite"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    with serve(default=["slow:0.1:pass", "slow:5:pass"]) as (url, _):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "deepgym", "eval", NAMES[0], "--model-url", url,
+             "--model", "m", "-n", "4", "--store", str(store)],
+            env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if store.exists():
+                with RunStore(store) as s:
+                    runs = s.runs()
+                    if runs and s.samples(runs[0].id):
+                        break
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    assert child.returncode == 130, err
+    assert "sample texts stored in run" in err and "deepgym eval --resume" in err
+    with RunStore(store) as s:
+        assert s.runs()[0].status == "stopped"
