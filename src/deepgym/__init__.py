@@ -19,8 +19,10 @@ _EXPORTS = {
     "DeepGym": "deepgym.client",
     "DeepGymError": "deepgym.exceptions",
     "DeepGymTimeoutError": "deepgym.exceptions",
+    "ChatModel": "deepgym.generate",
     "Environment": "deepgym.models",
     "EvalResult": "deepgym.models",
+    "GenerationError": "deepgym.exceptions",
     "InvalidScoreError": "deepgym.exceptions",
     "MODEL_FAULT_ERRORS": "deepgym.verdict",
     "NoVerdictError": "deepgym.exceptions",
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from deepgym.exceptions import ConfigError as ConfigError
     from deepgym.exceptions import DeepGymError as DeepGymError
     from deepgym.exceptions import DeepGymTimeoutError as DeepGymTimeoutError
+    from deepgym.exceptions import GenerationError as GenerationError
     from deepgym.exceptions import InvalidScoreError as InvalidScoreError
     from deepgym.exceptions import NoVerdictError as NoVerdictError
     from deepgym.exceptions import SandboxDiedError as SandboxDiedError
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
     from deepgym.exceptions import VerifierError as VerifierError
     from deepgym.exceptions import is_infrastructure_failure as is_infrastructure_failure
     from deepgym.exceptions import is_misconfiguration as is_misconfiguration
+    from deepgym.generate import ChatModel as ChatModel
     from deepgym.models import BatchResult as BatchResult
     from deepgym.models import CaseResult as CaseResult
     from deepgym.models import Environment as Environment

@@ -14,7 +14,7 @@ host, through ``backend=`` or the one ``sandbox=`` names), ``RemoteEngine`` for
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,8 @@ from deepgym.validation import (
 )
 
 if TYPE_CHECKING:
+    from deepgym.evaluate import ModelEval, Sample
+    from deepgym.generate import ChatModel
     from deepgym.session import Agent, AsyncSession, Budget, Episode, Session
     from deepgym.store import RunStore
 
@@ -265,6 +267,51 @@ class AsyncDeepGym:
             progress=progress,
         )
 
+    async def eval_model(
+        self,
+        envs_or_suite: Sequence[EnvLike] | str,
+        model: ChatModel,
+        *,
+        samples: int = 1,
+        k: Sequence[int] = (1,),
+        pass_hat: Sequence[int] = (),
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        store: RunStore | None = None,
+        resume: str | None = None,
+        progress: ProgressFn | None = None,
+        on_sample: Callable[[Sample], None] | None = None,
+    ) -> ModelEval:
+        """Sample ``samples`` answers per environment from ``model`` (a ``ChatModel``), score
+        each as it arrives, and report unbiased pass@k for each ``k`` (and pass^k for each of
+        ``pass_hat``); a sample the model server did not give has no verdict, never a 0.
+
+        With ``store`` (a ``RunStore``), every sample's text and result are recorded as they
+        come; ``resume`` (a run id there) finishes a stopped eval without asking the model again
+        for a sample it has (``deepgym.evaluate``)."""
+        from deepgym.envs.registry import resolve_many
+        from deepgym.evaluate import evaluate_model
+        from deepgym.generate import ChatModel
+
+        if not isinstance(model, ChatModel):
+            raise ConfigError(f"model must be a ChatModel, got {type(model).__name__}")
+        envs = resolve_many(envs_or_suite)
+        return await evaluate_model(
+            self,
+            envs,
+            model,
+            samples=positive_int(samples, "samples"),
+            k=k,
+            pass_hat=pass_hat,
+            max_parallel=positive_int(max_parallel, "max_parallel"),
+            time_limit=optional_seconds(time_limit, "time_limit"),
+            source=envs_or_suite if isinstance(envs_or_suite, str) else "",
+            store=store,
+            resume=resume,
+            progress=progress,
+            on_sample=on_sample,
+        )
+
     async def session(self, env: EnvLike) -> AsyncSession:
         """Open an agent session of ``env`` (a ``kind: "session"`` environment): a sandbox of
         its own, with a persistent shell, files, and ``score`` (``deepgym.session``)."""
@@ -428,6 +475,38 @@ class DeepGym(BlockingFace):
                 max_parallel=max_parallel,
                 time_limit=time_limit,
                 progress=progress,
+            )
+        )
+
+    def eval_model(
+        self,
+        envs_or_suite: Sequence[EnvLike] | str,
+        model: ChatModel,
+        *,
+        samples: int = 1,
+        k: Sequence[int] = (1,),
+        pass_hat: Sequence[int] = (),
+        max_parallel: int = 8,
+        time_limit: float | None = None,
+        store: RunStore | None = None,
+        resume: str | None = None,
+        progress: ProgressFn | None = None,
+        on_sample: Callable[[Sample], None] | None = None,
+    ) -> ModelEval:
+        """See ``AsyncDeepGym.eval_model``."""
+        return self._call(
+            self._core.eval_model(
+                envs_or_suite,
+                model,
+                samples=samples,
+                k=k,
+                pass_hat=pass_hat,
+                max_parallel=max_parallel,
+                time_limit=time_limit,
+                store=store,
+                resume=resume,
+                progress=progress,
+                on_sample=on_sample,
             )
         )
 

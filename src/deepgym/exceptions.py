@@ -15,7 +15,8 @@
     ├── InvalidScoreError (also ValueError)  a score that is NaN, infinite or outside [0, 1]
     ├── NoVerdictError                       a run without a verdict, where a number is required
     └── TransportError                       a remote service or provider could not be reached
-        └── UnknownSessionError              the service has no session of that id (any more)
+        ├── UnknownSessionError              the service has no session of that id (any more)
+        └── GenerationError                  a model server gave no sample (no verdict, never 0)
 
 Foreign errors are translated once, at the boundary, with ``raise ... from exc``.
 ``is_infrastructure_failure`` says which failures are ours for certain (contract, "Infrastructure
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "DeepGymError",
     "DeepGymTimeoutError",
+    "GenerationError",
     "InvalidScoreError",
     "NoVerdictError",
     "SandboxDiedError",
@@ -132,6 +134,11 @@ class UnknownSessionError(TransportError):
     """The service has no open session of that id: closed, never opened there, or forgotten
     (the service restarted). The session is lost as if the service had stopped: ours, never the
     agent's (HTTP 404 ``unknown_session``)."""
+
+
+class GenerationError(TransportError):
+    """A model server gave no sample for a prompt, after its retries (``deepgym.generate``):
+    that sample has no verdict, the server's failure, never the answer's."""
 
 
 _REFUSED_STATUS = frozenset({401, 403})

@@ -73,12 +73,13 @@ RunStatus = Literal["running", "complete", "cancelled", "stopped"]
 it finished) or ``stopped`` (interrupted, or its process is gone: ``--resume`` finishes an
 eval)."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """2: ``runs.owner``, the process recording the run (a run whose owner is gone is stopped).
 3: ``results.run_ms`` (``ServiceTime.run_ms``, no wait for a sandbox) replaces ``service_ms``
 (which included the wait); an older store's rows are recomputed from their results.
 4: ``episodes`` and ``episode_steps``: agent episodes' traces.
-5: ``qa_reports``: the reports of ``deepgym qa`` and ``check``."""
+5: ``qa_reports``: the reports of ``deepgym qa`` and ``check``.
+6: ``samples``: the text a model generated for an index of a model eval (``deepgym.evaluate``)."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -113,6 +114,12 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (run_id, idx)
 );
 CREATE INDEX IF NOT EXISTS results_env ON results (env_name);
+CREATE TABLE IF NOT EXISTS samples (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    idx INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
 CREATE TABLE IF NOT EXISTS episodes (
     id TEXT PRIMARY KEY,
     env_name TEXT NOT NULL,
@@ -325,6 +332,31 @@ class RunStore:
                 raise ConfigError(
                     f"run {run_id}: index {index} already has a result, or no such run"
                 ) from exc
+
+    def record_sample(self, run_id: str, index: int, text: str, answer: str) -> None:
+        """Commit the text a model generated for ``index`` of a model eval, and the answer
+        extracted from it as the index's input (``runs ID`` shows it). Kept once: a resumed
+        eval never asks the model again for it."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO samples (run_id, idx, text) VALUES (?, ?, ?)",
+                    (run_id, index, text),
+                )
+                self._db.execute(
+                    "UPDATE items SET answer = ? WHERE run_id = ? AND idx = ?",
+                    (answer, run_id, index),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def samples(self, run_id: str) -> dict[int, str]:
+        """The generated text of each index of a model eval that has one."""
+        rows = self._query("SELECT idx, text FROM samples WHERE run_id = ?", (run_id,))
+        return {int(i): str(t) for i, t in rows}
 
     def replace_no_verdict(self, run_id: str, index: int, result: RunResult) -> None:
         """Replace the stored result of ``index``, one without a verdict, with a new one (a

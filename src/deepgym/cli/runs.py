@@ -20,7 +20,7 @@ from typing import Any
 import click
 from rich.text import Text
 
-from deepgym.cli import common
+from deepgym.cli import common, model_eval
 from deepgym.cli.common import (
     EXIT_FAILED,
     EXIT_NO_VERDICT,
@@ -246,6 +246,15 @@ def _run_store(store_path: Path | None, no_store: bool, resume: str | None) -> R
         return None
 
 
+def _model_run(store_path: Path | None, no_store: bool, run_id: str) -> bool:
+    """Whether ``--resume run_id`` names a model eval (``deepgym.cli.model_eval``)."""
+    store = _run_store(store_path, no_store, run_id)
+    if store is None:
+        return False
+    with store:
+        return model_eval.is_model_run(store, run_id)
+
+
 def _no_match(path: Path, spec: str, envs: Sequence[Environment], unused: Sequence[str]) -> str:
     """Why an eval scores nothing: no answer of ``path`` names one of ``envs``."""
     if not unused:
@@ -373,6 +382,7 @@ def run_batch(
 )
 @store_option
 @no_store_option
+@model_eval.model_options
 def eval_cmd(
     suite_or_envs: str | None,
     answers_file: Path | None,
@@ -382,6 +392,7 @@ def eval_cmd(
     resume: str | None,
     store_path: Path | None,
     no_store: bool,
+    **model_args: Any,
 ) -> None:
     """Score one answer per environment of a suite (builtin, humaneval) or a list (a,b,c).
 
@@ -396,10 +407,28 @@ def eval_cmd(
     included: read the totals, or --json); 2 bad input (an answers file whose
     answers name none of the environments included); 130 interrupted (the
     --resume command that finishes the eval is printed).
+
+    With --model-url and --model, the answers are sampled from that OpenAI-compatible server
+    (-n per problem, the environment's task as the prompt), each scored as it arrives, and
+    pass@k reported; --resume of such a run asks the model only for the samples it lacks.
     """
+    if model_args["model_url"] is not None:
+        if answers_file is not None or resume is not None:
+            raise CliError("--model-url samples the answers: drop --answers and --resume")
+        store = _run_store(store_path, no_store, None)
+        with contextlib.ExitStack() as stack:
+            if store is not None:
+                stack.enter_context(store)
+            model_eval.command(suite_or_envs, sandbox, max_parallel, as_json, store, model_args)
+        return
     if resume is not None:
         if suite_or_envs is not None or answers_file is not None:
             raise CliError("--resume takes the suite and the answers from the store")
+        if _model_run(store_path, no_store, resume):
+            with RunStore(store_path) as model_store:
+                opts = model_eval.resume_options(max_parallel, as_json, model_args)
+                model_eval.resume_model(model_store, resume, load_targets, opts, sandbox)
+            return
         store = _run_store(store_path, no_store, resume)
         assert store is not None
         with store:

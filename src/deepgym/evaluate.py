@@ -1,0 +1,271 @@
+"""Evaluate a model: sample n answers per problem from a ``ChatModel``, score each one the moment
+it arrives, and report pass@k (``deepgym.passk``).
+
+Invariants:
+
+- The prompt is the environment's ``task``; the answer is the completion's code by
+  ``deepgym.completions.answer_of`` (a completion endpoint's text continues the prompt, so the
+  prompt is its prefix when it has no fenced block).
+- Generation and scoring overlap: every sample is a task that generates (at most the model's
+  ``concurrency`` requests in flight) and then scores (at most ``max_parallel`` runs), so the
+  wall time is close to the generation time alone.
+- A sample the model server could not give (``GenerationError``) has no verdict and no result:
+  it is counted in ``generation_failed``, left out of n, and never scored 0.
+- Sample ``j`` of problem ``p`` is index ``p * samples + j``, problem-major. With a run store,
+  each sample's text is committed before it is scored and each result after, so a resumed eval
+  (``resume=``) asks the model only for the indices without a stored text, scores again what
+  has a text but no verdict, and keeps every stored verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deepgym.completions import answer_of
+from deepgym.exceptions import ConfigError, GenerationError
+from deepgym.generate import ChatModel, Sampler
+from deepgym.models import Environment, RunResult
+from deepgym.passk import Counts, Metrics, difficulty, metrics
+
+if TYPE_CHECKING:
+    from deepgym.client import AsyncDeepGym
+    from deepgym.store import RunStore
+    from deepgym.types import ProgressFn
+
+__all__ = ["ModelEval", "Sample", "evaluate_model", "model_of_run"]
+
+
+@dataclass
+class Sample:
+    """One sampled answer: its text (None: not generated), its result (None: not scored) and,
+    for a sample the server did not give, why."""
+
+    problem: str
+    index: int
+    text: str | None = None
+    answer: str = ""
+    result: RunResult | None = None
+    error: str = ""
+
+    @property
+    def has_verdict(self) -> bool:
+        """A result with a verdict (a sample not generated, or not judged, has none)."""
+        return self.result is not None and self.result.has_verdict
+
+    @property
+    def passed(self) -> bool:
+        """Judged and passed."""
+        return self.result is not None and self.result.passed
+
+
+@dataclass
+class ModelEval:
+    """A model eval: every sample, problem-major, and its metrics (``deepgym.passk``)."""
+
+    model: dict[str, Any]
+    problems: list[str]
+    samples_per_problem: int
+    samples: list[Sample]
+    ks: tuple[int, ...] = (1,)
+    hat_ks: tuple[int, ...] = ()
+    execution_time_ms: float = 0.0
+    run_id: str | None = None
+    metrics: Metrics = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = metrics(self.counts(), self.ks, self.hat_ks)
+
+    @property
+    def generation_failed(self) -> int:
+        """Samples the model server did not give (no verdict, left out of n)."""
+        return sum(1 for s in self.samples if s.text is None)
+
+    def counts(self) -> dict[str, Counts]:
+        """Each problem's judged count, passed count, scores and samples without a verdict."""
+        out: dict[str, Counts] = {}
+        n = self.samples_per_problem
+        for p, name in enumerate(self.problems):
+            group = self.samples[p * n : (p + 1) * n]
+            judged = [s.result for s in group if s.result is not None and s.result.has_verdict]
+            out[name] = Counts(
+                n=len(judged),
+                c=sum(1 for r in judged if r.passed),
+                no_verdict=len(group) - len(judged),
+                scores=tuple(r.score for r in judged),
+            )
+        return out
+
+    def difficulty(self) -> tuple[list[str], list[str], list[str], list[str]]:
+        """``(learnable, too_easy, too_hard, unjudged)``: ``deepgym.passk.difficulty``."""
+        return difficulty(self.counts())
+
+
+def model_of_run(params: Mapping[str, Any]) -> ChatModel:
+    """The ``ChatModel`` a stored model eval used (its key read again from the environment)."""
+    m = params.get("model")
+    if not isinstance(m, Mapping):
+        raise ConfigError("this run is not a model eval (its params name no model)")
+    return ChatModel(
+        m["url"],
+        m["model"],
+        temperature=m["temperature"],
+        max_tokens=m["max_tokens"],
+        completions=m["completions"],
+        system=m.get("system"),
+    )
+
+
+async def _one(
+    dg: AsyncDeepGym,
+    env: Environment,
+    s: Sample,
+    model: ChatModel,
+    sample: Sampler,
+    scoring: asyncio.Semaphore,
+    time_limit: float | None,
+    on_text: Callable[[Sample], None],
+) -> None:
+    """Generate ``s`` (unless it has its text), then score it."""
+    if s.text is None:
+        try:
+            text = await sample(env.task)
+        except GenerationError as exc:
+            s.error = str(exc)
+            return
+        s.text = text
+        s.answer = answer_of(text, env.task if model.completions else "")
+        on_text(s)
+    async with scoring:
+        s.result = await dg.run_one(env, s.answer, time_limit=time_limit)
+
+
+def _store_hooks(
+    store: RunStore | None, run_id: str | None, again: set[int]
+) -> tuple[Callable[[Sample], None], Callable[[Sample], None]]:
+    def on_text(s: Sample) -> None:
+        if store is not None and run_id is not None:
+            store.record_sample(run_id, s.index, s.text or "", s.answer)
+
+    def on_result(s: Sample) -> None:
+        if store is None or run_id is None or s.result is None:
+            return
+        if s.index in again:
+            store.replace_no_verdict(run_id, s.index, s.result)
+        else:
+            store.record(run_id, s.index, s.result)
+
+    return on_text, on_result
+
+
+def _open_run(
+    store: RunStore,
+    resume: str | None,
+    source: str,
+    envs: Sequence[Environment],
+    model: ChatModel,
+    params: dict[str, Any],
+) -> tuple[str, dict[int, str], dict[int, RunResult]]:
+    """The run to record in (a new one, or ``resume`` checked against ``envs``), its stored
+    texts and results."""
+    n = params["samples"]
+    names = [e.name for e in envs for _ in range(n)]
+    if resume is None:
+        return store.create_run("eval", source, names, [""] * len(names), params), {}, {}
+    info = store.run(resume)
+    if not isinstance(info.params.get("model"), Mapping):
+        raise ConfigError(f"run {resume} is not a model eval: resume it with 'deepgym eval'")
+    if info.params.get("samples") != n or [name for name, _ in store.inputs(resume)] != names:
+        raise ConfigError(f"run {resume}: its problems or samples differ from the ones given")
+    store.claim(resume)
+    return resume, store.samples(resume), store.results(resume)
+
+
+async def evaluate_model(
+    dg: AsyncDeepGym,
+    envs: Sequence[Environment],
+    model: ChatModel,
+    *,
+    samples: int,
+    k: Sequence[int] = (1,),
+    pass_hat: Sequence[int] = (),
+    max_parallel: int = 8,
+    time_limit: float | None = None,
+    source: str = "",
+    store: RunStore | None = None,
+    resume: str | None = None,
+    progress: ProgressFn | None = None,
+    on_sample: Callable[[Sample], None] | None = None,
+) -> ModelEval:
+    """``AsyncDeepGym.eval_model``'s work (see there), on environments already resolved."""
+    if any(not e.task for e in envs):
+        bare = next(e.name for e in envs if not e.task)
+        raise ConfigError(f"env {bare!r} has no task to prompt a model with")
+    ks, hat_ks = tuple(k), tuple(pass_hat)
+    for value in (*ks, *hat_ks):
+        if not isinstance(value, int) or value < 1 or value > samples:
+            raise ConfigError(f"k must be an integer in [1, samples={samples}], got {value!r}")
+    params = {
+        "model": model.describe(),
+        "samples": samples,
+        "k": list(ks),
+        "pass_hat": list(hat_ks),
+    }
+    run_id: str | None = None
+    texts: dict[int, str] = {}
+    results: dict[int, RunResult] = {}
+    if store is not None:
+        run_id, texts, results = _open_run(
+            store, resume, source or ",".join(e.name for e in envs), envs, model, params
+        )
+    elif resume is not None:
+        raise ConfigError("resume= needs the run store that holds the run (store=)")
+    all_samples = [
+        Sample(envs[i // samples].name, i, texts.get(i), result=results.get(i))
+        for i in range(len(envs) * samples)
+    ]
+    for s in all_samples:
+        if s.text is not None:
+            env = envs[s.index // samples]
+            s.answer = answer_of(s.text, env.task if model.completions else "")
+    todo = [s for s in all_samples if not s.has_verdict]
+    again = {s.index for s in todo if s.result is not None}
+    on_text, on_result = _store_hooks(store, run_id, again)
+    done = len(all_samples) - len(todo)
+    scoring = asyncio.Semaphore(max_parallel)
+    t0 = time.monotonic()
+
+    async def one(s: Sample, sample: Sampler) -> None:
+        nonlocal done
+        await _one(dg, envs[s.index // samples], s, model, sample, scoring, time_limit, on_text)
+        on_result(s)
+        done += 1
+        if on_sample is not None:
+            on_sample(s)
+        if progress is not None:
+            progress(done, len(all_samples))
+
+    try:
+        async with model.connect() as sample, asyncio.TaskGroup() as tg:
+            for s in todo:
+                tg.create_task(one(s, sample))
+    except BaseException:
+        if store is not None and run_id is not None:
+            store.finish(run_id, "stopped", (time.monotonic() - t0) * 1000.0)
+        raise
+    elapsed = (time.monotonic() - t0) * 1000.0
+    if store is not None and run_id is not None:
+        store.finish(run_id, "complete", elapsed)
+    return ModelEval(
+        model=model.describe(),
+        problems=[e.name for e in envs],
+        samples_per_problem=samples,
+        samples=all_samples,
+        ks=ks,
+        hat_ks=hat_ks,
+        execution_time_ms=elapsed,
+        run_id=run_id,
+    )

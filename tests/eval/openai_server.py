@@ -1,0 +1,136 @@
+"""A scripted OpenAI-protocol server on 127.0.0.1 for the model-eval tests.
+
+It answers ``POST /v1/chat/completions`` and ``POST /v1/completions``. What it answers for a
+prompt is the next action of that prompt's script (cycling), else of the default script:
+
+- ``text:<s>``: 200 with ``s`` as the sample's text (``text:`` alone: the empty text);
+- ``null``: 200 with a null content; ``garbage``: 200 with a body of the wrong shape;
+- ``slow:<seconds>:<s>``: ``text:<s>`` after a sleep;
+- ``429`` or ``500`` (or any status): that status, with ``Retry-After: 0`` for a 429.
+
+``requests`` counts the requests per prompt, ``in_flight_max`` the most handled at once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Script:
+    """The server's state: scripts, request counts, concurrency."""
+
+    def __init__(self, scripts: Mapping[str, Sequence[str]], default: Sequence[str]) -> None:
+        self.scripts = {k: list(v) for k, v in scripts.items()}
+        self.default = list(default)
+        self.requests: Counter[str] = Counter()
+        self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.in_flight = 0
+        self.in_flight_max = 0
+        self.lock = threading.Lock()
+
+    def next_action(self, prompt: str) -> str:
+        with self.lock:
+            actions = self.scripts.get(prompt, self.default)
+            action = actions[self.requests[prompt] % len(actions)]
+            self.requests[prompt] += 1
+            self.in_flight += 1
+            self.in_flight_max = max(self.in_flight_max, self.in_flight)
+        return action
+
+    def done(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+
+def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, payload: Any, headers: Mapping[str, str] = {}) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            chat = self.path.endswith("/chat/completions")
+            if not chat and not self.path.endswith("/completions"):
+                self._send(404, {"error": "no such endpoint"})
+                return
+            prompt = body["messages"][-1]["content"] if chat else body["prompt"]
+            with script.lock:
+                script.bodies.append(body)
+                script.headers.append(dict(self.headers))
+            action = script.next_action(prompt)
+            try:
+                self._answer(action, chat)
+            finally:
+                script.done()
+
+        def _answer(self, action: str, chat: bool) -> None:
+            if action.startswith("slow:"):
+                _, seconds, rest = action.split(":", 2)
+                time.sleep(float(seconds))
+                action = "text:" + rest
+            if action.startswith("text:") or action == "null":
+                text = None if action == "null" else action[len("text:") :]
+                choice = (
+                    {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+                )
+                self._send(200, {"choices": [{"index": 0, **choice}]})
+            elif action == "garbage":
+                self._send(200, {"nothing": []})
+            else:
+                status = int(action)
+                self._send(status, {"error": action}, {"Retry-After": "0"} if status == 429 else {})
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the default 5 resets connections under 16 in flight
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client killed mid-request (the resume tests) is no error of the server's."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+@contextmanager
+def serve(
+    scripts: Mapping[str, Sequence[str]] | None = None, default: Sequence[str] = ("text:pass",)
+) -> Iterator[tuple[str, Script]]:
+    """Serve ``scripts`` on a free port; yields the base URL (``.../v1``) and the state."""
+    script = Script(scripts or {}, default)
+    server = _Server(("127.0.0.1", 0), _handler(script))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

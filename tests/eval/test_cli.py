@@ -1,0 +1,113 @@
+"""``deepgym eval --model-url``: the report, the files, the store, and resume of a model run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from deepgym.cli import cli, common
+from deepgym.client import DeepGym
+from deepgym.envs.registry import load_environment
+from deepgym.store import RunStore
+from tests.eval.child_eval import client
+from tests.eval.openai_server import serve
+
+NAMES = ["add_duration_format", "bipartite_coloring", "coin_change"]
+
+
+@pytest.fixture(autouse=True)
+def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    def make_client(sandbox: str | None) -> DeepGym:
+        return client()
+
+    monkeypatch.setattr(common, "make_client", make_client)
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
+
+
+def scripts() -> dict[str, list[str]]:
+    easy, mixed, hard = (load_environment(n).task for n in NAMES)
+    return {
+        easy: ["text:pass"],
+        mixed: ["text:pass", "text:fail"],
+        hard: ["400"],
+    }  # not retried: a generation failure at once
+
+
+def test_eval_a_model(tmp_path: Path) -> None:
+    out, keep, store = tmp_path / "s.jsonl", tmp_path / "keep.jsonl", tmp_path / "r.sqlite"
+    with serve(scripts()) as (url, _):
+        r = invoke(
+            "eval", ",".join(NAMES), "--model-url", url, "--model", "m", "-n", "4",
+            "--k", "1,2", "--pass-hat", "2", "--out", out, "--filter", keep, "--store", store,
+        )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "pass@1: 0.7500" in r.output  # (1 + 0.5) / 2: the third problem has no verdict
+    assert "no verdict: 4 (4 not generated, 0 not judged; left out of n)" in r.output
+    assert "pass^2: " in r.output and "(1 problems with < 1 judged)" in r.output
+    assert "filter: 1 problems" in r.output and "too easy 1, too hard 0" in r.output
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 12 and sum(row["text"] is None for row in rows) == 4
+    assert [json.loads(x)["env"] for x in keep.read_text().splitlines()] == [NAMES[1]]
+
+
+def test_json_and_resume(tmp_path: Path) -> None:
+    store = tmp_path / "r.sqlite"
+    with serve(scripts()) as (url, server):
+        r = invoke(
+            "eval", ",".join(NAMES), "--model-url", url, "--model", "m", "-n", "2",
+            "--json", "--store", store,
+        )  # fmt: skip
+        assert r.exit_code == 0, r.output
+        report = json.loads(r.output)
+        assert report["generation_failed"] == 2 and report["difficulty"]["learnable"] == 1
+        asked = server.total
+        server.scripts[load_environment(NAMES[2]).task] = ["text:fail"]
+        r = invoke("eval", "--resume", report["run_id"], "--store", store, "--json")
+        assert r.exit_code == 0, r.output
+        assert server.total - asked == 2  # only the two samples the server did not give
+    again = json.loads(r.output[r.output.index("{") :])
+    assert again["generation_failed"] == 0 and again["difficulty"]["too_hard"] == 1
+    with RunStore(store) as s:
+        assert s.run(report["run_id"]).complete
+
+
+def test_model_url_needs_a_model() -> None:
+    r = invoke("eval", NAMES[0], "--model-url", "http://127.0.0.1:9/v1")
+    assert r.exit_code == 2 and "--model" in r.output
+
+
+def test_ctrl_c_prints_the_resume_line(tmp_path: Path) -> None:
+    store = tmp_path / "r.sqlite"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    with serve(default=["slow:0.1:pass", "slow:5:pass"]) as (url, _):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "deepgym", "eval", NAMES[0], "--model-url", url,
+             "--model", "m", "-n", "4", "--store", str(store)],
+            env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if store.exists():
+                with RunStore(store) as s:
+                    runs = s.runs()
+                    if runs and s.samples(runs[0].id):
+                        break
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    assert child.returncode == 130, err
+    assert "sample texts stored in run" in err and "deepgym eval --resume" in err
+    with RunStore(store) as s:
+        assert s.runs()[0].status == "stopped"

@@ -1,0 +1,139 @@
+"""``eval_model`` end to end on a fake backend, against the scripted OpenAI-protocol server:
+metrics, no-verdict samples left out of n, overlap, the run store and resume after SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from deepgym.evaluate import Sample
+from deepgym.exceptions import ConfigError
+from deepgym.generate import ChatModel, RetryPolicy
+from deepgym.store import RunStore
+from tests.eval.child_eval import PROBLEMS, SAMPLES, client
+from tests.eval.openai_server import serve
+
+FAST = RetryPolicy(attempts=2, base_s=0.001, max_s=0.01)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_metrics_and_failures_without_a_verdict() -> None:
+    scripts = {
+        "P0": ["text:pass"],
+        "P1": ["text:```python\npass\n```", "text:fail"],  # the fenced block is the answer
+        "P2": ["429", *["text:fail", "null"] * 4],  # one retry; "" passes the fake
+        "P3": ["500"],  # every sample a generation failure
+    }
+    seen: list[Sample] = []
+    with serve(scripts) as (url, server), client() as dg:
+        model = ChatModel(url, "m", retry=FAST)
+        ev = dg.eval_model(PROBLEMS, model, samples=SAMPLES, k=(1, 2), on_sample=seen.append)
+    assert len(seen) == len(ev.samples) == 16
+    assert sorted(s.answer for s in ev.samples[4:8]) == ["fail", "fail", "pass\n", "pass\n"]
+    counts = ev.counts()
+    assert (counts["p0"].n, counts["p0"].c) == (4, 4)
+    assert (counts["p1"].n, counts["p1"].c) == (4, 2)
+    assert counts["p3"].n == 0 and counts["p3"].no_verdict == 4
+    assert ev.generation_failed == 4, [s.error for s in ev.samples if s.text is None]
+    assert all(s.result is None and "HTTP 500" in s.error for s in ev.samples[12:])
+    m = ev.metrics
+    assert (m.samples, m.judged, m.no_verdict) == (16, 12, 4)
+    assert m.problems_short[1] == 1  # p3 is left out of pass@k, not scored 0
+    assert m.pass_at[1] == pytest.approx((1.0 + 0.5 + counts["p2"].c / 4) / 3)
+    assert ev.difficulty()[3] == ["p3"]
+    assert server.requests["P3"] == SAMPLES * FAST.attempts, server.requests
+
+
+def test_a_sample_the_sandbox_cannot_judge_has_no_verdict() -> None:
+    with serve({"P0": ["text:down"]}, default=["text:pass"]) as (url, _), client() as dg:
+        ev = dg.eval_model(PROBLEMS[:2], ChatModel(url, "m"), samples=2)
+    c = ev.counts()
+    assert (c["p0"].n, c["p0"].no_verdict, c["p1"].n) == (0, 2, 2)
+    assert ev.generation_failed == 0 and ev.metrics.pass_at == {1: 1.0}
+
+
+def test_completions_continue_the_prompt() -> None:
+    with serve(default=["text:\n    return 1\n"]) as (url, _), client() as dg:
+        ev = dg.eval_model(PROBLEMS[:1], ChatModel(url, "m", completions=True), samples=1)
+    assert ev.samples[0].answer == "P0\n    return 1\n"
+
+
+def _wall(script: str) -> float:
+    with serve(default=[script]) as (url, _), client() as dg:
+        dg.eval_model(PROBLEMS[:1], ChatModel(url, "m"), samples=1)  # started, warm
+        t0 = time.monotonic()
+        model = ChatModel(url, "m", concurrency=4)
+        dg.eval_model(PROBLEMS, model, samples=SAMPLES, max_parallel=4)
+        return time.monotonic() - t0
+
+
+def test_generation_and_scoring_overlap() -> None:
+    """16 samples, 50 ms each to generate, 4 in flight: about 200 ms of generation. Scoring
+    each for 50 ms (4 at once) as it arrives adds about the last one's 50 ms; scoring them
+    after the generation would add 200 ms."""
+    generation = _wall("slow:0.05:pass")
+    both = _wall("slow:0.05:sleep:0.05")
+    assert both < generation + 0.125, (generation, both)
+
+
+@pytest.mark.parametrize(("k", "what"), [((0,), "k must"), ((5,), "samples=4")])
+def test_bad_k_is_refused(k: tuple[int, ...], what: str) -> None:
+    with client() as dg, pytest.raises(ConfigError, match=what):
+        dg.eval_model(PROBLEMS, ChatModel("http://127.0.0.1:9/v1", "m"), samples=4, k=k)
+
+
+def test_resume_after_sigkill_asks_only_for_the_missing_samples(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    with serve(default=["slow:0.1:pass"]) as (url, server):
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.eval.child_eval", url, str(path)], cwd=ROOT, env=env
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if path.exists():
+                    with RunStore(path) as store:
+                        runs = store.runs()
+                        if runs and len(store.samples(runs[0].id)) >= 5:
+                            break
+                time.sleep(0.02)
+            else:
+                pytest.fail("the child stored no samples")
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        with RunStore(path) as store:
+            run_id = store.runs()[0].id
+            kept = store.samples(run_id)
+            asked = server.total
+            assert 5 <= len(kept) < 16
+            with client() as dg:
+                ev = dg.eval_model(
+                    PROBLEMS,
+                    ChatModel(url, "m", concurrency=2),
+                    samples=SAMPLES,
+                    store=store,
+                    resume=run_id,
+                )
+            assert server.total - asked == 16 - len(kept)
+            assert ev.run_id == run_id and ev.metrics.pass_at[1] == 1.0
+            assert store.run(run_id).complete
+            assert len(store.samples(run_id)) == 16
+
+
+def test_resume_checks_the_run(tmp_path: Path) -> None:
+    with serve() as (url, _), RunStore(tmp_path / "r.sqlite") as store, client() as dg:
+        ev = dg.eval_model(PROBLEMS[:1], ChatModel(url, "m"), samples=2, store=store)
+        assert ev.run_id is not None
+        with pytest.raises(ConfigError, match="differ"):
+            dg.eval_model(
+                PROBLEMS[:2], ChatModel(url, "m"), samples=2, store=store, resume=ev.run_id
+            )
+        assert [a for _, a in store.inputs(ev.run_id)] == ["pass", "pass"]
