@@ -58,9 +58,14 @@ def test_error_type_sets_partition_the_closed_set() -> None:
         "policy_sandbox_failure",
         "compile_error",
     } == MODEL_FAULT_ERRORS
-    assert {"sandbox_error", "runtime_error", "verifier_error", "timeout", "invalid_score"} == (
-        NO_VERDICT_ERRORS
-    )
+    assert {
+        "sandbox_error",
+        "runtime_error",
+        "verifier_error",
+        "timeout",
+        "invalid_score",
+        "generation_error",
+    } == NO_VERDICT_ERRORS
 
 
 # --- checked_score ----------------------------------------------------------------------------

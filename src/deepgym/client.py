@@ -277,6 +277,7 @@ class AsyncDeepGym:
         pass_hat: Sequence[int] = (),
         max_parallel: int = 8,
         time_limit: float | None = None,
+        dedupe: bool = True,
         store: RunStore | None = None,
         resume: str | None = None,
         progress: ProgressFn | None = None,
@@ -285,6 +286,9 @@ class AsyncDeepGym:
         """Sample ``samples`` answers per environment from ``model`` (a ``ChatModel``), score
         each as it arrives, and report unbiased pass@k for each ``k`` (and pass^k for each of
         ``pass_hat``); a sample the model server did not give has no verdict, never a 0.
+
+        Scoring is per problem: with ``dedupe`` an answer identical to one already scored for
+        the same environment shares that run's result instead of running again.
 
         With ``store`` (a ``RunStore``), every sample's text and result are recorded as they
         come; ``resume`` (a run id there) finishes a stopped eval without asking the model again
@@ -305,6 +309,7 @@ class AsyncDeepGym:
             pass_hat=pass_hat,
             max_parallel=positive_int(max_parallel, "max_parallel"),
             time_limit=optional_seconds(time_limit, "time_limit"),
+            dedupe=bool(dedupe),
             source=envs_or_suite if isinstance(envs_or_suite, str) else "",
             store=store,
             resume=resume,
@@ -488,6 +493,7 @@ class DeepGym(BlockingFace):
         pass_hat: Sequence[int] = (),
         max_parallel: int = 8,
         time_limit: float | None = None,
+        dedupe: bool = True,
         store: RunStore | None = None,
         resume: str | None = None,
         progress: ProgressFn | None = None,
@@ -503,6 +509,7 @@ class DeepGym(BlockingFace):
                 pass_hat=pass_hat,
                 max_parallel=max_parallel,
                 time_limit=time_limit,
+                dedupe=dedupe,
                 store=store,
                 resume=resume,
                 progress=progress,

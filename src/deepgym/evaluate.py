@@ -9,8 +9,14 @@ Invariants:
 - Generation and scoring overlap: every sample is a task that generates (at most the model's
   ``concurrency`` requests in flight) and then scores (at most ``max_parallel`` runs), so the
   wall time is close to the generation time alone.
-- A sample the model server could not give (``GenerationError``) has no verdict and no result:
-  it is counted in ``generation_failed``, left out of n, and never scored 0.
+- A sample the model server could not give (``GenerationError``) has no verdict: its result is
+  a ``generation_error`` one (stored like any other, so a finished run has a result for every
+  sample), counted in ``generation_failed``, left out of n, never scored 0; a resumed eval asks
+  the model for it again.
+- Scoring is per problem group: with ``dedupe`` (the default) an answer already scored, or
+  being scored, for the same problem is not run again; it shares that run's result (a model
+  sampled n times often writes the same code twice; a deterministic verifier gives it the same
+  verdict). ``ModelEval.runs`` counts the sandbox runs made.
 - Sample ``j`` of problem ``p`` is index ``p * samples + j``, problem-major. With a run store,
   each sample's text is committed before it is scored and each result after, so a resumed eval
   (``resume=``) asks the model only for the indices without a stored text, scores again what
@@ -74,6 +80,8 @@ class ModelEval:
     hat_ks: tuple[int, ...] = ()
     execution_time_ms: float = 0.0
     run_id: str | None = None
+    runs: int = 0
+    """Sandbox runs this call made (fewer than the samples scored where answers repeat)."""
     metrics: Metrics = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +91,11 @@ class ModelEval:
     def generation_failed(self) -> int:
         """Samples the model server did not give (no verdict, left out of n)."""
         return sum(1 for s in self.samples if s.text is None)
+
+    @property
+    def distinct_answers(self) -> int:
+        """Distinct answers among the generated samples, counted per problem."""
+        return len({(s.problem, s.answer) for s in self.samples if s.text is not None})
 
     def counts(self) -> dict[str, Counts]:
         """Each problem's judged count, passed count, scores and samples without a verdict."""
@@ -119,14 +132,62 @@ def model_of_run(params: Mapping[str, Any]) -> ChatModel:
     )
 
 
+class _GroupScorer:
+    """Scores the answers of each problem group, once per distinct answer with ``dedupe``."""
+
+    def __init__(
+        self,
+        dg: AsyncDeepGym,
+        max_parallel: int,
+        time_limit: float | None,
+        dedupe: bool,
+        judged: Sequence[Sample],
+        samples: int,
+    ) -> None:
+        self._dg = dg
+        self._slots = asyncio.Semaphore(max_parallel)
+        self._time_limit = time_limit
+        self._dedupe = dedupe
+        self._done: dict[tuple[int, str], RunResult] = {}
+        self._running: dict[tuple[int, str], asyncio.Task[RunResult]] = {}
+        self.runs = 0
+        for s in judged:  # a resumed eval's stored verdicts
+            if dedupe and s.text is not None and s.result is not None and s.result.has_verdict:
+                self._done.setdefault((s.index // samples, s.answer), s.result)
+
+    async def _run(self, env: Environment, answer: str) -> RunResult:
+        async with self._slots:
+            self.runs += 1
+            return await self._dg.run_one(env, answer, time_limit=self._time_limit)
+
+    async def score(self, problem: int, env: Environment, answer: str) -> RunResult:
+        """``answer``'s result on ``env`` (problem number ``problem``): a new run, or the one
+        its twin got (a copy)."""
+        if not self._dedupe:
+            return await self._run(env, answer)
+        key = (problem, answer)
+        if key in self._done:
+            return self._done[key].model_copy()
+        task = self._running.get(key)
+        if task is not None:
+            return (await task).model_copy()
+        task = asyncio.ensure_future(self._run(env, answer))
+        self._running[key] = task
+        try:
+            result = await task
+        finally:
+            del self._running[key]
+        self._done[key] = result
+        return result
+
+
 async def _one(
-    dg: AsyncDeepGym,
+    problem: int,
     env: Environment,
     s: Sample,
     model: ChatModel,
     sample: Sampler,
-    scoring: asyncio.Semaphore,
-    time_limit: float | None,
+    scorer: _GroupScorer,
     on_text: Callable[[Sample], None],
 ) -> None:
     """Generate ``s`` (unless it has its text), then score it."""
@@ -135,12 +196,13 @@ async def _one(
             text = await sample(env.task)
         except GenerationError as exc:
             s.error = str(exc)
+            s.result = RunResult.no_verdict("generation_error", s.error, env_name=env.name)
             return
         s.text = text
         s.answer = answer_of(text, env.task if model.completions else "")
         on_text(s)
-    async with scoring:
-        s.result = await dg.run_one(env, s.answer, time_limit=time_limit)
+    s.error = ""
+    s.result = await scorer.score(problem, env, s.answer)
 
 
 def _store_hooks(
@@ -194,6 +256,7 @@ async def evaluate_model(
     pass_hat: Sequence[int] = (),
     max_parallel: int = 8,
     time_limit: float | None = None,
+    dedupe: bool = True,
     source: str = "",
     store: RunStore | None = None,
     resume: str | None = None,
@@ -213,6 +276,7 @@ async def evaluate_model(
         "samples": samples,
         "k": list(ks),
         "pass_hat": list(hat_ks),
+        "dedupe": dedupe,
     }
     run_id: str | None = None
     texts: dict[int, str] = {}
@@ -235,12 +299,13 @@ async def evaluate_model(
     again = {s.index for s in todo if s.result is not None}
     on_text, on_result = _store_hooks(store, run_id, again)
     done = len(all_samples) - len(todo)
-    scoring = asyncio.Semaphore(max_parallel)
+    scorer = _GroupScorer(dg, max_parallel, time_limit, dedupe, all_samples, samples)
     t0 = time.monotonic()
 
     async def one(s: Sample, sample: Sampler) -> None:
         nonlocal done
-        await _one(dg, envs[s.index // samples], s, model, sample, scoring, time_limit, on_text)
+        p = s.index // samples
+        await _one(p, envs[p], s, model, sample, scorer, on_text)
         on_result(s)
         done += 1
         if on_sample is not None:
@@ -268,4 +333,5 @@ async def evaluate_model(
         hat_ks=hat_ks,
         execution_time_ms=elapsed,
         run_id=run_id,
+        runs=scorer.runs,
     )

@@ -58,6 +58,8 @@ class ErrorType(StrEnum):
     VERIFIER_ERROR = "verifier_error"
     TIMEOUT = "timeout"
     INVALID_SCORE = "invalid_score"
+    GENERATION_ERROR = "generation_error"
+    """The model server did not give the answer (``deepgym.generate``): nothing was judged."""
 
 
 MODEL_FAULT_ERRORS: frozenset[str] = frozenset(ErrorType(s) for s in MODEL_FAULT_STATUSES)

@@ -18,8 +18,8 @@ PROBLEMS: list[Environment] = [
 ]
 
 
-def client() -> DeepGym:
-    return DeepGym(time_limits=TimeLimitPolicy(factor=None), backend=FakeBackend())
+def client(backend: FakeBackend | None = None) -> DeepGym:
+    return DeepGym(time_limits=TimeLimitPolicy(factor=None), backend=backend or FakeBackend())
 
 
 def main(url: str, store_path: str) -> None:

@@ -18,6 +18,7 @@ from deepgym.generate import ChatModel, RetryPolicy
 from deepgym.store import RunStore
 from tests.eval.child_eval import PROBLEMS, SAMPLES, client
 from tests.eval.openai_server import serve
+from tests.fakes import FakeBackend
 
 FAST = RetryPolicy(attempts=2, base_s=0.001, max_s=0.01)
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,9 @@ def test_metrics_and_failures_without_a_verdict() -> None:
     assert (counts["p1"].n, counts["p1"].c) == (4, 2)
     assert counts["p3"].n == 0 and counts["p3"].no_verdict == 4
     assert ev.generation_failed == 4, [s.error for s in ev.samples if s.text is None]
-    assert all(s.result is None and "HTTP 500" in s.error for s in ev.samples[12:])
+    for s in ev.samples[12:]:  # no verdict, never a 0: the server's failure, not the answer's
+        assert s.result is not None and "HTTP 500" in s.error
+        assert (s.result.has_verdict, s.result.error_type) == (False, "generation_error")
     m = ev.metrics
     assert (m.samples, m.judged, m.no_verdict) == (16, 12, 4)
     assert m.problems_short[1] == 1  # p3 is left out of pass@k, not scored 0
@@ -69,7 +72,7 @@ def _wall(script: str) -> float:
         dg.eval_model(PROBLEMS[:1], ChatModel(url, "m"), samples=1)  # started, warm
         t0 = time.monotonic()
         model = ChatModel(url, "m", concurrency=4)
-        dg.eval_model(PROBLEMS, model, samples=SAMPLES, max_parallel=4)
+        dg.eval_model(PROBLEMS, model, samples=SAMPLES, max_parallel=4, dedupe=False)
         return time.monotonic() - t0
 
 
@@ -137,3 +140,50 @@ def test_resume_checks_the_run(tmp_path: Path) -> None:
                 PROBLEMS[:2], ChatModel(url, "m"), samples=2, store=store, resume=ev.run_id
             )
         assert [a for _, a in store.inputs(ev.run_id)] == ["pass", "pass"]
+
+
+def test_identical_answers_of_a_problem_are_scored_once() -> None:
+    """Each problem's samples: "pass", "pass", "fail", "pass": 2 distinct answers, 2 runs; the
+    same answer of another problem is that problem's own run."""
+    backend = FakeBackend()
+    script = ["text:pass", "text:pass", "text:fail", "text:pass"]
+    with serve(default=script) as (url, _), client(backend) as dg:
+        ev = dg.eval_model(PROBLEMS, ChatModel(url, "m", concurrency=1), samples=SAMPLES)
+    assert ev.runs == sum(backend.calls.values()) == 2 * len(PROBLEMS), backend.calls
+    assert ev.distinct_answers == 2 * len(PROBLEMS)
+    assert [c.c for c in ev.counts().values()] == [3] * len(PROBLEMS)
+    assert all(s.result is not None and s.result.env_name == s.problem for s in ev.samples)
+    backend = FakeBackend()
+    with serve(default=script) as (url, _), client(backend) as dg:
+        every = dg.eval_model(PROBLEMS, ChatModel(url, "m"), samples=SAMPLES, dedupe=False)
+    assert every.runs == sum(backend.calls.values()) == len(PROBLEMS) * SAMPLES
+    assert every.metrics.pass_at == ev.metrics.pass_at
+
+
+def test_twins_in_flight_wait_for_one_run() -> None:
+    """Four identical answers arriving together: one run, three waiting on it."""
+    backend = FakeBackend()
+    with serve(default=["text:sleep:0.2"]) as (url, _), client(backend) as dg:
+        ev = dg.eval_model(PROBLEMS[:1], ChatModel(url, "m", concurrency=4), samples=SAMPLES)
+    assert backend.calls["sleep:0.2"] == 1 and ev.runs == 1
+    assert ev.metrics.pass_at[1] == 1.0
+
+
+def test_a_generation_failure_is_stored_and_asked_again_on_resume(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "r.sqlite") as store, client() as dg:
+        with serve({"P1": ["500"]}, default=["text:pass"]) as (url, _):
+            ev = dg.eval_model(
+                PROBLEMS[:2], ChatModel(url, "m", retry=FAST), samples=2, store=store
+            )
+        assert ev.run_id is not None and ev.generation_failed == 2
+        info = store.run(ev.run_id)
+        assert info.complete and info.recorded == 4 and info.totals.no_verdict_count == 2
+        stored = store.results(ev.run_id)
+        assert {stored[i].error_type for i in (2, 3)} == {"generation_error"}
+        with serve(default=["text:pass"]) as (url, server):
+            again = dg.eval_model(
+                PROBLEMS[:2], ChatModel(url, "m"), samples=2, store=store, resume=ev.run_id
+            )
+        assert server.requests == {"P1": 2}  # only the failed samples are asked for again
+        assert again.generation_failed == 0 and again.metrics.pass_at[1] == 1.0
+        assert store.run(ev.run_id).totals.no_verdict_count == 0

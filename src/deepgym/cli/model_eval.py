@@ -52,6 +52,7 @@ class ModelOptions:
     as_json: bool
     out: Path | None
     filter_path: Path | None
+    dedupe: bool = True
 
 
 @contextmanager
@@ -97,6 +98,8 @@ def summary_json(ev: ModelEval) -> dict[str, Any]:
         "judged": m.judged,
         "no_verdict": m.no_verdict,
         "generation_failed": ev.generation_failed,
+        "distinct_answers": ev.distinct_answers,
+        "sandbox_runs": ev.runs,
         "mean_score": m.mean_score,
         "pass_at_k": {str(k): v for k, v in m.pass_at.items()},
         "pass_hat_k": {str(k): v for k, v in m.pass_hat.items()},
@@ -133,7 +136,10 @@ def print_summary(ev: ModelEval) -> None:
     lines += [f"pass^{k}: {v:.4f}" for k, v in m.pass_hat.items()]
     if m.mean_score is not None:
         lines.append(f"Mean score (judged): {m.mean_score:.4f}")
-    lines.append(f"Time: {ev.execution_time_ms / 1000:.1f} s for {m.samples} samples")
+    lines.append(
+        f"Time: {ev.execution_time_ms / 1000:.1f} s for {m.samples} samples "
+        f"({ev.distinct_answers} distinct answers; {ev.runs} sandbox runs)"
+    )
     if ev.run_id:
         lines.append(f"Run {ev.run_id} ('deepgym runs {ev.run_id}' shows every sample)")
     for text in lines:
@@ -195,6 +201,7 @@ def run_model_eval(
                 k=opts.ks,
                 pass_hat=opts.hat_ks,
                 max_parallel=opts.max_parallel,
+                dedupe=opts.dedupe,
                 store=store,
                 resume=resume,
                 on_sample=advance,
@@ -237,6 +244,7 @@ def resume_model(
         as_json=opts.as_json,
         out=opts.out,
         filter_path=opts.filter_path,
+        dedupe=bool(p.get("dedupe", True)),
     )
     have = len(store.samples(run_id))
     click.echo(
@@ -287,6 +295,12 @@ _OPTIONS = [
         default=None,
         help="Write the problems whose pass rate is strictly between 0 and 1 (for GRPO) here.",
     ),
+    click.option(
+        "--no-dedupe",
+        is_flag=True,
+        help="Run every sample, even one identical to a sample of the same problem already "
+        "scored (by default it shares that run's result).",
+    ),
 ]
 
 
@@ -323,6 +337,7 @@ def command(
         as_json=as_json,
         out=args["out_path"],
         filter_path=args["filter_path"],
+        dedupe=not args["no_dedupe"],
     )
     model = ChatModel(
         args["model_url"],
