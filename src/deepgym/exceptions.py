@@ -14,9 +14,12 @@
     ├── VerifierError                        the verifier printed no result
     ├── InvalidScoreError (also ValueError)  a score that is NaN, infinite or outside [0, 1]
     ├── NoVerdictError                       a run without a verdict, where a number is required
+    ├── ImageError                           an image could not be fetched or verified (ours)
+    │   └── RegistryError (also TransportError)  an OCI registry was down or answered an error
     └── TransportError                       a remote service or provider could not be reached
         ├── UnknownSessionError              the service has no session of that id (any more)
-        └── GenerationError                  a model server gave no sample (no verdict, never 0)
+        ├── GenerationError                  a model server gave no sample (no verdict, never 0)
+        └── RegistryError                    (the same class, drawn under both parents)
 
 Foreign errors are translated once, at the boundary, with ``raise ... from exc``.
 ``is_infrastructure_failure`` says which failures are ours for certain (contract, "Infrastructure
@@ -32,8 +35,10 @@ __all__ = [
     "DeepGymError",
     "DeepGymTimeoutError",
     "GenerationError",
+    "ImageError",
     "InvalidScoreError",
     "NoVerdictError",
+    "RegistryError",
     "SandboxDiedError",
     "SandboxError",
     "SandboxExpiredError",
@@ -141,6 +146,17 @@ class GenerationError(TransportError):
     that sample has no verdict, the server's failure, never the answer's."""
 
 
+class ImageError(DeepGymError):
+    """An image could not be fetched, verified or stored (a digest that does not match, a
+    manifest that breaks the format): never the answer's fault, so a run that needed it has no
+    verdict."""
+
+
+class RegistryError(ImageError, TransportError):
+    """An OCI registry could not be reached, timed out, refused the credentials, or answered an
+    error status after the retries; ``status_code`` and ``unreachable`` as ``TransportError``."""
+
+
 _REFUSED_STATUS = frozenset({401, 403})
 
 
@@ -163,11 +179,12 @@ def is_infrastructure_failure(exc: BaseException) -> bool:
     Infrastructure: a connection or transport error, a provider call timing out, a provider HTTP
     5xx or 429, the provider refusing our credentials (401, 403), the provider evicting the sandbox
     or retiring it at its lifetime's end (``SandboxExpiredError``), and a sandbox that could not
-    start. Anything else, ``SandboxDiedError`` included, is not known to be ours.
+    start, an image that could not be fetched or verified (``ImageError``). Anything else,
+    ``SandboxDiedError`` included, is not known to be ours.
     """
     if isinstance(exc, SandboxDiedError):
         return False
-    if isinstance(exc, SandboxExpiredError | SandboxUnavailableError):
+    if isinstance(exc, SandboxExpiredError | SandboxUnavailableError | ImageError):
         return True
     if isinstance(exc, TransportError):
         code = exc.status_code
