@@ -200,12 +200,23 @@ def write_index(layout: Path, manifests: list[dict[str, Any]]) -> dict[str, Any]
 
 class TokenProxy:
     """A registry front that challenges with Bearer, issues a token at ``/token`` (checking basic
-    credentials when it has some), and forwards requests with the token to the real registry."""
+    credentials when it has some), and forwards requests with the token to the real registry;
+    or, with ``fail_first``, answers 503 that many times first."""
 
     TOKEN = "tok-3f9a"
 
-    def __init__(self, upstream: str, *, realm_path: str = "/token", creds: str | None = None):
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        realm_path: str = "/token",
+        creds: str | None = None,
+        require_token: bool = True,
+        fail_first: int = 0,
+    ) -> None:
         self.upstream, self.realm_path, self.creds = upstream, realm_path, creds
+        self.require_token = require_token
+        self.fail_left = fail_first  # answer 503 (Retry-After: 0) to this many requests first
         self.token_requests: list[str] = []
         proxy = self
 
@@ -237,7 +248,11 @@ class TokenProxy:
                 return
             self.reply(req, 200, json.dumps({"token": self.TOKEN}).encode())
             return
-        if req.headers.get("Authorization") != f"Bearer {self.TOKEN}":
+        if self.fail_left > 0:
+            self.fail_left -= 1
+            self.reply(req, 503, b"{}", {"Retry-After": "0"})
+            return
+        if self.require_token and req.headers.get("Authorization") != f"Bearer {self.TOKEN}":
             realm = f"http://{self.host}{self.realm_path}"
             challenge = f'Bearer realm="{realm}",service="test",scope="repository:x:pull"'
             self.reply(req, 401, b"{}", {"WWW-Authenticate": challenge})

@@ -197,3 +197,20 @@ def test_a_registry_that_never_answers_times_out(tmp_path: Path) -> None:
             pull(f"127.0.0.1:{sock.getsockname()[1]}/test/img:v1", tmp_path, timeout=0.3, retries=1)
         assert time.monotonic() - start < 3
     assert not (tmp_path / "sha256").exists() or not list((tmp_path / "sha256").iterdir())
+
+
+def test_a_busy_registry_is_retried_then_given_up(
+    registry: LocalRegistry, busybox: dict[str, Any], tmp_path: Path
+) -> None:
+    proxy = TokenProxy(registry.host, require_token=False, fail_first=2)
+    try:
+        pulled = pull(f"{proxy.host}/test/busybox:bookworm", tmp_path / "a", retries=2)
+        assert pulled.digest == busybox["digest"]
+        proxy.fail_left = 100
+        with pytest.raises(RegistryError, match="answered 503") as info:
+            pull(f"{proxy.host}/test/busybox:bookworm", tmp_path / "b", retries=2)
+        assert proxy.fail_left == 97  # three tries, no more
+    finally:
+        proxy.close()
+    assert info.value.status_code == 503
+    assert is_infrastructure_failure(info.value)

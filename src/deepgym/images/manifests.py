@@ -136,7 +136,8 @@ def choose_platform(index: Index, platform: str) -> Descriptor:
 def _field(obj: Any, key: str, kind: type, what: str) -> Any:
     value = obj.get(key) if isinstance(obj, dict) else None
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ImageError(f"{what}: field {key!r} missing or not a {kind.__name__}")
+        kinds = {int: "an integer", str: "a string", list: "a list"}
+        raise ImageError(f"{what}: field {key!r} missing or not {kinds.get(kind, kind.__name__)}")
     return value
 
 
