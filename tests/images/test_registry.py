@@ -3,9 +3,12 @@ packages: digests verified, platforms chosen, corruption refused, token auth, a 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +217,35 @@ def test_a_busy_registry_is_retried_then_given_up(
         proxy.close()
     assert info.value.status_code == 503
     assert is_infrastructure_failure(info.value)
+
+
+class _EndlessManifest(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b" " * 65536
+        with contextlib.suppress(OSError):
+            for _ in range(200):  # 13 MB, no Content-Length: over the 4 MiB limit
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+
+
+def test_a_manifest_past_the_size_limit_is_refused(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessManifest)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        with pytest.raises(ImageError, match="over the 4194304 byte limit"):
+            pull(f"127.0.0.1:{server.server_address[1]}/test/img:v1", tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert not (tmp_path / "sha256").exists()

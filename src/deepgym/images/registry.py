@@ -266,7 +266,7 @@ class _Session:
         if self.creds is not None:
             self._check_plain(realm)
             auth = _basic(self.creds)
-        resp = self._send("GET", url, {}, None, auth)
+        resp = self._send("GET", url, {}, None, auth, realm=realm)
         with resp:
             if resp.status != 200:
                 raise RegistryError(
@@ -289,8 +289,10 @@ class _Session:
         headers: Mapping[str, str],
         body: bytes | Path | None,
         authorization: str | None,
+        realm: str | None = None,
     ) -> http.client.HTTPResponse:
-        origin = urllib.parse.urlsplit(url).netloc
+        # credentials go to the registry's host (or the token realm's), never to a redirect's
+        origin = urllib.parse.urlsplit(self.base if realm is None else realm).netloc
         for _ in range(_MAX_REDIRECTS + 1):
             all_headers = dict(headers)
             if authorization and urllib.parse.urlsplit(url).netloc == origin:
@@ -378,7 +380,7 @@ class _Puller:
         resp = self.session.request("GET", url, headers={"Accept": ACCEPT})
         content_type = resp.headers.get("Content-Type")
         claimed = resp.headers.get("Docker-Content-Digest")
-        data = b"".join(_read_chunks(_limited(resp, MAX_MANIFEST_BYTES, url), url))
+        data = _read_limited(resp, MAX_MANIFEST_BYTES, url)
         got = f"sha256:{hashlib.sha256(data).hexdigest()}"
         if digest is None and claimed and claimed.startswith("sha256:"):
             digest = claimed
@@ -426,12 +428,16 @@ class _Puller:
             self.progress(self.done, self.total)
 
 
-def _limited(resp: http.client.HTTPResponse, limit: int, url: str) -> http.client.HTTPResponse:
-    length = resp.headers.get("Content-Length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        resp.close()
-        raise ImageError(f"{url}: manifest of {length} bytes, over the {limit} byte limit")
-    return resp
+def _read_limited(resp: http.client.HTTPResponse, limit: int, url: str) -> bytes:
+    """The whole body, or ``ImageError`` as soon as it passes ``limit`` bytes."""
+    parts, total = [], 0
+    for chunk in _read_chunks(resp, url):
+        total += len(chunk)
+        if total > limit:
+            resp.close()
+            raise ImageError(f"{url}: manifest over the {limit} byte limit")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def pull(
