@@ -1,0 +1,1 @@
+"""Container images: references, the registry client (the store and unpacker come beside them)."""
