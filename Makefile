@@ -57,6 +57,8 @@ pytest: $(TEST_STAMP)
 	scripts/ensure-browser.sh
 	# Answers in C, C++, Java, JavaScript, Rust and Go need Debian's toolchains: installed if missing.
 	scripts/ensure-toolchains.sh
+	# Images: Debian's mmdebstrap builds the test images, docker-registry serves them: if missing.
+	scripts/ensure-image-tools.sh
 	# The tests attack the sandbox: run them in their own pid namespace (pytest is not its pid 1),
 	# so an answer that escapes and calls kill(-1) reaches nothing outside it.
 	# Not root: a user namespace of our own first (unshare --user --map-root-user).
