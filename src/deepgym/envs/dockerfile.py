@@ -38,16 +38,23 @@ from deepgym.exceptions import ConfigError
 
 __all__ = [
     "DEFAULT_WORKDIR",
+    "DOCKER_PATH",
     "FETCHES",
+    "HEREDOC",
     "HOST_BASES",
     "INSTALLERS",
     "Copy",
     "Instruction",
     "Plan",
     "Run",
+    "copy_of",
     "inside",
+    "pairs",
     "parse",
     "plan",
+    "repository",
+    "short",
+    "substitute",
 ]
 
 HOST_BASES = frozenset({"ubuntu", "debian", "python", "buildpack-deps"})
@@ -80,9 +87,9 @@ IGNORED = frozenset(
 """Instructions with no effect on a session here."""
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst")
 _VAR = re.compile(r"\\\$|\$\{(\w+)(?::([-+])([^}]*))?\}|\$(\w+)")
-_HEREDOC = re.compile(r"(?<!<)<<-?\s*[\"']?[A-Za-z_]\w*[\"']?")
+HEREDOC = re.compile(r"(?<!<)<<-?\s*[\"']?[A-Za-z_]\w*[\"']?")
 _WORD_BREAK = re.compile(r"[\s;&|()<>`'\"]+")
-_DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,8 @@ class Copy:
     into: bool
     """Whether ``dest`` is a folder the sources go into (it ends with ``/``, or names ``.``)."""
     chmod: int | None = None
+    chown: str | None = None
+    """``--chown=user[:group]`` as written (an image build applies it; a session ignores it)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +180,7 @@ def _instruction(line: int, text: str) -> Instruction:
     return Instruction(line, keyword.upper(), args.strip())
 
 
-def _substitute(text: str, variables: dict[str, str]) -> str:
+def substitute(text: str, variables: dict[str, str]) -> str:
     """Docker's variable substitution: unset variables are empty, ``\\$`` is a dollar."""
 
     def one(m: re.Match[str]) -> str:
@@ -188,7 +197,7 @@ def _substitute(text: str, variables: dict[str, str]) -> str:
     return _VAR.sub(one, text)
 
 
-def _pairs(args: str, line: int) -> list[tuple[str, str]]:
+def pairs(args: str, line: int) -> list[tuple[str, str]]:
     """``ENV`` / ``ARG`` / ``LABEL`` pairs: ``k=v k2="v 2"``, or the legacy ``k value``."""
     try:
         words = shlex.split(args)
@@ -201,7 +210,7 @@ def _pairs(args: str, line: int) -> list[tuple[str, str]]:
     return [(w.partition("=")[0], w.partition("=")[2]) for w in words]
 
 
-def _repository(image: str) -> str:
+def repository(image: str) -> str:
     """An image reference's repository on Docker Hub (``docker.io/library/python:3`` ->
     ``python``); another registry's keeps its host (never a host base)."""
     name = image.lower().split("@", 1)[0]
@@ -227,14 +236,15 @@ def _installs(command: str) -> str | None:
     return None
 
 
-def _short(text: str, limit: int = 60) -> str:
+def short(text: str, limit: int = 60) -> str:
+    """``text``, cut to ``limit`` characters with an ellipsis (for a message)."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def plan(instructions: list[Instruction]) -> Plan:
     """The session a Dockerfile's image stands for; ``ConfigError`` (its line and why) where
     only a container image gives what it builds."""
-    variables: dict[str, str] = {"PATH": _DOCKER_PATH}
+    variables: dict[str, str] = {"PATH": DOCKER_PATH}
     env: dict[str, str] = {}
     base: str | None = None
     cwd = "/"
@@ -242,27 +252,27 @@ def plan(instructions: list[Instruction]) -> Plan:
     copies: list[Copy] = []
     runs: list[Run] = []
     for ins in instructions:
-        where = f"line {ins.line}: {ins.keyword} {_short(ins.args)}"
+        where = f"line {ins.line}: {ins.keyword} {short(ins.args)}"
         if ins.keyword == "FROM":
             if base is not None:
                 raise ConfigError(f"{where}: a second stage (a multi-stage build)")
             words = [w for w in ins.args.split() if not w.startswith("--")]
-            image = _substitute(words[0], variables) if words else ""
-            if _repository(image) not in HOST_BASES:
+            image = substitute(words[0], variables) if words else ""
+            if repository(image) not in HOST_BASES:
                 bases = ", ".join(sorted(HOST_BASES))
                 raise ConfigError(f"{where}: {image or '(none)'} is not a plain base ({bases})")
             base = image
         elif ins.keyword == "ARG":
-            for key, value in _pairs(ins.args, ins.line):
-                variables.setdefault(key, _substitute(value, variables))
+            for key, value in pairs(ins.args, ins.line):
+                variables.setdefault(key, substitute(value, variables))
         elif ins.keyword == "ENV":
-            for key, value in _pairs(ins.args, ins.line):
-                env[key] = variables[key] = _substitute(value, variables)
+            for key, value in pairs(ins.args, ins.line):
+                env[key] = variables[key] = substitute(value, variables)
         elif ins.keyword == "WORKDIR":
-            cwd = posixpath.normpath(posixpath.join(cwd, _substitute(ins.args, variables)))
+            cwd = posixpath.normpath(posixpath.join(cwd, substitute(ins.args, variables)))
             workdir = cwd
         elif ins.keyword in ("COPY", "ADD"):
-            copies.append(_copy(ins, where, cwd, variables))
+            copies.append(copy_of(ins, where, cwd, variables))
         elif ins.keyword == "RUN":
             runs.append(_run(ins, where, cwd))
         elif ins.keyword not in IGNORED:
@@ -281,7 +291,9 @@ def plan(instructions: list[Instruction]) -> Plan:
     return Plan(base=base, workdir=work, copies=copies, env=env, runs=runs)
 
 
-def _copy(ins: Instruction, where: str, cwd: str, variables: dict[str, str]) -> Copy:
+def copy_of(ins: Instruction, where: str, cwd: str, variables: dict[str, str]) -> Copy:
+    """A ``COPY``/``ADD`` of context files, its destination resolved against ``cwd``;
+    ``ConfigError`` (``where``) for a copy from a stage, a URL, an archive or outside."""
     words: list[str]
     if ins.args.startswith("["):
         try:
@@ -291,8 +303,9 @@ def _copy(ins: Instruction, where: str, cwd: str, variables: dict[str, str]) -> 
     else:
         words = ins.args.split()
     flags = [w for w in words if w.startswith("--")]
-    paths = [_substitute(w, variables) for w in words if not w.startswith("--")]
+    paths = [substitute(w, variables) for w in words if not w.startswith("--")]
     chmod = None
+    chown = None
     for flag in flags:
         name, _, value = flag.partition("=")
         if name == "--from":
@@ -301,7 +314,9 @@ def _copy(ins: Instruction, where: str, cwd: str, variables: dict[str, str]) -> 
             if not re.fullmatch(r"[0-7]{3,4}", value):
                 raise ConfigError(f"{where}: --chmod={value} (only octal modes are read)")
             chmod = int(value, 8)
-    if len(paths) < 2 or _HEREDOC.search(ins.args):
+        if name == "--chown":
+            chown = value
+    if len(paths) < 2 or HEREDOC.search(ins.args):
         raise ConfigError(f"{where}: not a copy of context files (a source and a destination)")
     *sources, dest = paths
     for src in sources:
@@ -313,7 +328,7 @@ def _copy(ins: Instruction, where: str, cwd: str, variables: dict[str, str]) -> 
     if any(s == ".." or s.startswith("../") for s in normal):
         raise ConfigError(f"{where}: copies from outside the build context")
     into = dest.endswith("/") or posixpath.basename(dest) in (".", "")
-    return Copy(ins.line, normal, posixpath.normpath(posixpath.join(cwd, dest)), into, chmod)
+    return Copy(ins.line, normal, posixpath.normpath(posixpath.join(cwd, dest)), into, chmod, chown)
 
 
 def _run(ins: Instruction, where: str, cwd: str) -> Run:
@@ -327,7 +342,7 @@ def _run(ins: Instruction, where: str, cwd: str) -> Run:
             raise ConfigError(f"{where}: an unreadable JSON list") from None
     else:
         command = args
-    if _HEREDOC.search(command):
+    if HEREDOC.search(command):
         raise ConfigError(f"{where}: a heredoc")
     word = _installs(command)
     if word is not None:
