@@ -311,8 +311,11 @@ class ImageSource:
     """One image read from disk: its manifest, its config, and its blobs (``open_blob``, which
     verifies as it streams). Close it (or use it as a context manager) to free the tarball."""
 
-    def __init__(self, blobs: _Blobs, manifest: Manifest, config_raw: bytes) -> None:
+    def __init__(
+        self, blobs: _Blobs, manifest: Manifest, config_raw: bytes, name: str | None = None
+    ) -> None:
         self._blobs = blobs
+        self.name = name  # the image's own name there (a ref annotation, a repo tag), if any
         self.manifest = manifest
         self.config_raw = config_raw
         self.config = parse_config(config_raw, f"config {manifest.config.digest}")
@@ -403,7 +406,9 @@ def _matches(desc: Descriptor, ref: str) -> bool:
     return ref in names or any(n and n.endswith(":" + ref) for n in names)
 
 
-def _pick_from_layout(index: dict[str, Any], ref: str | None, want: Platform, where: str) -> Any:
+def _pick_from_layout(
+    index: dict[str, Any], ref: str | None, want: Platform, where: str
+) -> Descriptor:
     """The entry of a layout's ``index.json``: by ref, the only one, or by platform."""
     entries = index.get("manifests")
     if not isinstance(entries, list) or not entries:
@@ -444,8 +449,10 @@ def _read_oci(blobs: _Blobs, ref: str | None, want: Platform) -> ImageSource:
     if layout.get("imageLayoutVersion") != "1.0.0":
         raise ConfigError(f"{blobs.where}: unsupported oci-layout {layout!r}")
     index = _json(blobs.read_member("index.json"), f"{blobs.where}: index.json")
-    manifest = _follow(blobs, _pick_from_layout(index, ref, want, blobs.where), want)
-    return ImageSource(blobs, manifest, blobs.read(manifest.config))
+    top = _pick_from_layout(index, ref, want, blobs.where)
+    manifest = _follow(blobs, top, want)
+    name = top.annotations.get(REF_ANNOTATION)
+    return ImageSource(blobs, manifest, blobs.read(manifest.config), name)
 
 
 def _read_legacy(blobs: _Blobs, ref: str | None) -> ImageSource:
@@ -490,7 +497,8 @@ def _read_legacy(blobs: _Blobs, ref: str | None) -> ImageSource:
     desc = Descriptor(OCI_MANIFEST, _sha256(raw), len(raw))
     blobs.extra[desc.digest] = raw
     blobs.extra[config.digest] = config_raw
-    return ImageSource(blobs, parse_manifest(raw, desc), config_raw)
+    own = _strings(entry.get("RepoTags"), f"{where}: RepoTags")
+    return ImageSource(blobs, parse_manifest(raw, desc), config_raw, own[0] if own else None)
 
 
 def _json_list(raw: bytes, where: str) -> list[dict[str, Any]]:
