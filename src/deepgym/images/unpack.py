@@ -60,6 +60,7 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _HOST_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE})
 
+Stream = IO[bytes] | io.RawIOBase  # a layer's bytes (a ``VerifiedReader``, say)
 Path_ = tuple[str, ...]  # components from the root, none a symlink or "..", as resolved
 
 
@@ -85,7 +86,7 @@ class Unpacker:
             os.close(self._root_fd)
             self._root_fd = -1
 
-    def apply(self, stream: IO[bytes], name: str) -> None:
+    def apply(self, stream: Stream, name: str) -> None:
         """Apply one layer (a tar, maybe compressed), read from ``stream`` to its end;
         ``name`` (the layer's digest, say) names it in errors."""
         self._layer, self._written = name, set()
@@ -385,7 +386,7 @@ def remove_tree(path: Path) -> None:
         os.close(parent)
 
 
-def unpack_layers(root: Path, layers: Iterable[tuple[str, IO[bytes]]]) -> None:
+def unpack_layers(root: Path, layers: Iterable[tuple[str, Stream]]) -> None:
     """Apply ``(name, stream)`` layers in order to the empty directory ``root``, then fix the
     directories' modes. Each stream is read to its end and closed."""
     with Unpacker(root) as unpacker:
