@@ -3,6 +3,7 @@ unpacked once and atomically, refs, prune."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -254,3 +255,17 @@ def test_two_processes_resolving_one_image_share_one_root(
     assert outs[0][0] == outs[1][0] and len(os.listdir(store.roots_dir)) == 1
     assert len(os.listdir(Path(outs[0][0].strip()) / "f")) == 300
     assert os.listdir(store.path / "tmp") == []
+
+
+def test_a_stored_layer_corrupted_after_import_is_refused_at_unpack(
+    tmp_path: Path, store: ImageStore
+) -> None:
+    write_oci_layout(tmp_path / "oci", LAYERS)
+    digest = store.import_layout(tmp_path / "oci", "img")
+    manifest = json.loads((store.blobs_dir / "sha256" / digest[7:]).read_bytes())
+    blob = store.blobs_dir / "sha256" / manifest["layers"][0]["digest"][7:]
+    raw = gzip.decompress(blob.read_bytes()).replace(b"hello\n", b"HELLO\n")
+    blob.write_bytes(gzip.compress(raw, mtime=0))  # a valid layer, not the one named
+    with pytest.raises(ConfigError, match="refused"):
+        store.resolve("img")
+    assert os.listdir(store.roots_dir) == [] and os.listdir(store.path / "tmp") == []

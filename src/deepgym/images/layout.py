@@ -276,7 +276,9 @@ class VerifiedReader(io.RawIOBase):
         self._seen += len(data)
         self._hash.update(data)
         if self._seen > self._desc.size:
-            raise ConfigError(f"{self._where}: blob {self._desc.digest} is longer than its size")
+            raise ConfigError(
+                f"{self._where}: blob {self._desc.digest} is longer than its size: refused"
+            )
         if not data and want:
             self._check()
         return len(data)
