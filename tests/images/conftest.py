@@ -27,6 +27,14 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_GZ = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_TYPES = {"manifest": OCI_MANIFEST, "index": OCI_INDEX, "config": OCI_CONFIG}
+OCI_TYPES["layer"] = OCI_LAYER_GZ
+DOCKER_TYPES = {
+    "manifest": "application/vnd.docker.distribution.manifest.v2+json",
+    "index": "application/vnd.docker.distribution.manifest.list.v2+json",
+    "config": "application/vnd.docker.container.image.v1+json",
+    "layer": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+}
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,9 @@ class _Blobs:
         return digest
 
 
-def _manifest(blobs: _Blobs, layers: Sequence[Layer], config: Mapping[str, Any]) -> bytes:
+def _manifest(
+    blobs: _Blobs, layers: Sequence[Layer], config: Mapping[str, Any], types: Mapping[str, str]
+) -> bytes:
     raw_layers = [make_layer(layer, compress=False) for layer in layers]
     gz_layers = [_gzip.compress(r, mtime=0) for r in raw_layers]
     config_raw = image_config(raw_layers, **config)
@@ -115,9 +125,9 @@ def _manifest(blobs: _Blobs, layers: Sequence[Layer], config: Mapping[str, Any])
         blobs.put(blob)
     manifest = {
         "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "config": _descriptor(OCI_CONFIG, config_raw),
-        "layers": [_descriptor(OCI_LAYER_GZ, g) for g in gz_layers],
+        "mediaType": types["manifest"],
+        "config": _descriptor(types["config"], config_raw),
+        "layers": [_descriptor(types["layer"], g) for g in gz_layers],
     }
     data = json.dumps(manifest).encode()
     blobs.put(data)
@@ -131,26 +141,31 @@ def write_oci_layout(
     ref: str | None = "latest",
     other_platform: str | None = None,
     config: Mapping[str, Any] | None = None,
+    docker: bool = False,
 ) -> str:
-    """An OCI image layout at ``path``. With ``other_platform`` (``linux/s390x``), ``index.json``
-    names an image index of two manifests: this host's, and one for the other platform whose
-    single layer holds ``/platform``. Returns this host's manifest digest."""
+    """An OCI image layout at ``path`` (Docker v2 schema 2 media types when ``docker``).
+    With ``other_platform`` (``linux/s390x``), ``index.json`` names an image index of two
+    manifests (and an attestation): this host's, and one for the other platform whose single
+    layer holds ``/platform``. Returns this host's manifest digest."""
     blobs = _Blobs(path)
     (path / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
-    host = _manifest(blobs, layers, config or {})
+    types = DOCKER_TYPES if docker else OCI_TYPES
+    host = _manifest(blobs, layers, config or {}, types)
     annotations = {"org.opencontainers.image.ref.name": ref} if ref else {}
-    top = _descriptor(OCI_MANIFEST, host, annotations=annotations)
+    top = _descriptor(types["manifest"], host, annotations=annotations)
     if other_platform is not None:
         os_, arch = other_platform.split("/")[:2]
-        other = _manifest(blobs, [{"platform": other_platform}], config or {})
+        other = _manifest(blobs, [{"platform": other_platform}], config or {}, types)
         here = host_platform()
         index = {
             "schemaVersion": 2,
-            "mediaType": OCI_INDEX,
+            "mediaType": types["index"],
             "manifests": [
-                _descriptor(OCI_MANIFEST, other, platform={"os": os_, "architecture": arch}),
+                _descriptor(types["manifest"], other, platform={"os": os_, "architecture": arch}),
                 _descriptor(
-                    OCI_MANIFEST, host, platform={"os": "linux", "architecture": here.architecture}
+                    types["manifest"],
+                    host,
+                    platform={"os": "linux", "architecture": here.architecture},
                 ),
                 _descriptor(
                     OCI_MANIFEST, b"{}", platform={"os": "unknown", "architecture": "unknown"}
@@ -159,7 +174,7 @@ def write_oci_layout(
         }
         index_raw = json.dumps(index).encode()
         blobs.put(index_raw)
-        top = _descriptor(OCI_INDEX, index_raw, annotations=annotations)
+        top = _descriptor(types["index"], index_raw, annotations=annotations)
     doc = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [top]}
     (path / "index.json").write_text(json.dumps(doc))
     return digest_of(host)

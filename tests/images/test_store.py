@@ -71,6 +71,32 @@ def test_a_docker_save_tarball_and_a_two_platform_layout_give_the_same_root(
     assert [e.ref for e in store.list()] == ["from-layout", "test/image:latest"]
 
 
+def test_docker_media_types_read_as_oci_ones(tmp_path: Path, store: ImageStore) -> None:
+    write_oci_layout(tmp_path / "oci", LAYERS, other_platform="linux/arm64", docker=True)
+    write_oci_layout(tmp_path / "plain", LAYERS)
+    docker = store.resolve(store.import_layout(tmp_path / "oci", "docker"))
+    assert _tree(docker.rootfs) == _tree(
+        store.resolve(store.import_layout(tmp_path / "plain")).rootfs
+    )
+
+
+def test_a_layout_of_several_images_needs_a_name(tmp_path: Path, store: ImageStore) -> None:
+    write_oci_layout(tmp_path / "oci", LAYERS, ref="one")
+    first = json.loads((tmp_path / "oci/index.json").read_text())["manifests"][0]
+    write_oci_layout(tmp_path / "oci", [{"two": "2"}], ref="two")
+    index = json.loads((tmp_path / "oci/index.json").read_text())
+    index["manifests"].insert(0, first)
+    (tmp_path / "oci/index.json").write_text(json.dumps(index))
+    with pytest.raises(ConfigError, match="holds several images; name one of: one, two"):
+        store.import_layout(tmp_path / "oci")
+    with pytest.raises(ConfigError, match=r"no image named 'three' \(it has: \['one', 'two'\]\)"):
+        store.import_layout(tmp_path / "oci", name="three")
+    assert (
+        store.resolve(store.import_layout(tmp_path / "oci", name="two")).rootfs / "two"
+    ).is_file()
+    assert [e.ref for e in store.list()] == ["two"]
+
+
 def test_the_other_platform_is_chosen_when_asked(tmp_path: Path, store: ImageStore) -> None:
     write_oci_layout(tmp_path / "oci", LAYERS, other_platform="linux/s390x")
     digest = store.import_layout(tmp_path / "oci", "s390x", platform=Platform.parse("linux/s390x"))
