@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,10 @@ def test_a_docker_save_tarball_and_a_two_platform_layout_give_the_same_root(
     assert from_tar.config.working_dir == "/work"
     assert from_tar.config.env == ("PATH=/usr/bin:/bin",)
     assert [e.ref for e in store.list()] == ["from-layout", "test/image:latest"]
+    with tarfile.open(tmp_path / "oci.tar", "w") as tar:  # newer docker save: a layout in a tar
+        tar.add(tmp_path / "oci", arcname=".")
+    from_oci_tar = store.resolve(store.import_tarball(tmp_path / "oci.tar", "oci-tar"))
+    assert from_oci_tar.digest == from_layout.digest
 
 
 def test_docker_media_types_read_as_oci_ones(tmp_path: Path, store: ImageStore) -> None:
