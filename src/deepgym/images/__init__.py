@@ -1,1 +1,32 @@
-"""Container images: references, the registry client (the store and unpacker come beside them)."""
+"""Container images as root file systems for the sandbox, rootless and without a daemon.
+
+``layout`` reads an image from disk (an OCI image layout, a ``docker save`` tarball), ``unpack``
+applies its layers to a root directory securely, ``store`` keeps images and their unpacked roots
+under ``$DEEPGYM_HOME/images``; ``reference`` and ``registry`` (with ``manifests``, its pure
+decisions) pull and push over the OCI distribution API; ``recipe``, ``build``, ``diff`` and
+``mapped`` build an image from a Dockerfile without a daemon. Names load lazily: importing this package imports none of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deepgym.images.layout import ImageConfig
+    from deepgym.images.store import ImageEntry, ImageRoot, ImageStore
+
+__all__ = ["ImageConfig", "ImageEntry", "ImageRoot", "ImageStore"]
+
+_HOMES = {
+    "ImageConfig": "deepgym.images.layout",
+    "ImageEntry": "deepgym.images.store",
+    "ImageRoot": "deepgym.images.store",
+    "ImageStore": "deepgym.images.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

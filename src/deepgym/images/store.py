@@ -1,0 +1,417 @@
+"""The image store under ``$DEEPGYM_HOME/images``: images by digest, unpacked roots built once.
+
+Layout on disk::
+
+    images/oci/             an OCI image layout: blobs shared by every image, deduplicated
+    images/oci/index.json   the refs: one entry per image, its name in the ref annotation
+    images/roots/<hex>/     the unpacked root of the manifest sha256:<hex>
+    images/tmp/             roots being built (and blobs' temporary files live beside them)
+    images/locks/           lock files (``fcntl.flock``)
+
+Invariants:
+
+- A blob's file holds exactly the bytes of its digest: it is written to a temporary file,
+  verified, then renamed into place. A layer is verified again as it is unpacked.
+- A root exists only complete: it is built in ``tmp/`` and renamed into ``roots/`` in one step,
+  under a lock per digest, so two processes resolving one image unpack it once, and a crash
+  leaves only a temporary directory, which the next resolve of that image (or ``prune``) removes.
+- ``prune`` removes what no entry of ``index.json`` reaches, holding the store's lock exclusively;
+  everything that writes blobs (imports, ``add_blobs_manifest``, and any writer of
+  ``blobs_dir`` that holds ``writing()``) holds it shared, so prune never removes a blob that is
+  about to be named. ``remove`` only drops a ref: ``prune`` frees the space.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fcntl
+import io
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deepgym.exceptions import ConfigError
+from deepgym.home import deepgym_home
+from deepgym.images.layout import (
+    INDEX_TYPES,
+    REF_ANNOTATION,
+    Descriptor,
+    ImageConfig,
+    ImageSource,
+    Manifest,
+    Platform,
+    VerifiedReader,
+    check_digest,
+    host_platform,
+    open_image,
+    parse_config,
+    parse_manifest,
+    read_verified,
+    select_manifest,
+)
+from deepgym.images.unpack import remove_tree, unpack_layers
+
+__all__ = ["ImageEntry", "ImageRoot", "ImageStore"]
+
+_OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+_Entries = list[dict[str, Any]]  # index.json's manifests (``list`` is a method below)
+
+
+_ImageEntries = list["ImageEntry"]
+
+
+@dataclass(frozen=True)
+class ImageRoot:
+    """An image ready to run: its manifest digest, its unpacked root, its config."""
+
+    digest: str
+    rootfs: Path
+    config: ImageConfig
+
+
+@dataclass(frozen=True)
+class ImageEntry:
+    """One image in the store: its ref (None when imported without one), its manifest digest,
+    its bytes on disk (blobs and unpacked root), and whether it is unpacked."""
+
+    ref: str | None
+    digest: str
+    size: int
+    unpacked: bool
+
+
+class ImageStore:
+    """Images and their unpacked roots under ``home / "images"`` (``deepgym_home()`` by
+    default); ``platform`` chooses from image indexes (default: this host's)."""
+
+    def __init__(self, home: Path | None = None, platform: Platform | None = None) -> None:
+        self.path = (home if home is not None else deepgym_home()) / "images"
+        self.layout_dir = self.path / "oci"
+        self.blobs_dir = self.layout_dir / "blobs"
+        self.roots_dir = self.path / "roots"
+        self.platform = platform or host_platform()
+        self._tmp = self.path / "tmp"
+        self._locks = self.path / "locks"
+
+    # -- adding images ----------------------------------------------------------------------
+
+    def import_layout(
+        self,
+        path: Path,
+        ref: str | None = None,
+        *,
+        name: str | None = None,
+        platform: Platform | None = None,
+    ) -> str:
+        """Import the OCI image layout at ``path`` (``name`` chooses among its images by ref
+        annotation) as ``ref`` (default: its name there); returns the manifest digest."""
+        if not Path(path).is_dir():
+            raise ConfigError(f"image layout {path} is not a directory")
+        with open_image(Path(path), name, platform or self.platform) as source:
+            return self._import(source, ref)
+
+    def import_tarball(
+        self,
+        path: Path,
+        ref: str | None = None,
+        *,
+        name: str | None = None,
+        platform: Platform | None = None,
+    ) -> str:
+        """Import a ``docker save`` tarball (``name`` chooses by repo tag or ref annotation) as
+        ``ref`` (default: its first tag); returns the manifest digest."""
+        if not Path(path).is_file():
+            raise ConfigError(f"image tarball {path} is not a file")
+        with open_image(Path(path), name, platform or self.platform) as source:
+            return self._import(source, ref)
+
+    def add_blobs_manifest(self, digest: str, ref: str | None) -> str:
+        """Name ``ref`` the manifest ``digest`` whose blobs are already in ``blobs_dir`` (an
+        image index is followed to this store's platform); returns the manifest digest."""
+        with self.writing():
+            desc = self._stored(check_digest(digest, "manifest digest"))
+            raw = self._read(desc)
+            try:
+                doc = json.loads(raw)
+            except ValueError as exc:
+                raise ConfigError(f"manifest {digest} is not JSON: {exc}") from exc
+            if isinstance(doc, dict) and (
+                doc.get("mediaType") in INDEX_TYPES or "manifests" in doc
+            ):
+                desc = select_manifest(doc, self.platform, f"image index {digest}")
+                raw = self._read(desc)
+            manifest = parse_manifest(raw, desc)
+            parse_config(self._read(manifest.config))
+            for layer in manifest.layers:
+                blob = self._blob(layer.digest)
+                if not blob.is_file() or blob.stat().st_size != layer.size:
+                    raise ConfigError(f"manifest {desc.digest}: layer {layer.digest} is missing")
+            self._set_ref(ref, Descriptor(manifest.media_type, desc.digest, len(raw)))
+            return desc.digest
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold this while writing blobs into ``blobs_dir`` from outside: ``prune`` waits."""
+        self._ensure()
+        with self._lock("store", exclusive=False):
+            yield
+
+    def _import(self, source: ImageSource, ref: str | None) -> str:
+        manifest = source.manifest
+        with self.writing():
+            for layer in manifest.layers:
+                self._put(source.open_blob(layer), layer)
+            self._put_bytes(source.config_raw, manifest.config)
+            self._put_bytes(manifest.raw, Descriptor("", manifest.digest, len(manifest.raw)))
+            top = Descriptor(manifest.media_type, manifest.digest, len(manifest.raw))
+            self._set_ref(ref if ref is not None else source.name, top)
+        return manifest.digest
+
+    # -- using images -----------------------------------------------------------------------
+
+    def resolve(self, ref_or_digest: str) -> ImageRoot:
+        """The image's unpacked root and config, unpacking it on first use."""
+        digest = self._lookup(ref_or_digest)
+        with self.writing():
+            manifest = self._manifest(digest)
+            config = parse_config(self._read(manifest.config), f"config {manifest.config.digest}")
+            root = self.roots_dir / digest[7:]
+            if not root.is_dir():
+                with self._lock(f"root-{digest[7:]}", exclusive=True):
+                    if not root.is_dir():
+                        self._unpack(manifest, root)
+        return ImageRoot(digest, root, config)
+
+    def _unpack(self, manifest: Manifest, root: Path) -> None:
+        hex_ = manifest.digest[7:]
+        for stale in self._tmp.glob(f"{hex_}.*"):  # a crashed unpack's: we hold its lock
+            remove_tree(stale)
+        work = self._tmp / f"{hex_}.{uuid.uuid4().hex}"
+        work.mkdir(mode=0o755)
+        try:
+            layers = ((d.digest, self._open(d)) for d in manifest.layers)
+            unpack_layers(work, layers)
+            work.chmod(0o755)
+            os.rename(work, root)
+        except BaseException:
+            remove_tree(work)
+            raise
+
+    def list(self) -> _ImageEntries:
+        """Every image in the store, in the order they were added."""
+        out = []
+        for entry in self._entries():
+            digest = str(entry.get("digest"))
+            ref = (entry.get("annotations") or {}).get(REF_ANNOTATION)
+            root = self.roots_dir / digest[7:]
+            size = sum(_disk(self._blob(d)) for d in self._reaches(digest)) + _du(root)
+            out.append(ImageEntry(ref, digest, size, root.is_dir()))
+        return out
+
+    def remove(self, ref_or_digest: str) -> None:
+        """Drop a ref (or every entry of a digest); ``prune`` then frees what nothing reaches."""
+        self._ensure()
+        with self._lock("index", exclusive=True):
+            entries = self._entries()
+            keep = [e for e in entries if ref_or_digest not in _names(e)]
+            if len(keep) == len(entries):
+                raise self._unknown(ref_or_digest)
+            self._write_index(keep)
+
+    def prune(self) -> int:
+        """Remove the roots and blobs no entry reaches, and leftovers of crashed writes;
+        returns the bytes freed."""
+        self._ensure()
+        freed = 0
+        with self._lock("store", exclusive=True):
+            live: set[str] = set()
+            manifests = {str(e.get("digest")) for e in self._entries()}
+            for digest in manifests:
+                live.update(self._reaches(digest))
+            for root in self.roots_dir.iterdir():
+                if f"sha256:{root.name}" not in manifests:
+                    freed += _du(root)
+                    remove_tree(root)
+            for blob in (self.blobs_dir / "sha256").iterdir():
+                if f"sha256:{blob.name}" not in live:
+                    freed += _disk(blob)
+                    blob.unlink()
+            for leftover in self._tmp.iterdir():
+                freed += _du(leftover)
+                remove_tree(leftover)
+        return freed
+
+    def size(self) -> int:
+        """Bytes the store takes on disk."""
+        return _du(self.path)
+
+    # -- the index ----------------------------------------------------------------------------
+
+    def _entries(self) -> _Entries:
+        self._ensure()
+        doc = json.loads((self.layout_dir / "index.json").read_bytes())
+        entries = doc.get("manifests") if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            raise ConfigError(f"{self.layout_dir / 'index.json'}: manifests must be a list")
+        return [e for e in entries if isinstance(e, dict)]
+
+    def _write_index(self, entries: _Entries) -> None:
+        doc = {"schemaVersion": 2, "mediaType": _OCI_INDEX, "manifests": entries}
+        _write_atomic(self.layout_dir / "index.json", json.dumps(doc, indent=1).encode())
+
+    def _set_ref(self, ref: str | None, desc: Descriptor) -> None:
+        if ref is not None and (not ref or ref.startswith("sha256:")):
+            raise ConfigError(f"image ref {ref!r} must be a name, not empty or a digest")
+        entry = desc.to_json() | ({"annotations": {REF_ANNOTATION: ref}} if ref else {})
+        with self._lock("index", exclusive=True):
+            entries = self._entries()
+            if ref is None:
+                if any(e.get("digest") == desc.digest for e in entries):
+                    return
+            else:
+                entries = [e for e in entries if _ref(e) != ref]
+            self._write_index([*entries, entry])
+
+    def _lookup(self, name: str) -> str:
+        if name.startswith("sha256:"):
+            digest = check_digest(name, "image digest")
+            if not self._blob(digest).is_file():
+                raise ConfigError(f"no image {digest} in the store {self.path}")
+            return digest
+        for entry in reversed(self._entries()):
+            if _ref(entry) == name:
+                return check_digest(entry.get("digest"), f"{self.path}: index.json")
+        raise self._unknown(name)
+
+    def _unknown(self, name: str) -> ConfigError:
+        known = [r for r in (_ref(e) for e in self._entries()) if r]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return ConfigError(f"unknown image {name!r} in the store {self.path}{hint}")
+
+    def _reaches(self, digest: str) -> set[str]:
+        """The blobs the manifest ``digest`` needs (itself included), as far as they can be
+        read: a missing or broken manifest keeps only itself."""
+        out = {digest}
+        try:
+            manifest = self._manifest(digest)
+        except (ConfigError, OSError):
+            return out
+        out.add(manifest.config.digest)
+        out.update(layer.digest for layer in manifest.layers)
+        return out
+
+    # -- blobs --------------------------------------------------------------------------------
+
+    def _blob(self, digest: str) -> Path:
+        return self.blobs_dir / "sha256" / check_digest(digest, "blob digest")[7:]
+
+    def _stored(self, digest: str) -> Descriptor:
+        blob = self._blob(digest)
+        if not blob.is_file():
+            raise ConfigError(f"blob {digest} is not in the store {self.path}")
+        return Descriptor("", digest, blob.stat().st_size)
+
+    def _open(self, desc: Descriptor) -> VerifiedReader:
+        try:
+            handle = self._blob(desc.digest).open("rb")
+        except FileNotFoundError:
+            raise ConfigError(f"blob {desc.digest} is not in the store {self.path}") from None
+        return VerifiedReader(handle, desc, f"image store {self.path}")
+
+    def _read(self, desc: Descriptor) -> bytes:
+        try:
+            handle = self._blob(desc.digest).open("rb")
+        except FileNotFoundError:
+            raise ConfigError(f"blob {desc.digest} is not in the store {self.path}") from None
+        return read_verified(handle, desc, f"image store {self.path}")
+
+    def _manifest(self, digest: str) -> Manifest:
+        desc = self._stored(digest)
+        return parse_manifest(self._read(desc), desc)
+
+    def _put(self, source: io.RawIOBase, desc: Descriptor) -> None:
+        """Copy a blob in (verified as it is read), unless it is there already."""
+        final = self._blob(desc.digest)
+        with source:
+            if final.is_file() and final.stat().st_size == desc.size:
+                return
+            tmp = final.with_name(f".tmp-{uuid.uuid4().hex}")
+            try:
+                with tmp.open("wb") as out:
+                    while chunk := source.read(1 << 20):
+                        out.write(chunk)
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
+
+    def _put_bytes(self, data: bytes, desc: Descriptor) -> None:
+        self._put(VerifiedReader(io.BytesIO(data), desc, "image"), desc)
+
+    # -- the directories and locks -------------------------------------------------------------
+
+    def _ensure(self) -> None:
+        if (self.layout_dir / "index.json").is_file():
+            return
+        for path in (self.blobs_dir / "sha256", self.roots_dir, self._tmp, self._locks):
+            path.mkdir(parents=True, exist_ok=True)
+        with self._lock("index", exclusive=True):
+            layout = self.layout_dir / "oci-layout"
+            if not layout.is_file():
+                _write_atomic(layout, b'{"imageLayoutVersion": "1.0.0"}')
+            if not (self.layout_dir / "index.json").is_file():
+                self._write_index([])
+
+    @contextlib.contextmanager
+    def _lock(self, name: str, *, exclusive: bool) -> Iterator[None]:
+        fd = os.open(self._locks / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _ref(entry: dict[str, Any]) -> str | None:
+    annotations = entry.get("annotations")
+    return annotations.get(REF_ANNOTATION) if isinstance(annotations, dict) else None
+
+
+def _names(entry: dict[str, Any]) -> set[str]:
+    return {n for n in (_ref(entry), entry.get("digest")) if isinstance(n, str)}
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _disk(path: Path) -> int:
+    try:
+        return path.lstat().st_blocks * 512
+    except FileNotFoundError:
+        return 0
+
+
+def _du(path: Path) -> int:
+    """Bytes on disk under ``path`` (each inode once), following no symlink."""
+    if not path.exists():
+        return 0
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for top, dirs, files in os.walk(path):
+        for name in (*dirs, *files, *(["."] if top == str(path) else [])):
+            st = os.lstat(os.path.join(top, name))
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
