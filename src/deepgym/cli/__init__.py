@@ -21,6 +21,7 @@ One module per family of commands, on one shared module:
 - ``episodes``: ``episode`` (run one agent episode; exit 3 when it has no verdict),
   ``session`` (a person plays the agent) and ``episodes`` (the recorded ones);
 - ``harbor``: ``harbor import``, ``harbor export`` (Harbor task folders);
+- ``images``: ``image pull|build|load|list|rm|prune`` (container images, no daemon);
 - ``latency``: ``price``, ``sweep``;
 - ``service``: ``serve``, ``console``;
 - ``doctor``: ``doctor`` (this host's check: exit 0 full limits, 1 weaker limits, 2 no sandbox).
@@ -36,7 +37,18 @@ from collections.abc import Sequence
 import click
 
 from deepgym import __version__
-from deepgym.cli import common, demo, doctor, environments, episodes, harbor, latency, runs, service
+from deepgym.cli import (
+    common,
+    demo,
+    doctor,
+    environments,
+    episodes,
+    harbor,
+    images,
+    latency,
+    runs,
+    service,
+)
 from deepgym.cli.common import DeepGymGroup
 
 __all__ = ["EXIT_CODES", "cli", "main"]
@@ -81,6 +93,7 @@ for _command in (
     environments.qa,
     environments.limits_cmd,
     harbor.harbor_cmd,
+    images.image_cmd,
     demo.demo,
     latency.price_cmd,
     latency.sweep_cmd,

@@ -277,6 +277,11 @@ class ImageStore:
                 entries = [e for e in entries if _ref(e) != ref]
             self._write_index([*entries, entry])
 
+    def lookup(self, ref_or_digest: str) -> str:
+        """The manifest digest the store holds for a name or digest, without unpacking it;
+        ``ConfigError`` (with the closest name) when it holds none."""
+        return self._lookup(ref_or_digest)
+
     def _lookup(self, name: str) -> str:
         if name.startswith("sha256:"):
             digest = check_digest(name, "image digest")

@@ -1,0 +1,475 @@
+"""Build an image from a Dockerfile without a daemon: ``deepgym image build``.
+
+``build(dockerfile)`` reads the Dockerfile (``deepgym.images.recipe``: the subset, and the line
+that leaves it), finds its base, then runs each step in a private copy of the image's root and
+keeps what the step changed as a layer (``deepgym.images.diff``). The image (the base's layers,
+then the new ones, and a config) goes into the store (``deepgym.images.store``) under its name.
+
+- **The base**: an image in the store, else pulled from its registry, else, for ``debian:SUITE``
+  (``debian:bookworm``, ``debian:12``, ``debian:stable-slim``), built from Debian's packages with
+  ``mmdebstrap --variant=minbase``, which needs only a Debian mirror.
+- **RUN** runs in bwrap on the copy, as uid 0 of a user namespace that maps many ids
+  (``deepgym.images.mapped``: ``apt-get`` may ``chown`` to a package's own user), with the
+  host's network and its ``/etc/resolv.conf`` (the build fetches; nothing run from the image
+  later has the network), a fresh ``/proc``, ``/dev`` and ``/tmp``, no other host path, and
+  ``step_timeout`` seconds. A ``USER`` other than root runs the step as that user of the image.
+  A step that exits non-zero stops the build with ``ConfigError`` (its line, the exit and the
+  end of its output): the Dockerfile's fault, not the host's.
+- **Cache**: each step's key is a hash of the previous key, the step, and for a copy the bytes it
+  copies; a step whose key has a layer in the store is not run again, and a build whose every
+  step is cached copies no root at all. The config records no build time, so a build whose
+  every step is cached is the same image, digest and all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepgym.envs import dockerfile as df
+from deepgym.exceptions import ConfigError, ImageError
+from deepgym.images import diff, mapped
+from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
+from deepgym.images.reference import parse_reference
+from deepgym.images.store import ImageStore
+from deepgym.validation import optional_seconds
+
+__all__ = ["BuildResult", "StepResult", "build", "debian_suite"]
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+_NUMBERED = {"10": "buster", "11": "bullseye", "12": "bookworm", "13": "trixie", "14": "forky"}
+_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step of a build: its line, what it was, whether the cache had it, its layer."""
+
+    line: int
+    what: str
+    cached: bool
+    seconds: float
+    layer: str
+    layer_size: int
+
+
+@dataclass
+class BuildResult:
+    """A built image: its name and manifest digest in the store, and each step."""
+
+    ref: str
+    digest: str
+    steps: list[StepResult] = field(default_factory=list)
+
+
+def debian_suite(image: str) -> str | None:
+    """The Debian suite ``mmdebstrap`` builds for ``image`` (``debian:12`` -> ``bookworm``,
+    ``debian:stable-slim`` -> ``stable``), or None for an image that is not Debian's."""
+    name, _, tag = image.partition(":")
+    if df.repository(name) != "debian" or "@" in image:
+        return None
+    tag = (tag or "stable").removesuffix("-slim")
+    if tag == "latest":
+        return "stable"
+    return _NUMBERED.get(tag.split(".")[0], tag) if tag[:1].isdigit() else tag
+
+
+class _Blobs:
+    """Writes blobs into the store's content (``sha256/HEX``), each once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "sha256"
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, digest: str) -> Path:
+        return self.root / digest.removeprefix("sha256:")
+
+    def put_file(self, tmp: Path, digest: str) -> None:
+        target = self.path(digest)
+        if target.exists():
+            tmp.unlink()
+        else:
+            os.replace(tmp, target)
+
+    def put_json(self, obj: object) -> tuple[str, int]:
+        data = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if not self.path(digest).exists():
+            tmp = self.root / f".tmp-{os.getpid()}-{digest[7:19]}"
+            tmp.write_bytes(data)
+            os.replace(tmp, self.path(digest))
+        return digest, len(data)
+
+    def read_json(self, digest: str) -> dict[str, Any]:
+        try:
+            obj = json.loads(self.path(digest).read_bytes())
+        except (OSError, ValueError) as exc:
+            raise ImageError(f"blob {digest}: unreadable ({exc})") from None
+        if not isinstance(obj, dict):
+            raise ImageError(f"blob {digest}: not a JSON object")
+        return obj
+
+
+@dataclass
+class _Image:
+    """An image being built: its layers (descriptors) and their diff ids, and its config."""
+
+    layers: list[dict[str, Any]]
+    diff_ids: list[str]
+    config: dict[str, Any]
+
+
+def _read_image(blobs: _Blobs, digest: str) -> _Image:
+    manifest = blobs.read_json(digest)
+    if "layers" not in manifest or "config" not in manifest:
+        raise ImageError(f"image {digest}: its manifest has no layers (an index?)")
+    config = blobs.read_json(manifest["config"]["digest"])
+    layers = [
+        {"mediaType": d["mediaType"], "digest": d["digest"], "size": d["size"]}
+        for d in manifest["layers"]
+    ]
+    return _Image(layers, list(config.get("rootfs", {}).get("diff_ids", [])), config)
+
+
+def _write_image(blobs: _Blobs, image: _Image) -> str:
+    """Store ``image``'s config and manifest; its manifest's digest."""
+    config = {
+        **image.config,
+        "architecture": image.config.get("architecture", "amd64"),
+        "os": image.config.get("os", "linux"),
+        "rootfs": {"type": "layers", "diff_ids": image.diff_ids},
+    }
+    config_digest, config_size = blobs.put_json(config)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": config_size},
+        "layers": image.layers,
+    }
+    return blobs.put_json(manifest)[0]
+
+
+def _step_text(step: Step) -> str:
+    if isinstance(step, RunStep):
+        return "RUN " + " ".join(step.argv[2:] if step.argv[:2] == ("/bin/sh", "-c") else step.argv)
+    if isinstance(step, CopyStep):
+        return f"COPY {' '.join(step.copy.sources)} {step.copy.dest}"
+    return f"WORKDIR {step.path}"
+
+
+def _context_files(context: Path, sources: tuple[str, ...], line: int) -> list[Path]:
+    out: list[Path] = []
+    for src in sources:
+        matches = sorted(context.glob(src)) if any(c in src for c in "*?[") else [context / src]
+        for m in matches:
+            real = m.resolve()
+            if not real.is_relative_to(context.resolve()):
+                raise ConfigError(f"line {line}: {src} leaves the build context")
+            if not m.exists():
+                raise ConfigError(f"line {line}: {src} is not in the build context {context}")
+            out.append(m)
+    if not out:
+        raise ConfigError(f"line {line}: {' '.join(sources)} matches nothing in {context}")
+    return out
+
+
+def _step_key(previous: str, step: Step, context: Path) -> str:
+    h = hashlib.sha256(previous.encode())
+    h.update(repr(step).encode())
+    if isinstance(step, CopyStep):
+        for path in _context_files(context, step.copy.sources, step.line):
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for f in files:
+                h.update(str(f.relative_to(context)).encode())
+                h.update(f.read_bytes())
+                h.update(oct(f.stat().st_mode).encode())
+    return "sha256:" + h.hexdigest()
+
+
+def _ids(root: Path, user: str) -> tuple[int, int, str]:
+    """``USER``'s uid, gid and home in the image at ``root`` (its passwd and group files)."""
+    name, _, group = user.partition(":")
+
+    def table(path: str) -> list[list[str]]:
+        try:
+            text = (root / path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        return [line.split(":") for line in text.splitlines() if line.count(":") >= 2]
+
+    users = {r[0]: r for r in table("etc/passwd") if len(r) >= 6}
+    if name.isdigit():
+        uid, gid, home = int(name), int(name), "/"
+        for r in users.values():
+            if r[2] == name:
+                gid, home = int(r[3]), r[5]
+    elif name in users:
+        uid, gid, home = int(users[name][2]), int(users[name][3]), users[name][5]
+    else:
+        raise ConfigError(f"USER {user}: no such user in the image's /etc/passwd")
+    if group:
+        groups = {r[0]: int(r[2]) for r in table("etc/group") if r[2].isdigit()}
+        if group.isdigit():
+            gid = int(group)
+        elif group in groups:
+            gid = groups[group]
+        else:
+            raise ConfigError(f"USER {user}: no such group in the image's /etc/group")
+    return uid, gid, home
+
+
+def _run(step: RunStep, root: Path, timeout: float | None, log: Path) -> None:
+    from deepgym.sandbox.host import find_bwrap
+
+    uid, gid, home = _ids(root, step.user) if step.user not in ("", "root", "0") else (0, 0, "")
+    env = {"HOME": home or "/root", **dict(step.env)}
+    argv = [find_bwrap().path, "--bind", str(root), "/", "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp"]
+    if Path("/etc/resolv.conf").exists():
+        argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    (root / step.cwd.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    argv += ["--chdir", step.cwd]
+    if uid != 0:
+        argv += ["--unshare-user", "--uid", str(uid), "--gid", str(gid)]
+    argv += ["--", *step.argv]
+    with log.open("wb") as out:
+        proc = mapped.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ConfigError(
+                f"line {step.line}: {_step_text(step)[:60]} ran past {timeout:g} s"
+            ) from None
+    if code != 0:
+        tail = log.read_bytes()[-_TAIL:].decode(errors="replace").strip()
+        raise ConfigError(f"line {step.line}: {_step_text(step)[:60]} exited {code}:\n{tail}")
+    resolv = root / "etc/resolv.conf"
+    with contextlib.suppress(OSError):  # bwrap's mount point, when the image had none
+        if resolv.is_file() and resolv.stat().st_size == 0:
+            resolv.unlink()
+
+
+def _owner(chown: str | None, root: Path) -> tuple[int, int] | None:
+    if not chown:
+        return None
+    uid, gid, _ = _ids(root, chown)
+    return uid, gid
+
+
+def _copy(step: CopyStep, root: Path, context: Path) -> None:
+    c = step.copy
+    files = _context_files(context, c.sources, step.line)
+    owner = _owner(c.chown, root)
+    dest = root / c.dest.lstrip("/")
+    into = c.into or len(files) > 1
+    for src in files:
+        target = dest / src.name if into and not src.is_dir() else dest
+        if target.is_symlink() or not target.resolve().is_relative_to(root.resolve()):
+            raise ConfigError(f"line {step.line}: {c.dest} leads outside the image's root")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, target, follow_symlinks=True)
+        for path in [target, *(target.rglob("*") if target.is_dir() else [])]:
+            if c.chmod is not None:
+                path.chmod(c.chmod)
+            if owner is not None:
+                os.lchown(path, *owner)
+
+
+def _apply(step: Step, root: Path, context: Path, timeout: float | None, log: Path) -> None:
+    if isinstance(step, RunStep):
+        _run(step, root, timeout, log)
+    elif isinstance(step, CopyStep):
+        _copy(step, root, context)
+    elif isinstance(step, MkdirStep):
+        (root / step.path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+
+def _debian_base(suite: str, blobs: _Blobs, work: Path) -> str:
+    """Build Debian ``suite`` (minbase) with mmdebstrap; the one-layer image's digest."""
+    tool = shutil.which("mmdebstrap")
+    if tool is None:
+        raise ImageError(
+            f"building debian:{suite} needs mmdebstrap (apt-get install mmdebstrap), or pull "
+            "the image first: deepgym image pull"
+        )
+    tar = work / "base.tar"
+    done = subprocess.run(
+        [tool, "--variant=minbase", "--skip=output/dev", "--quiet", suite, str(tar)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise ImageError(f"mmdebstrap {suite} failed: {done.stderr.strip()[-_TAIL:]}")
+    inner = hashlib.sha256()
+    gz_path = work / "base.tar.gz"
+    with tar.open("rb") as src, gzip.GzipFile(gz_path, "wb", compresslevel=1, mtime=0) as gz:
+        while chunk := src.read(1 << 20):
+            inner.update(chunk)
+            gz.write(chunk)
+    outer = hashlib.sha256()
+    with gz_path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            outer.update(chunk)
+    digest, size = "sha256:" + outer.hexdigest(), gz_path.stat().st_size
+    blobs.put_file(gz_path, digest)
+    layer = {"mediaType": OCI_LAYER, "digest": digest, "size": size}
+    path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    config = {"config": {"Env": [f"PATH={path}"], "Cmd": ["bash"]}}
+    return _write_image(blobs, _Image([layer], ["sha256:" + inner.hexdigest()], config))
+
+
+@contextlib.contextmanager
+def _scratch(store: ImageStore) -> Iterator[Path]:
+    base = Path(store.path) / "tmp"
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="build-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _base(
+    ref: str, store: ImageStore, blobs: _Blobs, work: Path, say: Callable[[str], None]
+) -> str:
+    """The base image's manifest digest: in the store, pulled, or built from Debian."""
+    with contextlib.suppress(ConfigError):
+        return str(store.lookup(ref))
+    pull_error: Exception | None = None
+    try:
+        from deepgym.images.registry import pull
+
+        say(f"FROM {ref}: pulling")
+        pulled = pull(ref, store.blobs_dir)
+        store.add_blobs_manifest(pulled.digest, ref)
+        return str(pulled.digest)
+    except (ImageError, ConfigError, ImportError) as exc:
+        pull_error = exc
+    suite = debian_suite(ref)
+    if suite is None:
+        raise ImageError(f"FROM {ref}: not in the image store, and not pulled ({pull_error})")
+    say(f"FROM {ref}: not pulled ({pull_error}); building Debian {suite} with mmdebstrap")
+    digest = _debian_base(suite, blobs, work)
+    store.add_blobs_manifest(digest, ref)
+    return digest
+
+
+def build(
+    dockerfile: str | Path,
+    context: str | Path | None = None,
+    ref: str | None = None,
+    *,
+    store: ImageStore | None = None,
+    step_timeout: float | None = 1800.0,
+    progress: Callable[[str], None] | None = None,
+) -> BuildResult:
+    """Build the image ``dockerfile`` describes, with ``context`` (its folder by default) as
+    the build context, and store it as ``ref`` (the context folder's name by default)."""
+    path = Path(dockerfile)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the Dockerfile ({exc.strerror})") from None
+    ctx = Path(context) if context is not None else path.parent
+    if not ctx.is_dir():
+        raise ConfigError(f"{ctx}: the build context is not a folder")
+    step_timeout = optional_seconds(step_timeout, "step_timeout")
+    plan = recipe(df.parse(text))
+    store = store or ImageStore()
+    name = ref or f"{ctx.resolve().name.lower()}:latest"
+    parse_reference(name)  # a name the store and a registry take
+    say = progress or (lambda line: None)
+    blobs = _Blobs(Path(store.blobs_dir))
+    out = BuildResult(name, "")
+    with store.writing(), _scratch(store) as work:
+        base = _base(plan.base, store, blobs, work, say)
+        image = _read_image(blobs, base)
+        out.digest = _build_steps(
+            plan, image, base, ctx, store, blobs, work, step_timeout, say, out
+        )
+    store.add_blobs_manifest(out.digest, name)
+    return out
+
+
+def _build_steps(
+    plan: Recipe,
+    image: _Image,
+    base: str,
+    ctx: Path,
+    store: ImageStore,
+    blobs: _Blobs,
+    work: Path,
+    timeout: float | None,
+    say: Callable[[str], None],
+    out: BuildResult,
+) -> str:
+    cache = Path(store.path) / "build-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    key = base
+    root: Path | None = None
+    for n, step in enumerate(plan.steps, 1):
+        key = _step_key(key, step, ctx)
+        entry = cache / key.removeprefix("sha256:")
+        what = _step_text(step)
+        t0 = time.monotonic()
+        layer = json.loads(entry.read_text()) if entry.exists() else None
+        if layer is not None and blobs.path(layer["digest"]).exists():
+            image.layers.append({k: layer[k] for k in ("mediaType", "digest", "size")})
+            image.diff_ids.append(layer["diff_id"])
+            out.steps.append(StepResult(step.line, what, True, 0.0, layer["digest"], layer["size"]))
+            say(f"step {n}/{len(plan.steps)}: {what[:70]} (cached)")
+            continue
+        if root is None:
+            root = _working_root(image, store, blobs, work)
+        say(f"step {n}/{len(plan.steps)}: {what[:70]}")
+        before = diff.snapshot(root)
+        _apply(step, root, ctx, timeout, work / "step.log")
+        tmp = work / "layer.tar.gz"
+        got = diff.write_layer(root, before, tmp)
+        blobs.put_file(tmp, got.digest)
+        record = {"mediaType": OCI_LAYER, "digest": got.digest, "size": got.size}
+        entry.write_text(json.dumps({**record, "diff_id": got.diff_id}))
+        image.layers.append(record)
+        image.diff_ids.append(got.diff_id)
+        seconds = time.monotonic() - t0
+        out.steps.append(StepResult(step.line, what, False, seconds, got.digest, got.size))
+    image.config = {
+        **{k: v for k, v in image.config.items() if k not in ("rootfs", "history")},
+        "config": {**image.config.get("config", {}), **plan.config()},
+    }
+    return _write_image(blobs, image)
+
+
+def _working_root(image: _Image, store: ImageStore, blobs: _Blobs, work: Path) -> Path:
+    """A private, writable copy of ``image``'s root (unpacked by the store, then copied)."""
+    digest = _write_image(blobs, image)
+    unpacked = store.resolve(digest).rootfs
+    root = work / "root"
+    done = subprocess.run(
+        ["cp", "-a", "--reflink=auto", f"{unpacked}/.", str(root)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise ImageError(f"copying the image's root failed: {done.stderr.strip()}")
+    return root

@@ -1,0 +1,151 @@
+"""Building an image from a Dockerfile without a daemon (``deepgym.images.build``): real RUN
+steps in bwrap on the image's root, layers, the cache, and a Debian base from mmdebstrap."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from deepgym.exceptions import ConfigError
+from deepgym.images.build import build
+from deepgym.images.store import ImageStore
+from tests.images.registry_fixtures import (
+    free_port,
+    layer_from_rootfs,
+    rootfs_tar,  # noqa: F401 (a fixture)
+    write_image,
+)
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="build steps map ids directly only as root"),
+    pytest.mark.timeout(300),
+]
+
+PASSWD = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n"
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ImageStore:
+    monkeypatch.setenv("DEEPGYM_HOME", str(tmp_path / "home"))
+    # a name without a host is pulled from here: nothing listens, so the pull fails at once
+    monkeypatch.setenv("DEEPGYM_REGISTRY", f"127.0.0.1:{free_port()}")
+    return ImageStore(tmp_path / "home")
+
+
+@pytest.fixture
+def busybox(store: ImageStore, rootfs_tar: Path, tmp_path: Path) -> str:  # noqa: F811
+    """The busybox root of the registry tests, loaded into the store as busybox:test."""
+    layout = tmp_path / "layout"
+    desc = write_image(layout, layer_from_rootfs(rootfs_tar))
+    top = {k: desc[k] for k in ("mediaType", "digest", "size")}
+    top["annotations"] = {"org.opencontainers.image.ref.name": "busybox:test"}
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
+    store.import_layout(layout, "busybox:test")
+    return "busybox:test"
+
+
+def _context(tmp_path: Path, dockerfile: str, **files: str) -> Path:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir(exist_ok=True)
+    (ctx / "Dockerfile").write_text(dockerfile)
+    for name, text in files.items():
+        (ctx / name).write_text(text)
+    return ctx
+
+
+def test_steps_make_layers_and_the_cache_skips_them(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    ctx = _context(
+        tmp_path,
+        f"FROM {busybox}\n"
+        "COPY passwd /etc/passwd\n"
+        "WORKDIR /app\n"
+        "COPY data.txt ./\n"
+        "ENV GREETING=hello\n"
+        'RUN echo "$GREETING $(busybox cat data.txt)" > out.txt && busybox rm /bin/busybox.orig'
+        " 2>/dev/null; busybox rm -f /usr/share/doc/busybox-static/copyright\n"
+        "USER nobody\n"
+        "RUN busybox id -u > /tmp/uid && busybox test $(busybox cat /tmp/uid) = 65534\n"
+        'CMD ["/bin/sh"]\n',
+        passwd=PASSWD,
+        **{"data.txt": "world"},
+    )
+    lines: list[str] = []
+    first = build(ctx / "Dockerfile", store=store, ref="task:1", progress=lines.append)
+    assert [s.cached for s in first.steps] == [False] * 5, lines
+    image = store.resolve("task:1")
+    root = image.rootfs
+    assert (root / "app/out.txt").read_text() == "hello world\n"
+    assert (root / "etc/passwd").read_text() == PASSWD
+    assert not (root / "usr/share/doc/busybox-static/copyright").exists()  # a whiteout
+    assert (root / "bin/busybox").exists()
+    assert image.config.working_dir == "/app" and image.config.user == "nobody"
+    assert "GREETING=hello" in image.config.env and image.config.cmd == ("/bin/sh",)
+    t0 = time.monotonic()
+    again = build(ctx / "Dockerfile", store=store, ref="task:1")
+    assert [s.cached for s in again.steps] == [True] * 5
+    assert again.digest == first.digest == store.resolve("task:1").digest
+    assert time.monotonic() - t0 < 5
+    (ctx / "data.txt").write_text("there")  # a copied file changed: that step and the rest
+    third = build(ctx / "Dockerfile", store=store, ref="task:1")
+    assert [s.cached for s in third.steps] == [True, True, False, False, False]
+    assert (store.resolve("task:1").rootfs / "app/out.txt").read_text() == "hello there\n"
+
+
+def test_a_failing_step_names_its_line_and_output(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    ctx = _context(tmp_path, f"FROM {busybox}\nRUN echo broken-on-purpose; exit 7\n")
+    with pytest.raises(ConfigError, match=r"(?s)line 2: RUN .* exited 7:.*broken-on-purpose"):
+        build(ctx / "Dockerfile", store=store)
+
+
+def test_a_step_that_runs_too_long_is_stopped(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    ctx = _context(tmp_path, f"FROM {busybox}\nRUN busybox sleep 60\n")
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match="ran past 1 s"):
+        build(ctx / "Dockerfile", store=store, step_timeout=1.0)
+    assert time.monotonic() - t0 < 15
+
+
+def test_a_copy_from_outside_the_context_is_refused(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    (tmp_path / "secret").write_text("not in the context")
+    ctx = _context(tmp_path, f"FROM {busybox}\nCOPY ../secret /x\n")
+    with pytest.raises(ConfigError, match="outside the build context"):
+        build(ctx / "Dockerfile", store=store)
+    link = _context(tmp_path, f"FROM {busybox}\nCOPY leak /x\n")
+    (link / "leak").symlink_to(tmp_path / "secret")
+    with pytest.raises(ConfigError, match="leaves the build context"):
+        build(link / "Dockerfile", store=store)
+
+
+@pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap is absent")
+def test_a_debian_base_is_built_from_debian_packages_and_apt_installs(
+    store: ImageStore, tmp_path: Path
+) -> None:
+    """The real thing: FROM debian:bookworm with no registry (mmdebstrap builds it), then
+    apt-get installs a package whose files belong to several users."""
+    ctx = _context(
+        tmp_path,
+        "FROM debian:bookworm\n"
+        "RUN apt-get update -q && apt-get install -y -q --no-install-recommends jq"
+        " && rm -rf /var/lib/apt/lists/*\n"
+        'RUN echo \'{"name": "deepgym"}\' | jq -r .name > /name && rm /etc/issue\n',
+    )
+    lines: list[str] = []
+    result = build(ctx / "Dockerfile", store=store, ref="jq:1", progress=lines.append)
+    assert any("mmdebstrap" in line for line in lines), lines
+    root = store.resolve("jq:1").rootfs
+    assert (root / "usr/bin/jq").is_file() and (root / "name").read_text() == "deepgym\n"
+    assert not (root / "etc/issue").exists() and (root / "etc/debian_version").is_file()
+    assert not any(s.cached for s in result.steps)
