@@ -125,6 +125,11 @@ class Environment(BaseModel):
     """A session: how long its sandbox lives, in seconds, from the moment it opens."""
     setup_script: Annotated[str | None, optional_text_field("setup_script")] = None
     """A session: a bash script run in the work dir when it opens, before the agent acts."""
+    image: Annotated[str | None, name_field("image", optional=True)] = None
+    """A session: the container image its sandboxes run on (a reference the image store
+    resolves to an unpacked root file system), in place of the host's system folders: the
+    image's root read-only under a per-session writable layer, with the same policy, limits and
+    final verifier (``deepgym.sandbox.image_root``). None: the host's programs."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
@@ -208,6 +213,8 @@ class Environment(BaseModel):
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "
                 f"stdout), not {self.kind!r}"
             )
+        if self.image is not None and self.kind != "session":
+            raise ValueError(f"image applies to kind 'session' only, not {self.kind!r}")
         if self.kind == "session":
             if not has_custom or self.test_cases is not None:
                 raise ValueError(
