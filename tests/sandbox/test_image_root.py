@@ -312,3 +312,39 @@ def test_the_host_beyond_the_policy_is_unreachable(debian_root: Path, tmp_path: 
         _run(debian_root, body)
         with pytest.raises(TimeoutError):
             listener.accept()
+
+
+def test_the_doctor_says_whether_images_run() -> None:
+    from deepgym.sandbox import doctor
+
+    bw = host.Bwrap(path="/x/bwrap", ro_dirs=())
+    assert doctor.check_images(None, None, True).status == doctor.SKIPPED
+    old = doctor.check_images(bw, "bwrap: Unknown option --overlay-src", True)
+    assert old.status == doctor.ABSENT and "Unknown option --overlay-src" in old.found
+    assert "0.11" in old.fix
+    assert "no memory cgroup" in doctor.check_images(bw, None, False).found
+    assert doctor.check_images(bw, None, True).status == doctor.OK
+
+
+def test_session_start_dir_and_the_store_seam(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import types
+
+    assert image_root.session_start_dir(RootImage(tmp_path, working_dir="/app")) == "/app"
+    for wd in ("", "app", "/a\nb"):
+        assert image_root.session_start_dir(RootImage(tmp_path, working_dir=wd)) == "/work"
+    monkeypatch.setitem(sys.modules, "deepgym.images.store", None)  # no store installed
+    with pytest.raises(SandboxUnavailableError, match="'x:1': this deepgym has no image store"):
+        image_root.store_resolver("x:1")
+
+    class Store:
+        def resolve(self, ref: str) -> Any:
+            config = types.SimpleNamespace(env=["A=1"], working_dir="/app", user="", cmd=None)
+            return types.SimpleNamespace(digest="sha256:0", rootfs=str(tmp_path), config=config)
+
+    fake = types.ModuleType("deepgym.images.store")
+    fake.ImageStore = Store  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "deepgym.images.store", fake)
+    assert image_root.store_resolver("x:1") == RootImage(tmp_path, {"A": "1"}, "/app")
