@@ -126,10 +126,12 @@ class Environment(BaseModel):
     setup_script: Annotated[str | None, optional_text_field("setup_script")] = None
     """A session: a bash script run in the work dir when it opens, before the agent acts."""
     image: Annotated[str | None, name_field("image", optional=True)] = None
-    """A session: the container image its sandboxes run on (a reference the image store
-    resolves to an unpacked root file system), in place of the host's system folders: the
-    image's root read-only under a per-session writable layer, with the same policy, limits and
-    final verifier (``deepgym.sandbox.image_root``). None: the host's programs."""
+    """A session or function task: the container image its sandboxes run on (a reference the
+    image store resolves to an unpacked root file system), in place of the host's system
+    folders, with the same policy and limits (``deepgym.sandbox.image_root``). A session's
+    root is writable in a layer of its own, and its final verifier runs on the image too; a
+    function task's answer gets the image read-only and runs on the ``strict`` backend only.
+    None: the host's programs."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
@@ -213,8 +215,10 @@ class Environment(BaseModel):
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "
                 f"stdout), not {self.kind!r}"
             )
-        if self.image is not None and self.kind != "session":
-            raise ValueError(f"image applies to kind 'session' only, not {self.kind!r}")
+        if self.image is not None and self.kind not in ("session", "function"):
+            raise ValueError(
+                f"image applies to kinds 'session' and 'function' only, not {self.kind!r}"
+            )
         if self.kind == "session":
             if not has_custom or self.test_cases is not None:
                 raise ValueError(

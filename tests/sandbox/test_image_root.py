@@ -21,7 +21,8 @@ import pytest
 from deepgym.exceptions import ConfigError, SandboxDiedError, SandboxUnavailableError
 from deepgym.models import Environment
 from deepgym.sandbox import cgroups, host, image_root, policy
-from deepgym.sandbox.image_root import HostLoader, RootImage
+from deepgym.sandbox.host import HostLoader
+from deepgym.sandbox.image_root import RootImage
 from deepgym.sandbox.sessions import LocalSession, LocalSessions
 from tests.sandbox.image_fixtures import debian_root, setuid_root, tree_state
 
@@ -67,8 +68,8 @@ def _env(**fields: Any) -> Environment:
 
 
 def test_image_only_for_sessions() -> None:
-    with pytest.raises(ValueError, match="image applies to kind 'session' only"):
-        Environment(name="f", entry_point="f", test_cases=[{"args": [], "expected": 1}], image="x")
+    with pytest.raises(ValueError, match="image applies to kinds 'session' and 'function'"):
+        Environment(name="s", kind="script", test_cases=[{"expected_stdout": "1"}], image="x")
     assert _env().image == "test/debian:bookworm"
 
 
@@ -122,7 +123,7 @@ def test_lib_dirs_from_a_loader_help() -> None:
         "Shared library search path:\n  (libraries located via /etc/ld.so.cache)\n"
         "  /lib/x86_64-linux-gnu (system search path)\n  /usr/lib (system search path)\n"
     )
-    assert image_root.lib_dirs_from_help(text) == ["/lib/x86_64-linux-gnu", "/usr/lib"]
+    assert host.lib_dirs_from_help(text) == ["/lib/x86_64-linux-gnu", "/usr/lib"]
 
 
 def test_elf_interpreter(tmp_path: Path) -> None:
@@ -348,3 +349,58 @@ def test_session_start_dir_and_the_store_seam(
     fake.ImageStore = Store  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "deepgym.images.store", fake)
     assert image_root.store_resolver("x:1") == RootImage(tmp_path, {"A": "1"}, "/app")
+
+
+# -- function tasks --------------------------------------------------------------------------
+
+PROBE_ANSWER = """
+import os, subprocess
+
+def probe():
+    debian = subprocess.run(["cat", "/etc/debian_version"], capture_output=True, text=True)
+    try:
+        open("/etc/answer-mark", "w").close()
+        wrote = "wrote"
+    except OSError:
+        wrote = "read-only"
+    return [debian.stdout[:3], wrote, os.path.exists("/bin/busybox-suid"), os.getuid()]
+"""
+
+
+def _function_env(**fields: Any) -> Environment:
+    base: dict[str, Any] = {
+        "name": "image-function",
+        "image": "test/debian:bookworm",
+        "entry_point": "probe",
+        "test_cases": [{"args": [], "expected": ["12.", "read-only", True, 65534]}],
+        "timeout": 20.0,
+        "memory_mb": 256,
+    }
+    return Environment(**{**base, **fields})
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(120)
+def test_a_function_task_runs_on_the_image_read_only(setuid_root: Path) -> None:
+    from deepgym import DeepGym
+    from deepgym.sandbox.strict import StrictBackend
+
+    before = tree_state(setuid_root)  # the test root with a file of its own: /bin/busybox-suid
+    with DeepGym(backend=StrictBackend(images=_resolver(setuid_root))) as dg:
+        result = dg.run(_function_env(), PROBE_ANSWER)
+        assert result.has_verdict and result.score == 1.0, result
+        wrong = dg.run(_function_env(), "def probe():\n    return []\n")
+        assert wrong.has_verdict and wrong.score == 0.0
+    assert tree_state(setuid_root) == before
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(60)
+def test_the_pool_refuses_a_task_on_an_image_in_a_line() -> None:
+    from deepgym import DeepGym
+
+    with (
+        DeepGym(sandbox="pool", workers=1) as dg,
+        pytest.raises(ConfigError, match="the pool backend runs no image; use sandbox='strict'"),
+    ):
+        dg.run(_function_env(), PROBE_ANSWER)

@@ -19,11 +19,12 @@ import shutil
 import struct
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepgym.exceptions import SandboxUnavailableError
-from deepgym.sandbox import image_root, policy, userns
+from deepgym.sandbox import policy, userns
 
 JUDGE_DIR = Path(__file__).resolve().parent.parent / "judge"
 SANDBOX_PYTHON = os.path.realpath(sys.executable)
@@ -186,6 +187,37 @@ def check_bwrap() -> str:
     return version.stdout.strip()
 
 
+@dataclass(frozen=True)
+class HostLoader:
+    """The host interpreter's dynamic loader and the library folders it searches, in order."""
+
+    loader: str
+    lib_dirs: tuple[str, ...]
+    prefix: str
+    """The host Python's prefix (``sys.base_prefix``, real path)."""
+    python: str
+    """The host's interpreter (real path), under ``prefix``."""
+
+
+def lib_dirs_from_help(text: str) -> list[str]:
+    """The library folders a glibc loader's ``--help`` lists as its system search path."""
+    return [
+        line.strip().split(" ", 1)[0]
+        for line in text.splitlines()
+        if line.strip().endswith("(system search path)")
+    ]
+
+
+def distinct_real(paths: Sequence[str]) -> tuple[str, ...]:
+    """``paths`` as real paths, existing folders only, first occurrence kept."""
+    seen: dict[str, None] = {}
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.isdir(real):
+            seen.setdefault(real, None)
+    return tuple(seen)
+
+
 def elf_interpreter(path: str) -> str:
     """The dynamic loader an ELF executable names (its ``PT_INTERP``); ``SandboxUnavailableError``
     for a file that is not a dynamically linked ELF executable."""
@@ -216,7 +248,7 @@ def elf_interpreter(path: str) -> str:
 
 
 @functools.cache
-def host_loader() -> image_root.HostLoader:
+def host_loader() -> HostLoader:
     """The sandbox interpreter's loader and the library folders it searches (checked once):
     what runs the host's Python inside an image's root (``image_root.launcher``)."""
     loader = os.path.realpath(elf_interpreter(SANDBOX_PYTHON))
@@ -226,11 +258,11 @@ def host_loader() -> image_root.HostLoader:
         ).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxUnavailableError(f"the loader {loader} cannot run: {exc}") from exc
-    dirs = image_root.distinct_real([os.path.dirname(loader), *image_root.lib_dirs_from_help(out)])
+    dirs = distinct_real([os.path.dirname(loader), *lib_dirs_from_help(out)])
     prefix = os.path.realpath(sys.base_prefix)
     if not SANDBOX_PYTHON.startswith(prefix + "/"):
         raise SandboxUnavailableError(f"{SANDBOX_PYTHON} is not under its prefix {prefix}")
-    return image_root.HostLoader(loader=loader, lib_dirs=dirs, prefix=prefix, python=SANDBOX_PYTHON)
+    return HostLoader(loader=loader, lib_dirs=dirs, prefix=prefix, python=SANDBOX_PYTHON)
 
 
 def overlay_refusal(bw: Bwrap, folder: str) -> str | None:

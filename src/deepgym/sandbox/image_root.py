@@ -34,26 +34,28 @@ file's owner maps to the agent's own uid).
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
-from deepgym.sandbox import policy
+from deepgym.models import Environment
+from deepgym.sandbox import host, policy
+from deepgym.sandbox.host import HostLoader
 
 __all__ = [
     "IN_HOST_LIBS",
     "IN_PYTHON",
     "SYSTEM_TOPS",
-    "HostLoader",
     "ImageResolver",
+    "ImageRoots",
     "RootImage",
     "image_env",
     "image_params",
     "launcher",
     "python_mount",
+    "refuse_image",
     "store_resolver",
     "system_args",
 ]
@@ -90,18 +92,6 @@ class ImageResolver(Protocol):
     def __call__(self, ref: str, /) -> RootImage:
         """The root and config of image ``ref``."""
         ...
-
-
-@dataclass(frozen=True)
-class HostLoader:
-    """The host interpreter's dynamic loader and the library folders it searches, in order."""
-
-    loader: str
-    lib_dirs: tuple[str, ...]
-    prefix: str
-    """The host Python's prefix (``sys.base_prefix``, real path)."""
-    python: str
-    """The host's interpreter (real path), under ``prefix``."""
 
 
 def parse_env(items: Mapping[str, str] | Iterable[str] | None) -> dict[str, str]:
@@ -168,10 +158,13 @@ def launcher(loader: HostLoader) -> list[str]:
     return [_inside(loader.loader, mounts), "--library-path", path]
 
 
-def image_params(host: policy.Params, image: RootImage, loader: HostLoader) -> policy.Params:
-    """``host``'s params for a ``session`` sandbox on ``image``: its root as the system, the
-    host's interpreter through ``launcher``, and the image's safe variables (``image_env``),
-    under which the session's own go."""
+def image_params(
+    host: policy.Params, image: RootImage, loader: HostLoader, *, writable: bool = True
+) -> policy.Params:
+    """``host``'s params for a sandbox on ``image``: its root as the system, the host's
+    interpreter through ``launcher``, and the image's safe variables (``image_env``), under
+    which the sandbox's own go. ``writable``: a session's root stays writable (its own layer);
+    else the roles that remount their root read-only (``solution``) do so, layer and all."""
     root = image.rootfs
     if not root.is_absolute() or not root.is_dir() or str(root.resolve()) == "/":
         raise ConfigError(f"image root {str(root)!r} is not an unpacked root folder")
@@ -181,9 +174,41 @@ def image_params(host: policy.Params, image: RootImage, loader: HostLoader) -> p
         system=tuple(system_args(root.resolve(), loader)),
         python=python,
         launcher=tuple(launcher(loader)),
-        writable_root=True,
+        writable_root=writable,
         base_env=image_env(image.env),
     )
+
+
+class ImageRoots:
+    """Images as sandbox params: each reference resolved once (``images``: the image store's
+    resolver by default), each sandbox refused in one line where this host's bwrap mounts no
+    overlay (``host.check_overlay``)."""
+
+    def __init__(self, images: ImageResolver | None = None) -> None:
+        self.images: ImageResolver = store_resolver if images is None else images
+        self._roots: dict[str, RootImage] = {}
+
+    def get(self, ref: str) -> RootImage:
+        """Image ``ref``, resolved at its first use."""
+        image = self._roots.get(ref)
+        if image is None:
+            image = self._roots[ref] = self.images(ref)
+        return image
+
+    def params(self, base: policy.Params, ref: str, *, writable: bool) -> policy.Params:
+        """``base`` for a sandbox on image ``ref`` (``image_params``)."""
+        host.check_overlay()
+        return image_params(base, self.get(ref), host.host_loader(), writable=writable)
+
+
+def refuse_image(env: Environment, backend: str) -> None:
+    """``ConfigError`` for a task on an image sent to a backend that runs none (``pool``'s
+    workers run on the host's system; ``unsafe`` has no sandbox to put a root in)."""
+    if env.image is not None:
+        raise ConfigError(
+            f"env {env.name!r} runs on image {env.image!r}: the {backend} backend runs no "
+            "image; use sandbox='strict'"
+        )
 
 
 def _config_field(config: Any, *names: str) -> Any:
@@ -216,22 +241,3 @@ def session_start_dir(image: RootImage) -> str:
     else the work dir (``/work`` is what the final verifier gets either way)."""
     wd = image.working_dir
     return wd if wd.startswith("/") and "\0" not in wd and "\n" not in wd else "/work"
-
-
-def lib_dirs_from_help(text: str) -> list[str]:
-    """The library folders a glibc loader's ``--help`` lists as its system search path."""
-    return [
-        line.strip().split(" ", 1)[0]
-        for line in text.splitlines()
-        if line.strip().endswith("(system search path)")
-    ]
-
-
-def distinct_real(paths: Sequence[str]) -> tuple[str, ...]:
-    """``paths`` as real paths, existing folders only, first occurrence kept."""
-    seen: dict[str, None] = {}
-    for p in paths:
-        real = os.path.realpath(p)
-        if os.path.isdir(real):
-            seen.setdefault(real, None)
-    return tuple(seen)

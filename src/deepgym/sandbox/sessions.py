@@ -51,20 +51,8 @@ from deepgym.judge.blame import tree_pids
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.protocol import REPLY_GRACE_S
 from deepgym.sandbox import cgroups, policy
-from deepgym.sandbox.host import (
-    check_bwrap,
-    check_overlay,
-    compile_judge,
-    host_loader,
-    host_params,
-)
-from deepgym.sandbox.image_root import (
-    ImageResolver,
-    RootImage,
-    image_params,
-    session_start_dir,
-    store_resolver,
-)
+from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.image_root import ImageResolver, ImageRoots, session_start_dir
 from deepgym.sandbox.session_verifier import verify_snapshot
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
 from deepgym.sandbox.workdiff import work_diff
@@ -416,8 +404,7 @@ class LocalSessions:
         check_bwrap()
         reap_leftovers()
         self.host = host_params()
-        self.images: ImageResolver = store_resolver if images is None else images
-        self._roots: dict[str, RootImage] = {}
+        self.images = ImageRoots(images)
         self.workspace = Workspace()
         self.sessions: set[LocalSession] = set()
         self.live: dict[str, int] = {}
@@ -487,11 +474,8 @@ class LocalSessions:
                 f"env {env.name!r}: a session on image {env.image!r} needs a memory cgroup "
                 "(its writable layer is memory no other limit bounds); run `deepgym doctor`"
             )
-        check_overlay()
-        image = self._roots.get(env.image)
-        if image is None:
-            image = self._roots[env.image] = self.images(env.image)
-        return image_params(self.host, image, host_loader()), session_start_dir(image)
+        params = self.images.params(self.host, env.image, writable=True)
+        return params, session_start_dir(self.images.get(env.image))
 
     async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
         """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
