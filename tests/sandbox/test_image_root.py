@@ -111,6 +111,9 @@ def test_session_argv_on_an_image(tmp_path: Path) -> None:
     assert mounts[mounts.index("--overlay-src") - 1] == "--new-session"
     with pytest.raises(ConfigError, match="not an unpacked root"):
         image_root.image_params(base, RootImage(rootfs=Path("relative")), LOADER)
+    (tmp_path / "a,b").mkdir()
+    with pytest.raises(ConfigError, match="in its path"):
+        image_root.image_params(base, RootImage(rootfs=tmp_path / "a,b"), LOADER)
     host_argv = policy.argv(policy.SESSION, base)
     assert host_argv[host_argv.index("/proc", host_argv.index("--remount-ro")) + 1 :][:2] == [
         "--remount-ro",

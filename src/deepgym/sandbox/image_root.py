@@ -71,6 +71,8 @@ IN_HOST_LIBS = "/opt/deepgym/hostlib"
 UNSAFE_ENV_PREFIXES = ("LD_", "DEEPGYM_")
 """Image variables never set: the loader's (they would change what the host's interpreter
 loads) and deepgym's own."""
+OVERLAY_SPECIAL = ",:\\\n"
+"""Characters an overlay's folder path cannot hold (its mount options are split on them)."""
 OURS = frozenset({"HOME"})
 """Variables the session sets itself, whatever the image says."""
 
@@ -168,6 +170,8 @@ def image_params(
     root = image.rootfs
     if not root.is_absolute() or not root.is_dir() or str(root.resolve()) == "/":
         raise ConfigError(f"image root {str(root)!r} is not an unpacked root folder")
+    if any(ch in str(root.resolve()) for ch in OVERLAY_SPECIAL):  # overlayfs's option syntax
+        raise ConfigError(f"image root {str(root)!r} has one of {OVERLAY_SPECIAL!r} in its path")
     python = _inside(loader.python, {loader.prefix: python_mount(loader.prefix)})
     return dataclasses.replace(
         host,
