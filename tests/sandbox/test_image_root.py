@@ -407,3 +407,28 @@ def test_the_pool_refuses_a_task_on_an_image_in_a_line() -> None:
         pytest.raises(ConfigError, match="the pool backend runs no image; use sandbox='strict'"),
     ):
         dg.run(_function_env(), PROBE_ANSWER)
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(120)
+def test_the_example_session_scores_on_the_image(debian_root: Path) -> None:
+    """The built-in example (its verifier starts ``sys.executable`` on the agent's code) on the
+    image: the fix scores 1.0, no fix 0.0."""
+    from deepgym.envs.registry import load_folder
+    from tests.sessions.conftest import EXAMPLE, FIX
+
+    env = load_folder(EXAMPLE).model_copy(update={"image": "test/debian:bookworm"})
+
+    async def body(provider: LocalSessions) -> None:
+        fixed = await provider.open(env)
+        done = await fixed.exec(FIX)
+        assert done.exit_code == 0, done
+        assert (await fixed.score()).score == 1.0
+        await fixed.close()
+        idle = await provider.open(env)
+        await idle.exec("true")
+        unfixed = await idle.score()
+        assert unfixed.has_verdict and unfixed.score == 0.0, unfixed
+        await idle.close()
+
+    _run(debian_root, body)

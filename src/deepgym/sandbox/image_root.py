@@ -1,34 +1,45 @@
-"""A session's sandbox on a container image's root file system, in place of the host's.
+"""Sandboxes on a container image's root file system, in place of the host's system folders.
 
-An environment that names an ``image`` runs its ``session`` sandboxes (the agent's and its final
-verifier's) on that image's unpacked root: the image store (``deepgym.images``, reached through
-the ``ImageResolver`` seam) gives a root folder on the host and the image's config; this module
-turns them into the ``policy.Params`` of the same ``session`` role. Nothing else of the policy
-changes: no network, own pid namespace, no capabilities, no further user namespaces, the same
-``/proc`` rules, the capped ``/work``, ``/tmp`` and ``/dev/shm``, the session's cgroups.
+An environment that names an ``image`` runs its sandboxes on that image's unpacked root: the
+image store (``deepgym.images``, reached through the ``ImageResolver`` seam) gives a root folder
+on the host and the image's config; this module turns them into the ``policy.Params`` of the
+same roles. Nothing else of the policy changes: no network, own pid namespace, no capabilities,
+no further user namespaces, the same ``/proc`` rules, the capped ``/work``, ``/tmp`` and
+``/dev/shm``, the run's or session's cgroups.
 
 How the root is mounted (``system_args``): the image's folder is the lower layer of an overlay
-at ``/`` whose upper layer is a tmpfs of this sandbox's own (bwrap's ``--tmp-overlay``): the agent
-may write anywhere (``apt-get install``, ``/etc``), the folder on disk is never written, two
-sandboxes on one image never see each other's writes, and everything written is gone when the
-sandbox ends. bwrap cannot cap that tmpfs's size, so its pages are bounded by the session's
-memory cgroup (tmpfs pages are charged to the cgroup of the process that writes them): an image
-session is refused where the session's group holds no memory controller, and where the host's
-bwrap or kernel has no overlay (``host.overlay_refusal``), in one line each, never run weaker.
+at ``/`` whose upper layer is a tmpfs of this sandbox's own (bwrap's ``--tmp-overlay``). The
+folder on disk is never written, two sandboxes on one image never see each other's writes, and
+everything written is gone when the sandbox ends.
 
-The judge's own interpreter comes from the host, never from the image (whose Python, if any, the
-agent could have replaced, and whose libraries may not match): the host's Python prefix is bound
-read-only (``python_mount``) and the host's library folders at ``IN_HOST_LIBS``, and the
-supervisor runs through the host's dynamic loader with those folders as its library path
-(``launcher``), so it loads nothing of the image's. What it starts (the agent's shell, the
-verifier's commands) is the image's own programs on the image's own libraries. The image's
-``/bin/bash`` runs the agent's commands (``judge/agent_shell.py``): an image without bash cannot
-host a session.
+- A session (``writable=True``): the agent may write anywhere (``apt-get install``, ``/etc``).
+  bwrap cannot cap that tmpfs's size, so its pages are bounded by the session's memory cgroup
+  (tmpfs pages are charged to the cgroup of the process that writes them): an image session is
+  refused where the session's group holds no memory controller. The final verifier runs on the
+  image too, in a fresh sandbox (``session_verifier``): the image as built plus the agent's
+  work dir, never the agent's layer.
+- A function task (``writable=False``, the ``strict`` backend only): the answer's ``solution``
+  sandbox remounts its root read-only, layer and all, as it does the host's; the verifier's
+  root is writable in its own layer, as bwrap's root is on the host (its ``/tmp`` is the
+  image's, in that layer: private all the same).
+
+Where the host's bwrap or kernel has no overlay (``host.check_overlay``), a sandbox on an image
+is refused in one line, never run on the host's system instead.
+
+The judge's own interpreter comes from the host, never from the image (which may have none, or
+another version): the host's Python prefix is mounted read-only (``python_mount``), the host's
+library folders at ``IN_HOST_LIBS``, and the judge runs through the host's dynamic loader with
+those folders first on its library path (``launcher``). What it starts (the agent's shell, a
+verifier's commands, the answer's subprocesses) runs on the image's own loader and libraries; a
+verifier that starts ``sys.executable`` gets the host's interpreter on the image's glibc, so
+that works where the image's glibc is as new as the host's. The image's ``/bin/bash`` runs the
+agent's commands (``judge/agent_shell.py``): an image without bash cannot host a session.
 
 Threat model: the image is the environment's, trusted as its verifier is; the agent is not. The
 agent's uid inside owns the image's files (they are the host user's), which only means it may
 write to its own tmpfs layer; a setuid file gives nothing (no capabilities, no_new_privs, and the
-file's owner maps to the agent's own uid).
+file's owner maps to the agent's own uid). Of the host, the sandbox sees only what the policy
+mounts plus the interpreter's prefix and the library folders, read-only.
 """
 
 from __future__ import annotations
