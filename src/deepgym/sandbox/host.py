@@ -16,8 +16,10 @@ import functools
 import glob
 import os
 import shutil
+import struct
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from deepgym.sandbox import policy, userns
 
 JUDGE_DIR = Path(__file__).resolve().parent.parent / "judge"
 SANDBOX_PYTHON = os.path.realpath(sys.executable)
+PT_INTERP = 3
 
 
 @dataclass(frozen=True)
@@ -182,3 +185,115 @@ def check_bwrap() -> str:
     bw = find_bwrap()
     version = subprocess.run([bw.path, "--version"], capture_output=True, text=True, check=False)
     return version.stdout.strip()
+
+
+@dataclass(frozen=True)
+class HostLoader:
+    """The host interpreter's dynamic loader and the library folders it searches, in order."""
+
+    loader: str
+    lib_dirs: tuple[str, ...]
+    prefix: str
+    """The host Python's prefix (``sys.base_prefix``, real path)."""
+    python: str
+    """The host's interpreter (real path), under ``prefix``."""
+
+
+def lib_dirs_from_help(text: str) -> list[str]:
+    """The library folders a glibc loader's ``--help`` lists as its system search path."""
+    return [
+        line.strip().split(" ", 1)[0]
+        for line in text.splitlines()
+        if line.strip().endswith("(system search path)")
+    ]
+
+
+def distinct_real(paths: Sequence[str]) -> tuple[str, ...]:
+    """``paths`` as real paths, existing folders only, first occurrence kept."""
+    seen: dict[str, None] = {}
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.isdir(real):
+            seen.setdefault(real, None)
+    return tuple(seen)
+
+
+def elf_interpreter(path: str) -> str:
+    """The dynamic loader an ELF executable names (its ``PT_INTERP``); ``SandboxUnavailableError``
+    for a file that is not a dynamically linked ELF executable."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 52 or head[:4] != b"\x7fELF":
+            raise SandboxUnavailableError(f"{path} is not an ELF executable")
+        end = "<" if head[5] == 1 else ">"
+        if head[4] == 2:  # 64-bit
+            phoff, phentsize, phnum = (
+                struct.unpack(f"{end}Q", head[32:40])[0],
+                *struct.unpack(f"{end}HH", head[54:58]),
+            )
+            layout = f"{end}I4xQ8x8xQ"  # p_type, p_offset, p_filesz
+        else:
+            phoff, phentsize, phnum = (
+                struct.unpack(f"{end}I", head[28:32])[0],
+                *struct.unpack(f"{end}HH", head[42:46]),
+            )
+            layout = f"{end}II4x4xI"
+        for i in range(phnum):
+            f.seek(phoff + i * phentsize)
+            p_type, offset, size = struct.unpack(layout, f.read(struct.calcsize(layout)))
+            if p_type == PT_INTERP:
+                f.seek(offset)
+                return f.read(size).rstrip(b"\0").decode()
+    raise SandboxUnavailableError(f"{path} names no dynamic loader (a static executable)")
+
+
+@functools.cache
+def host_loader() -> HostLoader:
+    """The sandbox interpreter's loader and the library folders it searches (checked once):
+    what runs the host's Python inside an image's root (``image_root.launcher``)."""
+    loader = os.path.realpath(elf_interpreter(SANDBOX_PYTHON))
+    try:
+        out = subprocess.run(
+            [loader, "--help"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxUnavailableError(f"the loader {loader} cannot run: {exc}") from exc
+    dirs = distinct_real([os.path.dirname(loader), *lib_dirs_from_help(out)])
+    prefix = os.path.realpath(sys.base_prefix)
+    if not SANDBOX_PYTHON.startswith(prefix + "/"):
+        raise SandboxUnavailableError(f"{SANDBOX_PYTHON} is not under its prefix {prefix}")
+    return HostLoader(loader=loader, lib_dirs=dirs, prefix=prefix, python=SANDBOX_PYTHON)
+
+
+def overlay_refusal(bw: Bwrap, folder: str) -> str | None:
+    """Run a probe sandbox with an overlay of ``folder`` under a tmpfs layer (what an image's
+    root needs): None when it runs, else the reason, one line."""
+    cmd = [
+        *policy.argv(policy.PROBE, _params(bw.path)),
+        *("--overlay-src", folder, "--tmp-overlay", "/mnt"),
+        *(SANDBOX_PYTHON, "-I", "-S", "-c", "open('/mnt/w', 'w').close()"),
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bw.path} cannot run: {exc}"
+    if proc.returncode == 0:
+        return None
+    lines = proc.stderr.strip().splitlines()
+    return lines[-1][:300] if lines else f"{bw.path} exited {proc.returncode}"
+
+
+@functools.cache
+def check_overlay() -> None:
+    """Check once that this host's bwrap mounts an overlay with a tmpfs layer (bwrap 0.11 and a
+    kernel that allows overlayfs in a user namespace); else ``SandboxUnavailableError``."""
+    import tempfile
+
+    bw = find_bwrap()
+    with tempfile.TemporaryDirectory(prefix="deepgym-overlay-") as folder:
+        why = overlay_refusal(bw, folder)
+    if why is not None:
+        raise SandboxUnavailableError(
+            f"sessions on an image need bwrap's overlay (--tmp-overlay, bwrap >= 0.11) and a "
+            f"kernel that allows it; the {bw.source} bwrap ({bw.path}) cannot: {why}"
+        )

@@ -83,6 +83,14 @@ class Params:
     """Files copied into a session's work dir when it opens (session)."""
     snapshot_dir: str = ""
     """The agent's work dir, for the final verifier (session)."""
+    base_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables set over ``BASE_ENV`` and under ``env``: an image's (session)."""
+    launcher: Sequence[str] = ()
+    """What ``python`` runs under: on an image, the host's dynamic loader and its library path
+    (``image_root.launcher``); empty on the host (session)."""
+    writable_root: bool = False
+    """The root is an image's overlay with a tmpfs layer of the sandbox's own: not remounted
+    read-only (session)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ def _fixed(*args: str) -> Callable[[Params], list[str]]:
 
 def _setenv(p: Params) -> list[str]:
     out = ["--clearenv"]
-    for key, value in {**BASE_ENV, **p.env}.items():
+    for key, value in {**BASE_ENV, **p.base_env, **p.env}.items():
         out += ["--setenv", key, value]
     return out
 
@@ -211,8 +219,11 @@ RULES: tuple[Rule, ...] = (
         "system_read_only",
         ALL,
         "The system's programs and libraries (with /etc/alternatives, the links that name "
-        "some of them), and the interpreter's prefix, read-only.",
-        "No other host file is visible, and none of these is writable.",
+        "some of them), and the interpreter's prefix, read-only; for a session on an image, "
+        "the image's root at / under a tmpfs layer of its own, and the host's interpreter and "
+        "libraries read-only under /opt/deepgym (image_root.system_args).",
+        "No other host file is visible, and none of these is writable (an image's files on "
+        "disk neither: writes land in the sandbox's own layer, gone with it).",
         lambda p: list(p.system),
     ),
     Rule(
@@ -331,8 +342,12 @@ RULES: tuple[Rule, ...] = (
         frozenset({SOLUTION, BUILD, SESSION}),
         "bwrap's own root, /dev and /proc remounted read-only, after every mount beneath them.",
         "Nothing writable but the capped tmpfs: bwrap's root and /dev are tmpfs that no limit "
-        "counts.",
-        _fixed("--remount-ro", "/dev", "--remount-ro", "/proc", "--remount-ro", "/"),
+        "counts. (An image's root stays writable: its layer is charged to the session's memory "
+        "cgroup, without which an image session is refused.)",
+        lambda p: [
+            *("--remount-ro", "/dev", "--remount-ro", "/proc"),
+            *([] if p.writable_root else ["--remount-ro", "/"]),
+        ],
     ),
     Rule(
         "solution_uid",
@@ -383,7 +398,7 @@ RULES: tuple[Rule, ...] = (
         "Runs the judge's entry point in an isolated interpreter (-I -S).",
         "Nothing outside the judge (no PYTHON* variable, user site or site hook) decides what "
         "runs first.",
-        lambda p: boot_command(p.python, IN_JUDGE, p.command),
+        lambda p: [*p.launcher, *boot_command(p.python, IN_JUDGE, p.command)],
     ),
 )
 """The policy, in bwrap's order of operations."""

@@ -36,6 +36,7 @@ from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.image_root import refuse_image
 from deepgym.sandbox.programs import PROGRAMS, Program, ProgramCache
 from deepgym.sandbox.spec import START_GRACE_S, job_spec, rlimits, solution_env, work_bytes
 from deepgym.sandbox.strict import BwrapLaunch
@@ -401,7 +402,9 @@ class PoolBackend:
     # -- runs -----------------------------------------------------------------------------
     async def run(self, job: Job) -> RawRun:
         """Run ``job`` on the next free worker (one that ran its environment lately first). An
-        answer in a compiled language is built first (``programs``), once per source."""
+        answer in a compiled language is built first (``programs``), once per source. A task
+        on an image is refused (``image_root.refuse_image``): the workers run on the host's."""
+        refuse_image(job.env, self.name)
         with self._workspace.hold(job.env):
             return await self.programs.run(job, lambda program: self._run(job, program))
 

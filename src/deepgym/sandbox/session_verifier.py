@@ -6,6 +6,14 @@ The verdict comes back on a pipe only the verifier's process holds, after the in
 work came into play, as JSON lines in a function task's form, read by the code that reads a fresh
 run's verifier (``deepgym.sandbox.fresh.collect``: its output capped, its wall limit, its end
 when cancelled; ``evidence.read_run``): ``deepgym.verdict`` reads them as the session rule says.
+
+On an image (``image_root``), the verifier runs on the same image root as the agent did, so the
+task's tests find the toolchain the agent used, in the work dir as the agent left it (the
+snapshot, copied to ``/work``). Its sandbox is a fresh one: its own tmpfs layer over the image's
+root on disk, which no sandbox writes, and the agent's sandbox has ended before it starts, so
+nothing of the agent's can reach or alter it. What the agent changed outside its work dir (a
+package it installed, a file in ``/etc``) was in the agent's layer and is gone: the verifier
+judges the work dir on the image as built, never a system the agent prepared.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import os
 import time
 from pathlib import Path
 
-from deepgym.exceptions import SandboxError
+from deepgym.exceptions import SandboxError, SandboxUnavailableError
 from deepgym.models import Environment, RunResult
 from deepgym.results import build_result
 from deepgym.sandbox import cgroups, policy
@@ -43,6 +51,11 @@ async def verify_snapshot(
     ``host``: the host's facts, ``workspace``: where the environment's files are staged."""
     env_dir = workspace.env_dir(env, keep=True)
     group = cgroups.create(env.memory_mb, env.max_processes, owner=workspace.owner)
+    if host.writable_root and not group.holds("memory"):  # an image's layer: see image_root
+        group.remove()
+        raise SandboxUnavailableError(
+            f"session {sandbox_id}: a verifier on an image needs a memory cgroup"
+        )
     joins, binds, join_fds = group.join(policy.RUN_CGROUP)
     r_fd, w_fd = os.pipe()
     params = dataclasses.replace(

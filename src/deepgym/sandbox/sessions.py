@@ -43,6 +43,7 @@ from deepgym.exceptions import (
     SandboxDiedError,
     SandboxError,
     SandboxExpiredError,
+    SandboxUnavailableError,
 )
 from deepgym.home import deepgym_home
 from deepgym.identity import env_key
@@ -51,6 +52,7 @@ from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.protocol import REPLY_GRACE_S
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.image_root import ImageResolver, ImageRoots, session_start_dir
 from deepgym.sandbox.session_verifier import verify_snapshot
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
 from deepgym.sandbox.workdiff import work_diff
@@ -154,13 +156,19 @@ class LocalSession:
             self.env.memory_mb, self.env.max_processes, owner=self.owner.workspace.owner
         )
         joins, binds, join_fds = self.group.join(policy.RUN_CGROUP)
+        try:
+            host, start_dir = self.owner.host_for(self.env, self.group)
+        except BaseException:
+            await self.close()
+            raise
         params = dataclasses.replace(
-            self.owner.host,
+            host,
             command=("session", json.dumps(self._limits())),
             env={
                 "HOME": "/work",
                 "DEEPGYM_SESSION": self.sandbox_id,
                 "DEEPGYM_CGROUP_PROCS": joins,
+                "DEEPGYM_START_DIR": start_dir,
             },
             cgroups=binds,
             size=self.work_bytes(),
@@ -389,11 +397,14 @@ class LocalSessions:
 
     isolation = "strict"
 
-    def __init__(self) -> None:
+    def __init__(self, images: ImageResolver | None = None) -> None:
+        """``images``: how an environment's ``image`` becomes a root folder (the image store's
+        by default: ``image_root.store_resolver``)."""
         compile_judge()
         check_bwrap()
         reap_leftovers()
         self.host = host_params()
+        self.images = ImageRoots(images)
         self.workspace = Workspace()
         self.sessions: set[LocalSession] = set()
         self.live: dict[str, int] = {}
@@ -450,11 +461,28 @@ class LocalSessions:
         if isinstance(done[0], LocalSession):
             await done[0].close()
 
+    def host_for(
+        self, env: Environment, group: cgroups.RunCgroup | None = None
+    ) -> tuple[policy.Params, str]:
+        """The host's facts for a sandbox of ``env`` (on its image's root where it names one)
+        and the directory the agent's shell starts in. An image session needs bwrap's overlay
+        and a memory cgroup (``group``) to bound its writable layer: else refused, one line."""
+        if env.image is None:
+            return self.host, "/work"
+        if group is not None and not group.holds("memory"):
+            raise SandboxUnavailableError(
+                f"env {env.name!r}: a session on image {env.image!r} needs a memory cgroup "
+                "(its writable layer is memory no other limit bounds); run `deepgym doctor`"
+            )
+        params = self.images.params(self.host, env.image, writable=True)
+        return params, session_start_dir(self.images.get(env.image))
+
     async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
         """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
-        sandbox over ``snapshot`` (``session_verifier``)."""
+        sandbox over ``snapshot`` (``session_verifier``), on the session's image if it has one:
+        the image as built, not as the agent left it (only the work dir carries over)."""
         return await verify_snapshot(
-            self.host,
+            self.host_for(session.env)[0],
             self.workspace,
             session.env,
             session.sandbox_id,

@@ -22,6 +22,7 @@ from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.fresh import FreshRuns
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
+from deepgym.sandbox.image_root import ImageResolver, ImageRoots
 from deepgym.sandbox.programs import ProgramCache
 from deepgym.sandbox.spec import rlimits, solution_env, work_bytes
 
@@ -34,18 +35,27 @@ class BwrapLaunch:
     through_bwrap = True
     verifier_out_of_reach = True
 
-    def __init__(self, host: policy.Params) -> None:
+    def __init__(self, host: policy.Params, images: ImageRoots | None = None) -> None:
         self.host = host
         """The host's facts (bwrap, system folders, judge, Python), read once."""
+        self.images = ImageRoots() if images is None else images
+        """Where an environment's ``image`` becomes a root (a function task on an image)."""
+
+    def host_for(self, job: Job) -> policy.Params:
+        """The host's facts for ``job``'s sandboxes: on its image's root where it names one
+        (read-only for the answer: its ``solution`` sandbox remounts the root, layer and all)."""
+        if job.env.image is None:
+            return self.host
+        return self.images.params(self.host, job.env.image, writable=False)
 
     def job_paths(self, run_dir: Path, env_dir: Path) -> tuple[str, str]:
         """Where the ``verifier`` sandbox mounts the run's files (``policy``'s ``run_files``)."""
         return "/judge/env", "/judge/answer/solution.py"
 
-    def verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
+    def verifier_argv(self, job: Job, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
         """A ``verifier`` sandbox running the harness on the run's job."""
         params = dataclasses.replace(
-            self.host,
+            self.host_for(job),
             command=("verifier", "/judge/job.json", str(result_fd)),
             run_dir=str(run_dir),
             env_dir=str(env_dir),
@@ -60,7 +70,7 @@ class BwrapLaunch:
         env = solution_env("/work")
         env["DEEPGYM_CGROUP_PROCS"], binds, _ = group.join(policy.RUN_CGROUP)
         params = dataclasses.replace(
-            self.host,
+            self.host_for(job),
             command=("solution", mode, "/work/solution.py", limits, *args),
             run_dir=str(run_dir),
             cgroups=binds,
@@ -76,10 +86,12 @@ class StrictBackend:
     name = "strict"
     isolation = "strict"
 
-    def __init__(self) -> None:
+    def __init__(self, images: ImageResolver | None = None) -> None:
+        """``images``: how an environment's ``image`` becomes a root folder (the image store's
+        by default)."""
         compile_judge()
         check_bwrap()
-        self._runs = FreshRuns(BwrapLaunch(host_params()))
+        self._runs = FreshRuns(BwrapLaunch(host_params(), ImageRoots(images)))
 
     async def run(self, job: Job) -> RawRun:
         """Run one job in fresh sandboxes."""

@@ -14,6 +14,7 @@ from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.fresh import FreshRuns
 from deepgym.sandbox.host import JUDGE_DIR, SANDBOX_PYTHON, compile_judge
+from deepgym.sandbox.image_root import refuse_image
 from deepgym.sandbox.policy import boot_command
 from deepgym.sandbox.programs import ProgramCache
 from deepgym.sandbox.spec import rlimits, solution_env
@@ -31,7 +32,7 @@ class BareLaunch:
         """The host's own paths."""
         return str(env_dir), str(run_dir / "answer" / "solution.py")
 
-    def verifier_argv(self, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
+    def verifier_argv(self, job: Job, run_dir: Path, env_dir: Path, result_fd: int) -> list[str]:
         """The harness on the run's job."""
         args = ["verifier", str(run_dir / "job.json"), str(result_fd)]
         return boot_command(SANDBOX_PYTHON, str(JUDGE_DIR), args)
@@ -59,7 +60,8 @@ class UnsafeBackend:
         self._runs = FreshRuns(BareLaunch())
 
     async def run(self, job: Job) -> RawRun:
-        """Run one job with no isolation."""
+        """Run one job with no isolation (never one on an image: ``image_root.refuse_image``)."""
+        refuse_image(job.env, self.name)
         return await self._runs.run(job)
 
     @property
