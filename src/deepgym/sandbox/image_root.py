@@ -48,7 +48,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.models import Environment
@@ -226,28 +226,28 @@ def refuse_image(env: Environment, backend: str) -> None:
         )
 
 
-def _config_field(config: Any, *names: str) -> Any:
-    for name in names:
-        value = config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
-        if value is not None:
-            return value
-    return None
-
-
 def store_resolver(ref: str) -> RootImage:
-    """``ref`` through deepgym's image store (``deepgym.images.store.ImageStore().resolve``)."""
+    """``ref`` through deepgym's image store (``deepgym.images.store.ImageStore``): the stored
+    image, else pulled from its registry first (``deepgym.images.registry.pull``; a registry
+    that fails is ``RegistryError``, ours: no verdict)."""
+    from deepgym.images.store import ImageStore
+
+    store = ImageStore()
     try:
-        from deepgym.images.store import ImageStore  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as exc:
-        raise SandboxUnavailableError(
-            f"image {ref!r}: this deepgym has no image store (deepgym.images)"
-        ) from exc
-    got = ImageStore().resolve(ref)
-    config = got.config
+        store.lookup(ref)
+    except ConfigError:
+        if ref.startswith("sha256:"):
+            raise
+        from deepgym.images.registry import pull
+
+        with store.writing():
+            pulled = pull(ref, store.blobs_dir)
+        store.add_blobs_manifest(pulled.digest, ref)
+    got = store.resolve(ref)
     return RootImage(
         rootfs=Path(got.rootfs),
-        env=parse_env(_config_field(config, "env", "Env")),
-        working_dir=str(_config_field(config, "working_dir", "WorkingDir") or ""),
+        env=parse_env(got.config.env),
+        working_dir=got.config.working_dir or "",
     )
 
 
