@@ -179,6 +179,7 @@ def test_this_host_gets_full_limits_in_a_few_seconds() -> None:
         "memory limit",
         "process limit",
         "images",
+        "image builds",
         *(f"language {name}" for name in LANGUAGES),
     ]
     full = set(cgroups.v1_controllers()) == {"memory", "pids"}
@@ -337,3 +338,20 @@ def test_the_doctor_under_a_seccomp_filter_is_exit_2(refuse_ns: Path) -> None:
     assert "seccomp filter" in checks["user namespaces"]["found"]
     assert "seccompProfile.type: Unconfined" in checks["user namespaces"]["fix"]
     assert checks["bwrap"]["status"] == "fail"
+
+
+def test_the_image_builds_line_says_what_maps_and_how_to_get_a_range() -> None:
+    from deepgym.exceptions import ImageError
+    from deepgym.images.mapped import id_ranges
+
+    ok = doctor.check_image_builds(lambda: id_ranges(0, 0, "root", "", ""))
+    assert ok.status == doctor.OK and "its own ids (root)" in ok.found
+    ranged = doctor.check_image_builds(lambda: id_ranges(7, 7, "u", "u:1:9\n", "u:1:9\n"))
+    assert ranged.status == doctor.OK and "/etc/subuid range" in ranged.found
+
+    def none() -> object:
+        raise ImageError("building an image needs a range for u in /etc/subuid (add ...)")
+
+    absent = doctor.check_image_builds(none)
+    assert absent.status == doctor.ABSENT and absent.found.endswith("in /etc/subuid")
+    assert "/etc/subuid and /etc/subgid" in (absent.fix or "")

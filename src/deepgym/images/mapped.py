@@ -25,7 +25,7 @@ from typing import Any
 
 from deepgym.exceptions import ImageError
 
-__all__ = ["IdMaps", "id_ranges", "spawn", "subordinate_range"]
+__all__ = ["IdMaps", "host_maps", "id_ranges", "spawn", "subordinate_range"]
 
 _CHILD = Path(__file__).with_name("_mapped.py")
 ROOT_RANGE = 65536
@@ -70,7 +70,8 @@ def id_ranges(uid: int, gid: int, user: str, subuid: str, subgid: str) -> IdMaps
     )
 
 
-def _host_maps() -> IdMaps:
+def host_maps() -> IdMaps:
+    """This host's maps for the calling user (``id_ranges`` on its facts)."""
     uid, gid = os.getuid(), os.getgid()
     try:
         user = pwd.getpwuid(uid).pw_name
@@ -109,7 +110,7 @@ def _write(pid: int, maps: IdMaps) -> None:
 def spawn(argv: Sequence[str], maps: IdMaps | None = None, **popen: Any) -> subprocess.Popen[Any]:
     """Start ``argv`` as uid 0 of a new user namespace with ``maps`` (this host's by default);
     ``popen`` goes to ``subprocess.Popen``. ``ImageError`` where the maps cannot be made."""
-    maps = maps or _host_maps()
+    maps = maps or host_maps()
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     try:

@@ -18,15 +18,18 @@ doctor reads a cgroup v2 folder as it is: it neither moves processes nor enables
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from deepgym import languages
+from deepgym.exceptions import ImageError
 from deepgym.sandbox import cgroups, host, userns
 
 OK = "ok"
@@ -320,6 +323,25 @@ def check_images(chosen: host.Bwrap | None, overlay: str | None, memory: bool) -
     return Check("images", OK, "bwrap's overlay mounts; a memory cgroup bounds its layer", means)
 
 
+def check_image_builds(maps: Callable[[], object] | None = None) -> Check:
+    """Whether ``deepgym image build`` runs its steps here: a user namespace mapping many ids
+    (``deepgym.images.mapped``), so a package may own files as its own user. ``maps`` replaces
+    the host's (for tests); it raises ``ImageError`` where there are none."""
+    from deepgym.images import mapped
+
+    name = "image builds"
+    try:
+        got = (maps or mapped.host_maps)()
+    except ImageError as exc:
+        means = "'deepgym image build' is refused; pulled and loaded images still run"
+        fix = f"add a subordinate id range for {getpass.getuser()} to /etc/subuid and /etc/subgid"
+        return Check(name, ABSENT, str(exc).split(" (", 1)[0], means, fix)
+    how = "its own ids (root)" if getattr(got, "direct", False) else "its /etc/subuid range"
+    return Check(
+        name, OK, f"build steps map {how}", "Dockerfiles build here, without a daemon or root"
+    )
+
+
 def _overlay_refusal(chosen: host.Bwrap | None) -> str | None:
     if chosen is None:
         return None
@@ -366,6 +388,7 @@ def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:
         check_tmp(),
         *limits,
         check_images(chosen, _overlay_refusal(chosen), limits[0].status == OK),
+        check_image_builds(),
         *check_toolchains(),
     ]
     return Report(tuple(checks))
