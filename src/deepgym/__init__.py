@@ -23,9 +23,11 @@ _EXPORTS = {
     "Environment": "deepgym.models",
     "EvalResult": "deepgym.models",
     "GenerationError": "deepgym.exceptions",
+    "ImageError": "deepgym.exceptions",
     "InvalidScoreError": "deepgym.exceptions",
     "MODEL_FAULT_ERRORS": "deepgym.verdict",
     "NoVerdictError": "deepgym.exceptions",
+    "RegistryError": "deepgym.exceptions",
     "PoolBackend": "deepgym.sandbox.pool",
     "RewardFunction": "deepgym.reward_function",
     "RunResult": "deepgym.models",
@@ -63,8 +65,10 @@ if TYPE_CHECKING:
     from deepgym.exceptions import DeepGymError as DeepGymError
     from deepgym.exceptions import DeepGymTimeoutError as DeepGymTimeoutError
     from deepgym.exceptions import GenerationError as GenerationError
+    from deepgym.exceptions import ImageError as ImageError
     from deepgym.exceptions import InvalidScoreError as InvalidScoreError
     from deepgym.exceptions import NoVerdictError as NoVerdictError
+    from deepgym.exceptions import RegistryError as RegistryError
     from deepgym.exceptions import SandboxDiedError as SandboxDiedError
     from deepgym.exceptions import SandboxError as SandboxError
     from deepgym.exceptions import SandboxExpiredError as SandboxExpiredError
