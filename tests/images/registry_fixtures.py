@@ -76,7 +76,7 @@ class LocalRegistry:
         return self.storage / "docker/registry/v2/blobs/sha256" / hexd[:2] / hexd / "data"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
     binary = shutil.which("docker-registry")
     if binary is None:
