@@ -1,9 +1,11 @@
 """``deepgym harbor import`` and ``deepgym harbor export``: Harbor task folders.
 
-``import TASK_DIR OUT_DIR`` writes the Harbor task in TASK_DIR as a session environment folder;
+``import TASK_DIR OUT_DIR`` writes the Harbor task in TASK_DIR as a session environment folder
+(building its image first where it needs one), or each task of a folder of tasks, with a report
+(exit 1 when some did not import);
 ``export ENV OUT_DIR`` writes a session environment (a name or a folder) in Harbor's layout.
-Both are ``deepgym.envs.harbor``; a task that needs a container image, or any other bad input,
-is one ``Error: ...`` line and exit 2 (the group translates the ``ConfigError``).
+Both are ``deepgym.envs.harbor``; a task that cannot run here, or any other bad input, is one
+``Error: ...`` line and exit 2 (the group translates the ``ConfigError``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import click
 
 from deepgym.cli.common import load_env
 from deepgym.envs.harbor import export_harbor_task, import_harbor_task
+from deepgym.envs.harbor_folder import import_harbor_folder
 
 __all__ = ["harbor_cmd"]
 
@@ -29,9 +32,27 @@ def harbor_cmd() -> None:
 @click.argument("out_dir", type=click.Path(path_type=Path))
 def import_cmd(task_dir: Path, out_dir: Path) -> None:
     """Write the Harbor task in TASK_DIR as a session environment folder OUT_DIR (new, or
-    empty)."""
-    env = import_harbor_task(task_dir, out_dir)
-    click.echo(f"imported {task_dir} as the session environment {env.name} in {out_dir}")
+    empty). A task whose Dockerfile needs an image has it built first (progress on stderr).
+
+    TASK_DIR may instead be a folder of tasks (subfolders with a task.toml): each is imported
+    into OUT_DIR/<task>, and the command says how many imported and why each other did not.
+    Exit 0 when all imported, 1 when some did not, 2 for bad input."""
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    if task_dir.is_dir() and not (task_dir / "task.toml").is_file():
+        report = import_harbor_folder(task_dir, out_dir, progress=say)
+        for line in report.lines():
+            click.echo(line)
+        if report.imported:
+            click.echo(f"check them with: deepgym check {out_dir}/<task>")
+        if not report.ok:
+            raise SystemExit(1)
+        return
+    env = import_harbor_task(task_dir, out_dir, progress=say)
+    on = f" on the image {env.image}" if env.image else ""
+    click.echo(f"imported {task_dir} as the session environment {env.name}{on} in {out_dir}")
     click.echo(f"check it with: deepgym check {out_dir}")
 
 

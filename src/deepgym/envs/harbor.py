@@ -19,10 +19,15 @@ A Harbor task (harborframework.com) is a folder: ``task.toml`` (``[metadata]``; 
 - ``[agent] timeout_sec`` is the session's ``lifetime`` and ``step_timeout`` (Harbor limits the
   agent's phase as a whole), ``[verifier] timeout_sec`` the test script's limit.
 
-Refused, with one ``ConfigError`` line: a task that needs a container image (a ``docker_image``
-in task.toml, a compose file, a Dockerfile beyond the host subset: it "cannot run on the host
-sandbox"); also a GPU, a Windows task, a multi-step task, and a variable read from the host
-(``${VAR}``: the sandbox passes none of the host's).
+A Dockerfile beyond the host subset but within the subset deepgym builds
+(``deepgym.images.recipe``) imports on its image: built by the import, named
+``harbor/<task>:<hash of environment/>``, its ``WORKDIR`` mapped onto the work dir
+(``deepgym.envs.harbor_image`` says how, and how the image is rebuilt on another machine).
+
+Refused, with one ``ConfigError`` line: a Dockerfile outside the build subset (the line and its
+instruction), a ``docker_image`` in task.toml or a compose file (a prebuilt image or services:
+it "cannot run on the host sandbox"); also a GPU, a Windows task, a multi-step task, and a
+variable read from the host (``${VAR}``: the sandbox passes none of the host's).
 
 Paths. Tasks hard-code paths of Harbor's container; the sandbox's root is read-only, and only
 ``/work`` and ``/tmp`` are writable. So in ``instruction.md``, in the ``RUN`` lines and variables,
@@ -56,13 +61,15 @@ import shlex
 import shutil
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from deepgym.envs import dockerfile
+from deepgym.envs import dockerfile, harbor_image
 from deepgym.envs.registry import load_folder, resolve
 from deepgym.envs.session_check import reference_actions
 from deepgym.exceptions import ConfigError
+from deepgym.images.recipe import Recipe
 from deepgym.models import Environment
 
 __all__ = [
@@ -220,9 +227,9 @@ def _memory_mb(environment: dict[str, Any], where: Path) -> int | None:
     return value
 
 
-def _plan(task: Path, config: dict[str, Any]) -> dockerfile.Plan:
-    """What the task's environment builds, or the one-line refusal of a task that needs an
-    image."""
+def _plan(task: Path, config: dict[str, Any]) -> tuple[dockerfile.Plan, Recipe | None]:
+    """What the task's environment builds and, where only an image gives it, the image's build
+    (``harbor_image``); or the one-line refusal of a task that cannot run here."""
     environment = config.get("environment", {})
     if (task / "steps").is_dir():
         raise ConfigError(f"{task.name}: a multi-step task (steps/), which is not imported")
@@ -238,13 +245,16 @@ def _plan(task: Path, config: dict[str, Any]) -> dockerfile.Plan:
             raise _needs_image(task, f"environment/{name} defines its services")
     docker = task / "environment" / "Dockerfile"
     if not docker.is_file():
-        return dockerfile.Plan(base="", workdir=dockerfile.DEFAULT_WORKDIR)
+        return dockerfile.Plan(base="", workdir=dockerfile.DEFAULT_WORKDIR), None
     try:
-        return dockerfile.plan(dockerfile.parse(docker.read_text(encoding="utf-8")))
-    except ConfigError as exc:
-        raise _needs_image(task, f"environment/Dockerfile {exc}") from None
+        instructions = dockerfile.parse(docker.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{docker}: not UTF-8 text") from None
+    with contextlib.suppress(ConfigError):  # the host stands in for the image
+        return dockerfile.plan(instructions), None
+    built = harbor_image.image_recipe(instructions, task.name)
+    workdir = built.workdir or dockerfile.DEFAULT_WORKDIR
+    return dockerfile.Plan(base=built.base, workdir=workdir, env=dict(built.env)), built
 
 
 def _seed(plan: dockerfile.Plan, context: Path, repo: Path) -> None:
@@ -393,29 +403,50 @@ def _clear(folder: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def import_harbor_task(task_dir: str | Path, out_dir: str | Path | None = None) -> Environment:
+def import_harbor_task(
+    task_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> Environment:
     """The Harbor task in ``task_dir`` as a session environment, written as a folder to
     ``out_dir`` (a temporary folder, removed at exit, when None) and loaded from it.
 
-    ``ConfigError``, one line, for a task that needs a container image (it cannot run on the
-    host sandbox) or is not a Harbor task; see the module doc for what runs here.
+    A task the host sandbox stands in for runs on it; one whose Dockerfile deepgym builds runs
+    on its image, built here first (``harbor_image``; ``progress`` gets the build's lines).
+    ``ConfigError``, one line, for a task that cannot run here or is not a Harbor task; see the
+    module doc.
     """
     task = Path(task_dir)
     config = _config(task)
     toml = task / "task.toml"
-    plan = _plan(task, config)
+    plan, built = _plan(task, config)
     mapping = path_map(plan.workdir)
     agent_s = _seconds(config, "agent", DEFAULT_AGENT_S, toml)
     verifier_s = _seconds(config, "verifier", DEFAULT_VERIFIER_S, toml)
-    variables = {**plan.env, **_variables(config, "environment", toml)}
-    verifier_env = {**variables, **_variables(config, "verifier", toml)}
+    toml_env = _variables(config, "environment", toml)
     meta = _metadata(task, config, agent_s, verifier_s)
-    setup = _setup(plan, variables, mapping)
     reference = _reference(task, mapping, _variables(config, "solution", toml))
     _checked(task / "tests", task)
+    rootfs: Path | None = None
+    if built is not None:
+        _checked(task / "environment", task)
+        meta["image"] = harbor_image.image_ref(task.name, task / "environment")
+        rootfs, image_env = harbor_image.build_image(task / "environment", meta["image"], progress)
+        moved = {k: rewrite(v, mapping) for k, v in image_env.items()}
+        variables = {**{k: v for k, v in moved.items() if v != image_env[k]}, **toml_env}
+        setup = harbor_image.image_setup(variables, WORK)
+    else:
+        variables = {**plan.env, **toml_env}
+        setup = _setup(plan, variables, mapping)
+    verifier_env = {**variables, **_variables(config, "verifier", toml)}
     out = _fresh(out_dir)
     try:
-        if plan.copies:
+        if rootfs is not None:
+            if harbor_image.seed_work(rootfs, plan.workdir, out / "repo"):
+                _rewrite_tree(out / "repo", mapping)
+            _copy_in(task / "environment", out / "image", task)
+        elif plan.copies:
             (out / "repo").mkdir()
             _seed(plan, task / "environment", out / "repo")
             _rewrite_tree(out / "repo", mapping)

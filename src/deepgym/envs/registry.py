@@ -65,6 +65,7 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_steps": int,
     "step_timeout": (int, float),
     "lifetime": (int, float),
+    "image": str,
 }
 
 SuiteLoader = Callable[[], list[Environment]]

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from deepgym.exceptions import ConfigError, SandboxUnavailableError
+from deepgym.exceptions import ConfigError, ImageError, SandboxUnavailableError
 from deepgym.models import Environment
 from deepgym.sandbox import host, policy
 from deepgym.sandbox.host import HostLoader
@@ -228,8 +228,9 @@ def refuse_image(env: Environment, backend: str) -> None:
 
 def store_resolver(ref: str) -> RootImage:
     """``ref`` through deepgym's image store (``deepgym.images.store.ImageStore``): the stored
-    image, else pulled from its registry first (``deepgym.images.registry.pull``; a registry
-    that fails is ``RegistryError``, ours: no verdict)."""
+    image, else pulled from its registry first (``deepgym.images.registry.pull``; an image that
+    cannot be pulled is ``ImageError``, ours: no verdict, naming the commands that build or
+    load it)."""
     from deepgym.images.store import ImageStore
 
     store = ImageStore()
@@ -240,8 +241,15 @@ def store_resolver(ref: str) -> RootImage:
             raise
         from deepgym.images.registry import pull
 
-        with store.writing():
-            pulled = pull(ref, store.blobs_dir)
+        try:
+            with store.writing():
+                pulled = pull(ref, store.blobs_dir)
+        except ImageError as exc:  # one line that says how to have it without a registry
+            raise ImageError(
+                f"image {ref}: not in the image store, and not pulled ({exc}); build it "
+                f"(deepgym image build DIR -t {ref}: an imported Harbor task keeps its DIR as "
+                "image/ in its folder) or load it (deepgym image load)"
+            ) from exc
         store.add_blobs_manifest(pulled.digest, ref)
     got = store.resolve(ref)
     return RootImage(

@@ -1,0 +1,131 @@
+"""Harbor tasks whose Dockerfile only a container image gives: the image, built here.
+
+``deepgym.envs.harbor`` imports a task on the host sandbox where ``deepgym.envs.dockerfile``
+says the host stands in for its image. Otherwise, where the Dockerfile lies in the subset that
+``deepgym.images.build`` builds without a daemon (``deepgym.images.recipe``), the import builds
+the image and the session runs on it (``Environment.image``); a Dockerfile outside that subset
+is refused in one ``ConfigError`` line naming its instruction.
+
+- **The name**: ``harbor/<task>:<hash>``, the hash (``context_hash``) over every file of the
+  task's ``environment/`` folder (paths, bytes, executable bits): a changed task is a new image,
+  an unchanged one is the store's image, built once.
+- **Rebuilding elsewhere**: the environment folder keeps ``environment/`` as ``image/`` (the
+  Dockerfile and its context). The image itself lives in the image store (``DEEPGYM_HOME``); on
+  a machine whose store lacks it the sandbox's resolver cannot pull it (it is in no registry)
+  and says, in one line, to build it: ``deepgym image build ENV_DIR/image -t harbor/<task>:<hash>``.
+- **The work dir**: Harbor's tests and solution use the image's ``WORKDIR`` (often ``/app``),
+  but a session's work, the part the final verifier sees, is ``/work``. So the import maps the
+  ``WORKDIR`` onto ``/work`` as for a host task (``harbor.path_map``): the work dir is seeded
+  with what the built image holds in its ``WORKDIR`` (files copied and made by its ``RUN``
+  lines), its text rewritten like the rest, the image's variables that name the ``WORKDIR`` are
+  set again rewritten, and the setup script starts the agent's shell in ``/work``. What the
+  image holds elsewhere (installed packages, tools) is the image's, read as built. A path to
+  the ``WORKDIR`` written into a binary file, or into a file outside it, is not rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+import shlex
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from deepgym.envs import dockerfile
+from deepgym.exceptions import ConfigError
+from deepgym.images.recipe import Recipe, recipe
+
+__all__ = ["build_image", "context_hash", "image_recipe", "image_ref", "image_setup", "seed_work"]
+
+HASH_CHARS = 12
+"""Hex digits of ``context_hash`` in an image's tag."""
+_FORBIDDEN_WORKDIRS = ("/logs", "/tests", "/solution", "/proc", "/work", "/tmp")
+
+
+def image_recipe(instructions: list[dockerfile.Instruction], task: str) -> Recipe:
+    """The build of a task's Dockerfile; ``ConfigError`` (one line: the task, the line and the
+    instruction) for one outside the subset deepgym builds, or a ``WORKDIR`` that a session's
+    work dir cannot stand for."""
+    try:
+        built = recipe(instructions)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{task}: environment/Dockerfile {exc}, and needs a container build deepgym does not do"
+        ) from None
+    work = built.workdir or dockerfile.DEFAULT_WORKDIR
+    if work == "/" or any(dockerfile.inside(work, d) for d in _FORBIDDEN_WORKDIRS):
+        raise ConfigError(
+            f"{task}: environment/Dockerfile WORKDIR {work}: not a folder a session's work dir "
+            "can stand for"
+        )
+    return built
+
+
+def context_hash(context: Path) -> str:
+    """A short hash of the folder ``context``: every file's path, executable bit and bytes, and
+    every link's target, in path order."""
+    digest = hashlib.sha256()
+    for path in sorted(context.rglob("*")):
+        rel = path.relative_to(context).as_posix().encode()
+        if path.is_symlink():
+            digest.update(b"L" + rel + b"\0" + str(path.readlink()).encode() + b"\0")
+        elif path.is_file():
+            executable = b"x" if path.stat().st_mode & 0o111 else b"-"
+            digest.update(b"F" + executable + rel + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        elif path.is_dir():
+            digest.update(b"D" + rel + b"\0")
+    return digest.hexdigest()[:HASH_CHARS]
+
+
+def image_ref(task_name: str, context: Path) -> str:
+    """``harbor/<task>:<hash of context>``, the task's name made a valid repository name."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", task_name.lower()).strip("-._") or "task"
+    return f"harbor/{name}:{context_hash(context)}"
+
+
+def build_image(
+    context: Path, ref: str, progress: Callable[[str], None] | None = None
+) -> tuple[Path, dict[str, str]]:
+    """Build ``context``'s Dockerfile as ``ref`` in the image store (each step cached), and
+    return its unpacked root and its variables. A step that fails is the Dockerfile's
+    ``ConfigError``; a base that cannot be had is ``ImageError``."""
+    from deepgym.images.build import build
+    from deepgym.images.store import ImageStore
+    from deepgym.sandbox.image_root import parse_env
+
+    store = ImageStore()
+    try:
+        store.lookup(ref)
+    except ConfigError:
+        build(context / "Dockerfile", context, ref, store=store, progress=progress)
+    else:
+        if progress is not None:
+            progress(f"image {ref}: in the image store")
+    got = store.resolve(ref)
+    return Path(got.rootfs), parse_env(got.config.env)
+
+
+def seed_work(rootfs: Path, workdir: str, repo: Path) -> bool:
+    """Copy what the image holds in ``workdir`` into ``repo`` (links kept as links); whether
+    it held anything."""
+    source = rootfs / workdir.lstrip("/")
+    if source.is_symlink() or not source.is_dir() or not any(source.iterdir()):
+        return False
+    shutil.copytree(source, repo, symlinks=True)
+    return True
+
+
+def image_setup(variables: dict[str, str], work: str) -> str:
+    """The setup script of a session on a task's image: ``variables`` exported, then the
+    agent's shell moved to the work dir ``work``."""
+    lines = [
+        "# From the Harbor task: its variables (those naming the image's WORKDIR, rewritten),",
+        "# then the agent's shell starts in the work dir, where the task's WORKDIR is mapped.",
+        "set -e",
+        *(f"export {key}={shlex.quote(value)}" for key, value in variables.items()),
+        f"cd {shlex.quote(posixpath.normpath(work))}",
+    ]
+    return "\n".join(lines) + "\n"
