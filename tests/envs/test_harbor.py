@@ -165,7 +165,7 @@ def test_a_dockerfile_the_host_does_not_stand_in_for_needs_its_image(docker: str
         ("FROM ubuntu:24.04\nWORKDIR /app\nADD data.tar.gz /app/\n", "unpacks"),
         ("FROM ubuntu:24.04\nWORKDIR /app\nCOPY ../tests/test.sh /app/\n", "build context"),
         ("FROM ubuntu:24.04\nRUN --mount=type=cache,target=/c make\n", "line 2: RUN --mount"),
-        ("FROM ubuntu:24.04\nRUN apt-get install -y jq\nSHELL [\"/bin/bash\"]\n", "line 3: SHELL"),
+        ('FROM ubuntu:24.04\nRUN apt-get install -y jq\nSHELL ["/bin/bash"]\n', "line 3: SHELL"),
         ("FROM ubuntu:24.04\nWORKDIR /logs\n", "WORKDIR /logs: not a folder"),
     ],
 )
