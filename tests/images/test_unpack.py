@@ -193,3 +193,24 @@ def test_remove_tree_follows_no_symlink(tmp_path: Path, outside: Path) -> None:
     remove_tree(root)
     assert not root.exists()
     assert _listing(outside) == {"keep": "untouched\n"}
+
+
+def test_a_layer_past_the_size_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decompression bomb: 3 MiB of zeros gzip to a few KiB; the limit counts what unpacks."""
+    bomb = make_layer({f"z/{i}": b"\0" * (1 << 20) for i in range(3)})
+    assert len(bomb) < 64 << 10
+    monkeypatch.setenv("DEEPGYM_IMAGE_MAX_MB", "2")
+    root = tmp_path / "root"
+    root.mkdir()
+    with pytest.raises(ConfigError, match=r"layer bomb: the image unpacks past 2 MiB .* 'z/2'"):
+        unpack_layers(root, [("bomb", io.BytesIO(bomb))])
+    monkeypatch.setenv("DEEPGYM_IMAGE_MAX_MB", "3")
+    fits = tmp_path / "fits"
+    fits.mkdir()
+    unpack_layers(fits, [("bomb", io.BytesIO(bomb))])
+    assert (fits / "z/2").stat().st_size == 1 << 20
+    monkeypatch.setenv("DEEPGYM_IMAGE_MAX_MB", "lots")
+    with pytest.raises(ConfigError, match="DEEPGYM_IMAGE_MAX_MB='lots'"):
+        unpack_layers(tmp_path, [])

@@ -29,6 +29,10 @@ later give anyone more than the unpacking user has. How each kind of entry is ha
   may write into a read-only directory of a lower one); ``finish()`` sets their modes and times,
   deepest first.
 
+- **Size**: an image may unpack to at most ``max_mb`` MiB of file data and ``MAX_ENTRIES``
+  entries, all layers together (``DEEPGYM_IMAGE_MAX_MB``, 32 GiB by default): past either, the
+  layer is **refused**, so a decompression bomb cannot fill the disk.
+
 Layers may be uncompressed, gzip, bzip2 or xz; zstd needs the ``zstandard`` module and is
 refused in one line without it. The stream is read to its end, so a ``VerifiedReader`` under it
 checks the layer's digest; a caller that gets an exception must discard the root.
@@ -60,6 +64,11 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _HOST_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE})
 
+MAX_MB_ENV = "DEEPGYM_IMAGE_MAX_MB"
+DEFAULT_MAX_MB = 32 * 1024
+MAX_ENTRIES = 4_000_000
+"""The most entries an image's layers may hold, all together."""
+
 Stream = IO[bytes] | io.RawIOBase  # a layer's bytes (a ``VerifiedReader``, say)
 Path_ = tuple[str, ...]  # components from the root, none a symlink or "..", as resolved
 
@@ -68,7 +77,10 @@ class Unpacker:
     """Applies layers to ``root`` (an existing, empty directory), then ``finish()`` fixes the
     directories' modes. Close it (or use it as a context manager) to release the root."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_mb: int | None = None) -> None:
+        self._max_bytes = (max_mb if max_mb is not None else _max_mb()) << 20
+        self._bytes = 0
+        self._entries = 0
         self._root_fd = os.open(root, _DIR_FLAGS)
         self._dirs: dict[Path_, tuple[int, float | None]] = {}  # final mode and mtime
         self._layer = ""
@@ -120,7 +132,17 @@ class Unpacker:
 
     # -- one entry ----------------------------------------------------------------------
 
+    def _count(self, member: tarfile.TarInfo) -> None:
+        self._entries += 1
+        self._bytes += max(member.size, 0) if member.isfile() else 0
+        if self._bytes > self._max_bytes or self._entries > MAX_ENTRIES:
+            raise ConfigError(
+                f"layer {self._layer}: the image unpacks past {self._max_bytes >> 20} MiB or "
+                f"{MAX_ENTRIES} entries (at {member.name!r}; {MAX_MB_ENV} raises the size)"
+            )
+
     def _entry(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+        self._count(member)
         parts = self._parts(member.name)
         if not parts:
             return  # the root itself: its mode is the store's
@@ -384,6 +406,15 @@ def remove_tree(path: Path) -> None:
         _clear(parent, path.name)
     finally:
         os.close(parent)
+
+
+def _max_mb() -> int:
+    raw = os.environ.get(MAX_MB_ENV, "")
+    if not raw:
+        return DEFAULT_MAX_MB
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{MAX_MB_ENV}={raw!r}: a whole number of MiB, at least 1")
+    return int(raw)
 
 
 def unpack_layers(root: Path, layers: Iterable[tuple[str, Stream]]) -> None:
