@@ -40,6 +40,7 @@ from typing import Any
 from deepgym.envs import dockerfile as df
 from deepgym.exceptions import ConfigError, ImageError
 from deepgym.images import diff, mapped
+from deepgym.images.layout import OCI_CONFIG, OCI_LAYER, OCI_MANIFEST
 from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
 from deepgym.images.reference import parse_reference
 from deepgym.images.store import ImageStore
@@ -47,9 +48,7 @@ from deepgym.validation import optional_seconds
 
 __all__ = ["BuildResult", "StepResult", "build", "debian_suite"]
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
-OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_LAYER_GZIP = f"{OCI_LAYER}+gzip"
 _NUMBERED = {"10": "buster", "11": "bullseye", "12": "bookworm", "13": "trixie", "14": "forky"}
 _TAIL = 2000
 
@@ -322,22 +321,19 @@ def _debian_base(suite: str, blobs: _Blobs, work: Path) -> str:
     )
     if done.returncode != 0:
         raise ImageError(f"mmdebstrap {suite} failed: {done.stderr.strip()[-_TAIL:]}")
-    inner = hashlib.sha256()
     gz_path = work / "base.tar.gz"
-    with tar.open("rb") as src, gzip.GzipFile(gz_path, "wb", compresslevel=1, mtime=0) as gz:
-        while chunk := src.read(1 << 20):
-            inner.update(chunk)
-            gz.write(chunk)
-    outer = hashlib.sha256()
-    with gz_path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            outer.update(chunk)
-    digest, size = "sha256:" + outer.hexdigest(), gz_path.stat().st_size
+    with tar.open("rb") as src, gz_path.open("wb") as raw:
+        outer = diff.HashingWriter(raw)
+        with gzip.GzipFile(fileobj=outer, mode="wb", compresslevel=1, mtime=0) as gz:
+            inner = diff.HashingWriter(gz)
+            while chunk := src.read(1 << 20):
+                inner.write(chunk)
+    digest = "sha256:" + outer.sha.hexdigest()
     blobs.put_file(gz_path, digest)
-    layer = {"mediaType": OCI_LAYER, "digest": digest, "size": size}
+    layer = {"mediaType": OCI_LAYER_GZIP, "digest": digest, "size": outer.size}
     path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     config = {"config": {"Env": [f"PATH={path}"], "Cmd": ["bash"]}}
-    return _write_image(blobs, _Image([layer], ["sha256:" + inner.hexdigest()], config))
+    return _write_image(blobs, _Image([layer], ["sha256:" + inner.sha.hexdigest()], config))
 
 
 @contextlib.contextmanager
@@ -449,7 +445,7 @@ def _build_steps(
         tmp = work / "layer.tar.gz"
         got = diff.write_layer(root, before, tmp)
         blobs.put_file(tmp, got.digest)
-        record = {"mediaType": OCI_LAYER, "digest": got.digest, "size": got.size}
+        record = {"mediaType": OCI_LAYER_GZIP, "digest": got.digest, "size": got.size}
         entry.write_text(json.dumps({**record, "diff_id": got.diff_id}))
         image.layers.append(record)
         image.diff_ids.append(got.diff_id)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["MOUNTED", "Layer", "snapshot", "write_layer"]
+__all__ = ["MOUNTED", "HashingWriter", "Layer", "snapshot", "write_layer"]
 
 MOUNTED = frozenset({"proc", "sys", "dev", "tmp", "run/deepgym", "etc/resolv.conf"})
 """Paths (relative to the root) the build sandbox mounts; their contents are the host's."""
@@ -69,7 +69,7 @@ class _Writable(Protocol):
     def flush(self) -> None: ...
 
 
-class _Hashing:
+class HashingWriter:
     """A write-only file that hashes and counts what passes through it to ``inner``."""
 
     def __init__(self, inner: _Writable) -> None:
@@ -77,12 +77,12 @@ class _Hashing:
         self.sha = hashlib.sha256()
         self.size = 0
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes) -> int:  # noqa: D102
         self.sha.update(data)
         self.size += len(data)
         return self.inner.write(data)
 
-    def flush(self) -> None:
+    def flush(self) -> None:  # noqa: D102
         self.inner.flush()
 
 
@@ -109,9 +109,9 @@ def write_layer(root: Path, before: Snapshot, out: Path) -> Layer:
     changed = [rel for rel, st in now.items() if before.get(rel) != _key(st)]
     entries = 0
     with out.open("wb") as raw:
-        outer = _Hashing(raw)
+        outer = HashingWriter(raw)
         with gzip.GzipFile(fileobj=outer, mode="wb", compresslevel=1, mtime=0) as gz:
-            inner = _Hashing(gz)
+            inner = HashingWriter(gz)
             with tarfile.open(fileobj=inner, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
                 for rel in changed:
                     tar.add(root / rel, arcname=rel, recursive=False)

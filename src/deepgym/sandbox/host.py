@@ -73,9 +73,8 @@ def bwrap_candidates() -> list[Bwrap]:
     return found
 
 
-def refusal(bw: Bwrap) -> str | None:
-    """Run the plainest sandbox with ``bw``: None when it runs, else bwrap's reason, one line."""
-    cmd = [*policy.argv(policy.PROBE, _params(bw.path)), SANDBOX_PYTHON, "-I", "-S", "-c", "pass"]
+def _probe(bw: Bwrap, cmd: list[str]) -> str | None:
+    """Run the probe ``cmd``: None when it exits 0, else bwrap's reason, one line."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -84,6 +83,12 @@ def refusal(bw: Bwrap) -> str | None:
         return None
     lines = proc.stderr.strip().splitlines()
     return lines[-1][:300] if lines else f"{bw.path} exited {proc.returncode}"
+
+
+def refusal(bw: Bwrap) -> str | None:
+    """Run the plainest sandbox with ``bw``: None when it runs, else bwrap's reason, one line."""
+    cmd = [*policy.argv(policy.PROBE, _params(bw.path)), SANDBOX_PYTHON, "-I", "-S", "-c", "pass"]
+    return _probe(bw, cmd)
 
 
 def first_running(candidates: list[Bwrap]) -> tuple[Bwrap | None, list[str]]:
@@ -273,14 +278,7 @@ def overlay_refusal(bw: Bwrap, folder: str) -> str | None:
         *("--overlay-src", folder, "--tmp-overlay", "/mnt"),
         *(SANDBOX_PYTHON, "-I", "-S", "-c", "open('/mnt/w', 'w').close()"),
     ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{bw.path} cannot run: {exc}"
-    if proc.returncode == 0:
-        return None
-    lines = proc.stderr.strip().splitlines()
-    return lines[-1][:300] if lines else f"{bw.path} exited {proc.returncode}"
+    return _probe(bw, cmd)
 
 
 @functools.cache
