@@ -1,9 +1,12 @@
 """Fixtures for tests that start real sandboxes: the backend list, a client, a host guard.
 
 Every attack runs once per backend in ``SANDBOXES``; a new backend joins by name and must pass the
-same list. The ``host`` guard snapshots what an escaped answer would change on this machine (the
-processes a sandbox could leave behind, the run's cgroups, tmpfs and available memory) and checks
-it afterwards. Run these tests inside a pid namespace of their own, and not as its pid 1::
+same list. The ``host`` guard snapshots what an escaped answer would leave behind of the sandbox's
+own (the processes below this test, the run's cgroups, and the memory charged to the pool's
+per-worker cgroups: an answer's anonymous or shared memory that outlived its run) and checks it
+afterwards. It never measures the machine as a whole: other work on a shared machine (its free
+memory, its tmpfs) is not the test's. Run these tests inside a pid namespace of their own, and
+not as its pid 1::
 
     unshare --pid --fork --mount-proc --kill-child sh -c 'python -m pytest tests/sandbox; exit $?'
 
@@ -35,11 +38,9 @@ SANDBOXES = ["strict", "pool"]
 MODULE_SECRET_VAR = "DEEPGYM_ATTACK_MODULE_SECRET"
 """Set for the whole module, before any client starts, so that a long-lived worker inherits it."""
 
-SHMEM_SLACK_KB = 64 * 1024
-"""tmpfs and shared memory (what a sandbox could leave without a process) may grow this much."""
-
-MEMORY_SLACK_KB = 512 * 1024
-"""Available memory may drop by this much between snapshots (other work on the machine)."""
+SLOT_SLACK_KB = 1024
+"""Anonymous and shared memory a pool worker's cgroup may hold between runs (none is expected:
+every process of a run has ended, and its tmpfs with its mount namespace)."""
 
 SETTLE_S = 3.0
 """How long a check waits for the kernel to finish reaping a sandbox's processes."""
@@ -103,14 +104,19 @@ def suspects(new: set[int]) -> set[int]:
     return out
 
 
-def meminfo() -> dict[str, int]:
-    """``MemAvailable`` and ``Shmem`` (tmpfs, shared memory) in kB."""
+def slot_memory_kb(backend: Backend | None) -> dict[str, int]:
+    """The anonymous and shared memory (kB) charged to each of the live pool's per-worker
+    memory cgroups: what an answer's processes or files could hold after its run."""
     out = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("MemAvailable", "Shmem"):
-                out[key] = int(rest.split()[0])
+    for worker in getattr(backend, "_workers", None) or []:
+        d = worker.slot.dirs.get("memory") or worker.slot.dirs.get("v2")
+        try:
+            with open(os.path.join(d or "", "memory.stat")) as f:
+                stat = dict(line.split() for line in f)
+        except OSError:  # no memory cgroup here: the processes and groups are checked alone
+            continue
+        keys = ("total_rss", "total_shmem") if "total_rss" in stat else ("anon", "shmem")
+        out[d or ""] = sum(int(stat.get(k, 0)) for k in keys) // 1024
     return out
 
 
@@ -178,13 +184,14 @@ class HostGuard:
 
     pids: set[int]
     mem: dict[str, int]
+    """The pool's per-worker memory (``slot_memory_kb``) before the attack."""
     cgroups: list[str] = field(default_factory=list)
     backend: Backend | None = None
     """The backend under test: its own live processes and cgroups are not leftovers."""
 
     @classmethod
     def take(cls, backend: Backend | None = None) -> HostGuard:
-        return cls(pids=pids(), mem=meminfo(), backend=backend)
+        return cls(pids=pids(), mem=slot_memory_kb(backend), backend=backend)
 
     def leftovers(self) -> tuple[set[int], set[str]]:
         # A group still busy at the run's end is removed at the backend's next attempt.
@@ -193,11 +200,9 @@ class HostGuard:
         return new, {d for d in self.cgroups if os.path.exists(d)} | busy_pool_slots(self.backend)
 
     def memory_back(self) -> bool:
-        now = meminfo()
-        return (
-            now["Shmem"] <= self.mem["Shmem"] + SHMEM_SLACK_KB
-            and now["MemAvailable"] >= self.mem["MemAvailable"] - MEMORY_SLACK_KB
-        )
+        """Each pool worker's cgroup holds no more of an answer's memory than before."""
+        now = slot_memory_kb(self.backend)
+        return all(kb <= self.mem.get(d, 0) + SLOT_SLACK_KB for d, kb in now.items())
 
     def check(self, files: Sequence[Path | str] = (), *, memory: bool = True) -> None:
         """No new process, no run cgroup left, memory back (unless ``memory`` is False), none of
@@ -211,7 +216,8 @@ class HostGuard:
             time.sleep(0.05)
         assert not procs, f"processes left behind: {[describe(p) for p in sorted(procs)]}"
         assert not groups, f"run cgroups left behind: {[cgroup_state(d) for d in sorted(groups)]}"
-        assert mem_ok, f"memory not back: {self.mem} kB before, {meminfo()} kB after"
+        now = slot_memory_kb(self.backend)
+        assert mem_ok, f"memory left in the pool's cgroups: {self.mem} kB before, {now} kB after"
         for path in files:
             assert not Path(path).exists(), f"the answer wrote {path} on the host"
 
