@@ -129,6 +129,14 @@ def test_a_backend_is_injected_and_named_on_the_client() -> None:
         AsyncDeepGym(mode="remote", url="http://127.0.0.1:1", backend=FakeBackend())
 
 
+def test_a_sandbox_name_given_as_backend_is_refused_at_construction() -> None:
+    # A string where a backend object goes used to fail at the first run (AttributeError).
+    with pytest.raises(ConfigError, match=r"backend must be a Backend.*give sandbox='strict'"):
+        DeepGym(backend="strict")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="got object"):
+        AsyncDeepGym(backend=object())  # type: ignore[arg-type]
+
+
 def test_an_engine_replaces_the_settings_it_would_be_made_from() -> None:
     from deepgym.engines import LocalEngine
 

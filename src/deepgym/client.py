@@ -61,6 +61,7 @@ def _make_engine(
     if sandbox not in SANDBOXES:
         raise ConfigError(f"sandbox must be one of {SANDBOXES}, got {sandbox!r}")
     optional_positive_int(workers, "workers")
+    _check_backend(backend)
     if address is not None and mode != "ray":
         raise ConfigError("address is for mode='ray' (a Ray cluster's address)")
     if mode == "ray":
@@ -88,6 +89,22 @@ def _make_engine(
     from deepgym.engines.remote import RemoteEngine
 
     return RemoteEngine(url, token)
+
+
+def _check_backend(backend: Any) -> None:
+    """``backend`` if None or an object with ``run`` and ``close`` (a ``Backend``); a sandbox's
+    name given there is pointed to ``sandbox=``."""
+    if backend is None or all(callable(getattr(backend, m, None)) for m in ("run", "close")):
+        return
+    hint = (
+        f"; to choose a sandbox by name, give sandbox={backend!r}"
+        if isinstance(backend, str)
+        else ""
+    )
+    raise ConfigError(
+        f"backend must be a Backend (an object with run and close), got "
+        f"{type(backend).__name__}{hint}"
+    )
 
 
 def _check_outputs(outputs: Any) -> list[str]:
