@@ -186,11 +186,11 @@ def test_a_session_runs_on_the_image_and_is_scored_there(debian_root: Path) -> N
         if os.path.exists(p) and not os.path.lexists(debian_root / p.lstrip("/"))
     )
     before = tree_state(debian_root)
-    config = {"env": {"IMAGE_VAR": "from-image", "LD_PRELOAD": "/nope.so"}, "working_dir": "/var"}
+    config = {"env": {"IMAGE_VAR": "from-image", "LD_PRELOAD": "/nope.so"}}
 
     async def body(provider: LocalSessions) -> None:
         s = await provider.open(_env())
-        assert await _sh(s, "pwd") == "/var"  # the image's WorkingDir
+        assert await _sh(s, "pwd") == "/work"  # the work dir, whatever the image's WorkingDir
         assert (await _sh(s, "cat /etc/debian_version")).startswith("12")
         assert await _sh(s, "command -v busybox") == "/bin/busybox"
         assert await _sh(s, f"test -e {host_only} && echo yes || echo no") == "no"
@@ -262,7 +262,7 @@ def test_no_memory_cgroup_is_refused_in_a_line(debian_root: Path) -> None:
     async def body(provider: LocalSessions) -> None:
         with pytest.raises(SandboxUnavailableError, match="needs a memory cgroup"):
             provider.host_for(_env(), cgroups.RunCgroup(dirs={}))
-        assert provider.host_for(_env(image=None))[0] is provider.host
+        assert provider.host_for(_env(image=None)) is provider.host
 
     _run(debian_root, body)
 
@@ -330,15 +330,11 @@ def test_the_doctor_says_whether_images_run() -> None:
     assert doctor.check_images(bw, None, True).status == doctor.OK
 
 
-def test_session_start_dir_and_the_store_seam(
+def test_the_store_seam_keeps_the_env_and_not_the_working_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sys
     import types
-
-    assert image_root.session_start_dir(RootImage(tmp_path, working_dir="/app")) == "/app"
-    for wd in ("", "app", "/a\nb"):
-        assert image_root.session_start_dir(RootImage(tmp_path, working_dir=wd)) == "/work"
 
     class Store:
         def lookup(self, ref: str) -> str:
@@ -351,7 +347,7 @@ def test_session_start_dir_and_the_store_seam(
     fake = types.ModuleType("deepgym.images.store")
     fake.ImageStore = Store  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "deepgym.images.store", fake)
-    assert image_root.store_resolver("x:1") == RootImage(tmp_path, {"A": "1"}, "/app")
+    assert image_root.store_resolver("x:1") == RootImage(tmp_path, {"A": "1"})
 
 
 # -- function tasks --------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """A session's supervisor: the one process of deepgym's inside an agent's sandbox.
 
 ``python -I -S _boot.py session`` runs this as uid 65534 in a ``session`` sandbox. It joins the
-session's cgroups, seeds ``/work`` from ``/seed`` (the shell starts in ``$DEEPGYM_START_DIR``:
-``/work``, or an image's working dir), then answers the host's requests, one JSON
-object a line on stdin, one reply a line on stdout:
+session's cgroups, seeds ``/work`` from ``/seed`` (the shell starts in ``/work``, on an image
+too), then answers the host's requests, one JSON object a line on stdin, one reply a line on
+stdout:
 
 - ``exec``: run a command in a persistent shell. Each command is a fresh ``bash`` in a process
   group of its own that first restores the shell's state (working dir, variables, functions)
@@ -254,10 +254,6 @@ def main(argv: list[str]) -> int:
     _not_dumpable()
     _apply_limits(json.loads(argv[0]) if argv else {})
     os.makedirs(STATE, exist_ok=True)
-    start = os.environ.pop("DEEPGYM_START_DIR", WORK)
-    if start != WORK:  # an image's WorkingDir: the first command starts there
-        with open(os.path.join(STATE, "cwd"), "w") as f:
-            f.write(start + "\n")
     if os.path.isdir(SEED):
         shutil.copytree(SEED, WORK, dirs_exist_ok=True, symlinks=True)
     out = sys.stdout

@@ -90,12 +90,12 @@ OURS = frozenset({"HOME"})
 
 @dataclass(frozen=True)
 class RootImage:
-    """An image as a sandbox needs it: its unpacked root on the host and its config's
-    ``Env`` and ``WorkingDir``."""
+    """An image as a sandbox needs it: its unpacked root on the host and its config's ``Env``.
+    Its ``WorkingDir`` moves nothing: a session's shell starts in the work dir, ``/work``, the
+    folder its verifier scores (an imported Harbor task maps its ``WORKDIR`` onto it)."""
 
     rootfs: Path
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    working_dir: str = ""
 
 
 class ImageResolver(Protocol):
@@ -252,15 +252,4 @@ def store_resolver(ref: str) -> RootImage:
             ) from exc
         store.add_blobs_manifest(pulled.digest, ref)
     got = store.resolve(ref)
-    return RootImage(
-        rootfs=Path(got.rootfs),
-        env=parse_env(got.config.env),
-        working_dir=got.config.working_dir or "",
-    )
-
-
-def session_start_dir(image: RootImage) -> str:
-    """Where the agent's shell starts: the image's ``WorkingDir`` when it is an absolute path,
-    else the work dir (``/work`` is what the final verifier gets either way)."""
-    wd = image.working_dir
-    return wd if wd.startswith("/") and "\0" not in wd and "\n" not in wd else "/work"
+    return RootImage(rootfs=Path(got.rootfs), env=parse_env(got.config.env))

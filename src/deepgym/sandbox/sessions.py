@@ -52,7 +52,7 @@ from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.protocol import REPLY_GRACE_S
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
-from deepgym.sandbox.image_root import ImageResolver, ImageRoots, session_start_dir
+from deepgym.sandbox.image_root import ImageResolver, ImageRoots
 from deepgym.sandbox.session_verifier import verify_snapshot
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
 from deepgym.sandbox.workdiff import work_diff
@@ -157,7 +157,7 @@ class LocalSession:
         )
         joins, binds, join_fds = self.group.join(policy.RUN_CGROUP)
         try:
-            host, start_dir = self.owner.host_for(self.env, self.group)
+            host = self.owner.host_for(self.env, self.group)
         except BaseException:
             await self.close()
             raise
@@ -168,7 +168,6 @@ class LocalSession:
                 "HOME": "/work",
                 "DEEPGYM_SESSION": self.sandbox_id,
                 "DEEPGYM_CGROUP_PROCS": joins,
-                "DEEPGYM_START_DIR": start_dir,
             },
             cgroups=binds,
             size=self.work_bytes(),
@@ -461,28 +460,26 @@ class LocalSessions:
         if isinstance(done[0], LocalSession):
             await done[0].close()
 
-    def host_for(
-        self, env: Environment, group: cgroups.RunCgroup | None = None
-    ) -> tuple[policy.Params, str]:
-        """The host's facts for a sandbox of ``env`` (on its image's root where it names one)
-        and the directory the agent's shell starts in. An image session needs bwrap's overlay
-        and a memory cgroup (``group``) to bound its writable layer: else refused, one line."""
+    def host_for(self, env: Environment, group: cgroups.RunCgroup | None = None) -> policy.Params:
+        """The host's facts for a sandbox of ``env`` (on its image's root where it names one).
+        An image session needs bwrap's overlay and a memory cgroup (``group``) to bound its
+        writable layer: else refused, one line. The agent's shell starts in the work dir on an
+        image too (``RootImage``)."""
         if env.image is None:
-            return self.host, "/work"
+            return self.host
         if group is not None and not group.holds("memory"):
             raise SandboxUnavailableError(
                 f"env {env.name!r}: a session on image {env.image!r} needs a memory cgroup "
                 "(its writable layer is memory no other limit bounds); run `deepgym doctor`"
             )
-        params = self.images.params(self.host, env.image, writable=True)
-        return params, session_start_dir(self.images.get(env.image))
+        return self.images.params(self.host, env.image, writable=True)
 
     async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
         """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
         sandbox over ``snapshot`` (``session_verifier``), on the session's image if it has one:
         the image as built, not as the agent left it (only the work dir carries over)."""
         return await verify_snapshot(
-            self.host_for(session.env)[0],
+            self.host_for(session.env),
             self.workspace,
             session.env,
             session.sandbox_id,
