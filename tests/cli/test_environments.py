@@ -135,6 +135,22 @@ def test_qa_checks_every_builtin_sessions_included(checked: list[str]) -> None:
     assert "agent/fix_add" in r.output
 
 
+def test_qa_suite_takes_a_folder_of_ones_own_environments(
+    checked: list[str], tmp_path: Path
+) -> None:
+    for name in ("mine_b", "mine_a"):
+        shutil.copytree(BUILTIN_DIR / "coin_change", tmp_path / name)
+        meta = json.loads((tmp_path / name / "metadata.json").read_text())
+        (tmp_path / name / "metadata.json").write_text(json.dumps({**meta, "name": name}))
+    (tmp_path / "notes").mkdir()  # a folder that is no environment is passed over
+    r = invoke("qa", "--suite", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert checked == ["mine_a", "mine_b"]
+    empty = tmp_path / "notes"
+    r = CliRunner().invoke(cli.cli, ["qa", "--suite", str(empty)])
+    assert r.exit_code == 2 and "not an environment folder, nor a folder of them" in r.output
+
+
 def test_qa_fails_when_one_environment_fails(
     checked: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

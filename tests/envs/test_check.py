@@ -364,6 +364,10 @@ def test_a_constant_that_scores_too_much_says_how_to_fix_the_test_set() -> None:
         "a wrong answer scored 1.00 and passed (it must score 0) (3/3 tests passed); to fix: "
         "add a test case that `return 0` fails"
     )
+    # With a verifier of its own there is no test case to add: the verifier is what to fix.
+    custom = env.model_copy(update={"verifier_code": "def verify(solution, cases):\n    ..."})
+    (failed,) = check.judge(custom, plan, results, timing()).failures
+    assert failed.message.endswith("to fix: make the verifier fail `return 0` (it passed)")
     # Under partial credit, the cases a constant passes pay: the advice names the scoring.
     partial = env.model_copy(update={"scoring": "partial"})
     results[i] = result(1 / 3, passed=False, cases=[True, False, False])

@@ -38,6 +38,7 @@ from deepgym.envs.registry import (
     list_suites,
     load_environment,
     load_folder,
+    load_folders,
     load_suite,
 )
 from deepgym.exceptions import (
@@ -223,11 +224,14 @@ def load_env(spec: str) -> Environment:
 
 
 def load_targets(spec: str) -> list[Environment]:
-    """A suite name (``builtin``, ``humaneval``) or comma-separated environment names."""
+    """A suite name (``builtin``, ``humaneval``), comma-separated environment names, or a folder
+    of environment folders (one's own suite)."""
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
         raise ConfigError("name a suite or at least one environment")
     name = names[0]
+    if len(names) == 1 and name not in list_environments() and Path(name).is_dir():
+        return load_folders(name)
     if len(names) > 1 or "/" in name or name in list_environments() or Path(name).is_dir():
         return [load_env(n) for n in names]
     try:

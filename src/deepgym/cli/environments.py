@@ -250,8 +250,8 @@ def check(
     "--suite",
     default=None,
     metavar="NAME",
-    help="Check this suite (builtin, humaneval, ...) instead of every shipped environment; "
-    "its mutation scores are reported as they are.",
+    help="Check this suite (builtin, humaneval, ..., or a folder of environment folders) instead "
+    "of every shipped environment; its mutation scores are reported as they are.",
 )
 @store_option
 @no_store_option

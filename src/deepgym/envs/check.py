@@ -330,7 +330,9 @@ def _advice(env: Environment, probe: Probe, r: RunResult) -> str:
         this = names.get(probe.name, "this answer")
     declarative = env.verifier_code is None and env.verifier_path is None
     if r.passed:
-        return f"to fix: add a test case that {this} fails"
+        if declarative:
+            return f"to fix: add a test case that {this} fails"
+        return f"to fix: make the verifier fail {this} (it passed)"
     if env.scoring == "partial":
         passed = sum(c.passed for c in r.cases)
         held = f"the {passed} case(s) it passes pay" if declarative and passed else "its score pays"

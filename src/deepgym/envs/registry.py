@@ -177,6 +177,26 @@ def _read_json(path: Path) -> Any:
         raise ConfigError(f"{path}: unreadable JSON ({exc})") from exc
 
 
+def is_environment_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds one environment (its ``metadata.json`` or ``verifier.py``)."""
+    return (folder / "metadata.json").is_file() or (folder / "verifier.py").is_file()
+
+
+def load_folders(folder: str | Path) -> list[Environment]:
+    """The environment in ``folder``, or, for a folder of environment folders, each of them
+    (sorted by folder name); ``ConfigError`` when it holds none."""
+    d = Path(folder)
+    if not d.is_dir() or is_environment_folder(d):
+        return [load_folder(d)]
+    found = sorted(p for p in d.iterdir() if p.is_dir() and is_environment_folder(p))
+    if not found:
+        raise ConfigError(
+            f"{d}: not an environment folder, nor a folder of them (no metadata.json or "
+            "verifier.py in it or in a folder of it)"
+        )
+    return [load_folder(p) for p in found]
+
+
 def load_folder(folder: str | Path) -> Environment:
     """Load one environment folder; every error names the file and field at fault."""
     d = Path(folder)
