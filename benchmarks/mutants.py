@@ -24,8 +24,8 @@ from _common import print_table, write_json
 
 from deepgym import DeepGym, load_environment
 from deepgym.cli.environments import shipped
-from deepgym.envs.check import check_environments
-from deepgym.envs.mutants import MUTATION_THRESHOLD, mutation_test, mutation_tests
+from deepgym.envs.qa.check import check_environments
+from deepgym.envs.qa.mutants import MUTATION_THRESHOLD, mutation_test, mutation_tests
 
 TARGET_S = 60.0
 

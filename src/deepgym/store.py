@@ -16,7 +16,7 @@ Invariants:
 - An agent episode's trace (``episodes``, ``episode_steps``) is written step by step as the
   episode goes, then finished with the work dir's diff and the verifier's result.
 - A QA report (``qa_reports``: what ``deepgym qa`` / ``check`` printed as JSON, one entry per
-  environment) is checked (``deepgym.envs.qa_report``) before it is kept, and kept whole, as
+  environment) is checked (``deepgym.envs.qa.report``) before it is kept, and kept whole, as
   given; its summary columns are computed from it once, when it is saved, and never change.
 
 The default file is ``$DEEPGYM_HOME/runs.sqlite`` (``~/.deepgym`` when unset). One connection per
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from deepgym.envs.qa_report import (
+from deepgym.envs.qa.report import (
     QaReport,
     QaSummary,
     summarize,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 
-__all__ = ["install_extra", "one_line", "percent", "short_cause", "utc_time"]
+__all__ = ["clip", "install_extra", "one_line", "percent", "short_cause", "utc_time"]
 
 VERIFIER_FILE = "verifier.py"
 """The name every sandbox gives an environment's verifier: its frames are the author's own."""
@@ -67,7 +67,7 @@ def short_cause(error: str, limit: int | None = CAUSE_CHARS) -> str:
     lines = text.splitlines()
     frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.match(line))]
     if not frames:
-        return _cut(one_line(text), limit)
+        return clip(one_line(text), limit)
     # After the last frame: its source lines (indented), then the exception, unindented (in an
     # exception group, each line behind a "| ", the sub-exceptions' too).
     after = (_GROUP_BAR.sub("", line) for line in lines[frames[-1][0] + 1 :])
@@ -79,8 +79,10 @@ def short_cause(error: str, limit: int | None = CAUSE_CHARS) -> str:
         said += f" ({VERIFIER_FILE}:{own[-1].group(2)} in {own[-1].group(3)})"
     marker = text.find(_MARKER)
     head = one_line(text[: text.rfind("\n", 0, marker) + 1]) if marker > 0 else ""
-    return _cut(f"{head} {said}" if head else said, limit)
+    return clip(f"{head} {said}" if head else said, limit)
 
 
-def _cut(text: str, limit: int | None) -> str:
+def clip(text: str, limit: int | None) -> str:
+    """``text`` cut to at most ``limit`` characters, the cut marked with an ellipsis (None: as
+    it is)."""
     return text if limit is None or len(text) <= limit else text[: max(limit - 1, 0)] + "…"

@@ -18,15 +18,9 @@ from click.testing import CliRunner, Result
 
 from deepgym import cli
 from deepgym.cli import environments
-from deepgym.envs.check import Check, CheckReport
-from deepgym.envs.mutants import (
-    MUTATION_THRESHOLD,
-    Equivalent,
-    Mutant,
-    MutationReport,
-    Survivor,
-)
-from deepgym.envs.qa_report import QaReport, validate_entries
+from deepgym.envs.qa.check import Check, CheckReport
+from deepgym.envs.qa.mutants import MUTATION_THRESHOLD, MutationReport
+from deepgym.envs.qa.report import Equivalent, QaReport, Survivor, validate_entries
 from deepgym.envs.registry import (
     BUILTIN_DIR,
     list_environments,
@@ -200,9 +194,18 @@ def test_qa_checks_a_session_environment_for_real(monkeypatch: pytest.MonkeyPatc
 
 
 def mutation(env: Environment, *, score_ok: bool) -> MutationReport:
-    m = Mutant("comparison-L2-abcd1234", "src", "comparison", 2, "line 2: `<` -> `<=`")
-    survivor = Survivor(m, "--- reference\n+++ reference\n", '{"args": [9], "expected": 9}')
-    equivalent = Equivalent(m, "--- reference\n", "agrees with the reference on 60 inputs")
+    m = {
+        "id": "comparison-L2-abcd1234",
+        "operator": "comparison",
+        "line": 2,
+        "description": "line 2: `<` -> `<=`",
+    }
+    survivor = Survivor(
+        **m, diff="--- reference\n+++ reference\n", killing_input='{"args": [9], "expected": 9}'
+    )
+    equivalent = Equivalent(
+        **m, diff="--- reference\n", why="agrees with the reference on 60 inputs"
+    )
     return MutationReport(
         env=env.name,
         kind=env.kind,

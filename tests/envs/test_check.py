@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from deepgym.envs import check
-from deepgym.envs.check import Timing
+from deepgym.envs.qa import check
+from deepgym.envs.qa.check import Timing
 from deepgym.envs.registry import load_environment, load_suite
 from deepgym.judge import patch
 from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult, ServiceTime

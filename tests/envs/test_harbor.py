@@ -17,12 +17,12 @@ from click.testing import CliRunner
 from deepgym import DeepGym, load_environment
 from deepgym.cli import cli
 from deepgym.envs import dockerfile
-from deepgym.envs.check import check_environment
-from deepgym.envs.exploits import session_exploits
 from deepgym.envs.harbor import export_harbor_task, import_harbor_task, path_map, rewrite
 from deepgym.envs.harbor_verifier import read_reward
+from deepgym.envs.qa.check import check_environment
+from deepgym.envs.qa.exploits import session_exploits
+from deepgym.envs.qa.session_check import reference_actions, scripted
 from deepgym.envs.registry import list_session_environments
-from deepgym.envs.session_check import reference_actions, scripted
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
 

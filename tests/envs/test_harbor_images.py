@@ -21,7 +21,7 @@ from deepgym import DeepGym
 from deepgym.cli import cli
 from deepgym.envs.harbor import import_harbor_task
 from deepgym.envs.harbor_image import context_hash, image_ref
-from deepgym.envs.session_check import reference_actions, scripted
+from deepgym.envs.qa.session_check import reference_actions, scripted
 from deepgym.models import Environment, RunResult
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "harbor"

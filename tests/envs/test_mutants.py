@@ -10,17 +10,15 @@ import pytest
 from tests.fakes import FakeBackend
 
 from deepgym import DeepGym
-from deepgym.envs.extra_inputs import variations
-from deepgym.envs.mutants import (
+from deepgym.envs.qa.extra_inputs import variations
+from deepgym.envs.qa.mutants import (
     MUTATION_THRESHOLD,
-    OPERATORS,
     candidates,
-    equivalent_markers,
-    generate,
     generated_inputs,
     mutation_test,
     tally,
 )
+from deepgym.envs.qa.mutate import OPERATORS, equivalent_markers, generate
 from deepgym.envs.registry import load_environment
 from deepgym.models import CaseResult, Environment, RunResult
 from deepgym.sandbox.base import Job, RawRun
@@ -203,7 +201,7 @@ def test_a_survivor_agreeing_on_every_input_is_likely_equivalent() -> None:
     )
     compared = {found[0].mutant.id: agree, found[1].mutant.id: disagree}
     report = tally(WEAK, found, results, compared, inputs=5)
-    assert [e.mutant.id for e in report.equivalents] == [found[0].mutant.id]
+    assert [e.id for e in report.equivalents] == [found[0].mutant.id]
     assert "1 of 5 generated inputs" in report.equivalents[0].why
     assert report.survivors[0].killing_input == kill
     assert report.score == 0.0
@@ -276,10 +274,10 @@ def test_a_mutant_without_a_verdict_is_retried_once_then_left_out() -> None:
 def test_a_weak_environment_gets_a_survivor_with_its_killing_input() -> None:
     with DeepGym() as dg:
         report = mutation_test(WEAK, dg)
-    survivor = next(s for s in report.survivors if s.mutant.description == "line 2: `10` -> `9`")
+    survivor = next(s for s in report.survivors if s.description == "line 2: `10` -> `9`")
     assert survivor.killing_input is not None
     case = json.loads(survivor.killing_input)
     assert case["args"][0] == 9 and case["expected"] == 9
-    why = {e.mutant.description: e.why for e in report.equivalents}
+    why = {e.description: e.why for e in report.equivalents}
     assert why["line 3: `<` -> `<=`"].startswith("agrees with the reference")
     assert why["line 2: `limit = 10` dropped"].startswith("marked in the reference")

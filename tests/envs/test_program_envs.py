@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from deepgym import DeepGym, Environment, cli, languages, list_suites, load_environment, load_suite
-from deepgym.envs.check import check_environments, probes
+from deepgym.envs.qa.check import check_environments, probes
 from deepgym.envs.registry import (
     PROGRAMS_DIR,
     list_environments,

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.envs.qa_sample import sample_entries
 
-from deepgym.envs.qa_report import check_group, summarize, validate_entries, validate_meta
+from deepgym.envs.qa.report import check_group, summarize, validate_entries, validate_meta
 from deepgym.exceptions import ConfigError
 
 

@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 from deepgym import DeepGym, Environment
-from deepgym.envs.check import (
+from deepgym.envs.qa.check import (
     CONSTANTS,
     check_environment,
     check_environments,

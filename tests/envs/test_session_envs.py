@@ -11,15 +11,15 @@ from click.testing import CliRunner
 
 from deepgym import DeepGym, Environment, load_environment
 from deepgym.cli import cli
-from deepgym.envs.check import MAX_WRONG_SCORE, check_environment
-from deepgym.envs.exploits import session_exploits
-from deepgym.envs.registry import list_session_environments
-from deepgym.envs.session_check import (
+from deepgym.envs.qa.check import MAX_WRONG_SCORE, check_environment
+from deepgym.envs.qa.exploits import session_exploits
+from deepgym.envs.qa.session_check import (
     BUSY_COMMANDS,
     random_actions,
     reference_actions,
     scripted,
 )
+from deepgym.envs.registry import list_session_environments
 from deepgym.exceptions import ConfigError
 from deepgym.session import Action, Observation
 

@@ -11,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from deepgym import DeepGym, load_environment
-from deepgym.envs.session_check import reference_actions
+from deepgym.envs.qa.session_check import reference_actions
 from deepgym.exceptions import ConfigError
 from deepgym.integrations import gym as dg_gym
 

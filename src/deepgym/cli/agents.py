@@ -147,7 +147,7 @@ def load_agent(spec: str, env: Environment) -> Agent:
     """The agent ``spec`` names: ``reference`` (``env``'s reference agent), a module's callable
     or a file's (see the module doc); ``ConfigError`` naming the fault."""
     if spec == REFERENCE:
-        from deepgym.envs.session_check import reference_actions, scripted
+        from deepgym.envs.qa.session_check import reference_actions, scripted
 
         return scripted(reference_actions(env))
     parsed = parse_agent_spec(spec)

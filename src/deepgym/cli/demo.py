@@ -9,7 +9,7 @@ pass, a wrong answer that does, a run without a verdict) is named in the summary
 command exits 1.
 
 The wrong answer to a function task is the conformance check's stub
-(``deepgym.envs.check.stub_answer``) with every body raising ``NotImplementedError``; a script or
+(``deepgym.envs.qa.check.stub_answer``) with every body raising ``NotImplementedError``; a script or
 patch task gets the empty answer (no output, no diff); a HumanEval problem gets its prompt with
 that body. The "Next:" commands are written as they work from the shell the demo runs in: plain
 ``deepgym`` where that is the one on PATH, else its path (``.venv/bin/deepgym`` after ``make
@@ -32,7 +32,7 @@ from deepgym.cli import common
 from deepgym.cli.common import EXIT_FAILED, line, out, parallel_option, progress, sandbox_option
 from deepgym.cli.runs import print_report
 from deepgym.cli.tables import echo
-from deepgym.envs.check import stub_answer
+from deepgym.envs.qa.check import stub_answer
 from deepgym.envs.registry import load_suite
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, EvalResult, RunResult

@@ -4,8 +4,8 @@
 environments (function, script, patch) and the session environments (``agent/<id>``), each
 listed with its kind.
 
-``check`` and ``qa`` run ``deepgym.envs.check`` (the reference scores 1.0, wrong answers about 0,
-reruns agree, time limits fit; for a session, ``deepgym.envs.session_check``: the reference
+``check`` and ``qa`` run ``deepgym.envs.qa.check`` (the reference scores 1.0, wrong answers about 0,
+reruns agree, time limits fit; for a session, ``deepgym.envs.qa.session_check``: the reference
 agent scores 1.0, a no-op, a busy and a random agent about 0 with a verdict) and exit 1 when a
 check fails; the checks are decided there, and only printed here. Each keeps its report, what
 ``--json`` prints, in the run store (``--store``, ``--no-store``), where the console's QA page
@@ -37,8 +37,8 @@ from deepgym.cli.common import (
     store_option,
 )
 from deepgym.cli.tables import Cell, Column, print_table
-from deepgym.envs.check import CheckReport, check_environment, check_environments
-from deepgym.envs.mutants import (
+from deepgym.envs.qa.check import CheckReport, check_environment, check_environments
+from deepgym.envs.qa.mutants import (
     MUTATION_THRESHOLD,
     MutationReport,
     mutation_summary,
@@ -150,7 +150,7 @@ def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
     print_table(out(), title, columns, rows)
     for m in reports:
         for s in m.survivors:
-            click.echo(f"\n{m.env}: survivor {s.mutant.id} ({s.mutant.description})")
+            click.echo(f"\n{m.env}: survivor {s.id} ({s.description})")
             click.echo(s.diff.rstrip("\n"))
             if s.killing_input is not None:
                 click.echo(f"  killed by this test case: {s.killing_input}")

@@ -66,8 +66,8 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.envs import dockerfile, harbor_image
+from deepgym.envs.qa.session_check import reference_actions
 from deepgym.envs.registry import load_folder, resolve
-from deepgym.envs.session_check import reference_actions
 from deepgym.exceptions import ConfigError
 from deepgym.images.recipe import Recipe
 from deepgym.models import Environment

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import quote
 
-from deepgym.envs.qa_report import QaCheck, QaEntry, QaReport, check_group
+from deepgym.envs.qa.report import QaCheck, QaEntry, QaReport, check_group
 from deepgym.server.svg import scores_svg
 from deepgym.store import RunStore
 from deepgym.text import utc_time

@@ -23,7 +23,7 @@ wrong answer scores too much, how to fix the test set: how many more cases it mu
   new test file is ``test_infra_tampering``; the reference diff cut inside a hunk
   (``garbled``) or with a changed context line (``stale_context``) is ``patch_apply_failed``;
   a diff that changes nothing that matters (``noop``) does not pass;
-- ``exploit[<name>]``: each answer of ``deepgym.envs.exploits`` for the environment's kind (a
+- ``exploit[<name>]``: each answer of ``deepgym.envs.qa.exploits`` for the environment's kind (a
   forged report, an exit before the tests, an object equal to everything, patched builtins,
   edited tests, ...) is judged a failure: scored 0 and not passed, with a verdict (a patch that
   touches the tests: ``test_infra_tampering``). Those answers are Python: an environment in
@@ -44,10 +44,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deepgym.envs.exploits import exploits
+from deepgym.envs.qa.checks import MAX_WRONG_SCORE, Check, CheckReport
+from deepgym.envs.qa.exploits import exploits
+from deepgym.envs.qa.session_check import check_session_environment
 from deepgym.envs.registry import solution_suffix
-from deepgym.envs.reports import MAX_WRONG_SCORE, Check, CheckReport
-from deepgym.envs.session_check import check_session_environment
 from deepgym.judge.patch import is_test_infra, make_diff
 from deepgym.models import Environment, RunResult
 from deepgym.text import short_cause
@@ -482,7 +482,7 @@ def _score_probes(env: Environment, dg: DeepGym, max_parallel: int) -> list[RunR
 
 def check_environment(env: Environment, dg: DeepGym, *, max_parallel: int = 8) -> CheckReport:
     """Score the probes for ``env`` with ``dg``, time its reference, judge (see the module doc).
-    A session environment gets its agents' checks instead (``deepgym.envs.session_check``)."""
+    A session environment gets its agents' checks instead (``deepgym.envs.qa.session_check``)."""
     if env.kind == "session":
         return check_session_environment(env, dg)
     results = _score_probes(env, dg, max_parallel)

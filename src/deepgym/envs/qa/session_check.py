@@ -12,7 +12,7 @@ dg)`` plays its agents through real sessions and returns a ``CheckReport``:
   run the visible tests, look at git and make): ``MAX_WRONG_SCORE``, with a verdict;
 - ``random``: seeded random harmless commands (create, copy, list and count files):
   ``MAX_WRONG_SCORE``, with a verdict;
-- ``exploit[<name>]``: each agent of ``deepgym.envs.exploits.session_exploits`` (a reward or
+- ``exploit[<name>]``: each agent of ``deepgym.envs.qa.exploits.session_exploits`` (a reward or
   result file written in the work dir, the visible tests deleted or edited, programs that print
   a forged result, objects equal to everything, patched modules): scored 0 and not passed, with
   a verdict.
@@ -28,8 +28,8 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from deepgym.envs.exploits import session_exploits
-from deepgym.envs.reports import MAX_WRONG_SCORE, Check, CheckReport
+from deepgym.envs.qa.checks import MAX_WRONG_SCORE, Check, CheckReport
+from deepgym.envs.qa.exploits import session_exploits
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
 from deepgym.session import Action, Observation

@@ -2,12 +2,11 @@
 environment, checked before it is kept and summarised for the console. Pure: no I/O.
 
 An entry is ``{"env", "ok", "kind", "checks": [{"name", "ok", "message"}], "mutation"}``;
-``mutation`` is ``null`` when the run made no mutants, else the mutation report: counts
-(``mutants``, ``killed``, ``equivalent``, ``survived``, ``no_verdict``), ``score`` (killed /
-(mutants - equivalent), ``null`` when nothing was scored), ``seconds``, ``threshold``, ``ok``,
-and the ``survivors`` (each with its ``diff`` and the ``killing_input`` found for it, or ``null``)
-and the ``equivalents`` (each with ``why``). ``kind`` and ``mutation`` may be absent (a check
-run of a deepgym that printed neither).
+``mutation`` is ``null`` when the run made no mutants, else the mutation report (``Mutation``):
+counts (``mutants``, ``killed``, ``equivalent``, ``survived``, ``no_verdict``), ``score``,
+``seconds``, ``threshold``, ``ok``, and the ``survivors`` (each with its ``diff`` and the
+``killing_input`` found for it, or ``null``) and the ``equivalents`` (each with ``why``).
+``kind`` and ``mutation`` may be absent (a check run of a deepgym that printed neither).
 
 Invariants: ``validate_entries`` accepts exactly the documents of that shape (a field of another
 type, a bool where a count goes, a score outside [0, 1] or not finite is a ``ConfigError`` that
@@ -98,7 +97,9 @@ class Equivalent(_Model):
 
 
 class Mutation(_Model):
-    """One environment's mutation testing."""
+    """One environment's mutation testing: the one shape of a mutation report
+    (``deepgym.envs.qa.mutants.MutationReport.to_json`` makes it). ``score`` is killed /
+    (mutants - equivalent - no_verdict), None when that is 0."""
 
     env: str
     kind: str

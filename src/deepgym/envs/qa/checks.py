@@ -1,5 +1,5 @@
-"""What an environment's checks report, for every kind (``deepgym.envs.check`` for answers,
-``deepgym.envs.session_check`` for sessions): named checks, and the bound on a wrong score."""
+"""What an environment's checks report, for every kind (``deepgym.envs.qa.check`` for answers,
+``deepgym.envs.qa.session_check`` for sessions): named checks, and the bound on a wrong score."""
 
 from __future__ import annotations
 

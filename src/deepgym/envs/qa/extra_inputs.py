@@ -1,6 +1,6 @@
 """Generated extra inputs for a function task: seeded variations of its test cases' arguments.
 
-Mutation testing (``deepgym.envs.mutants``) runs a surviving mutant and the reference on these
+Mutation testing (``deepgym.envs.qa.mutants``) runs a surviving mutant and the reference on these
 inputs: where they disagree, the input is a test case the verifier lacks; where they agree on
 all, the mutant is likely equivalent.
 
