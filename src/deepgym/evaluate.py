@@ -9,10 +9,18 @@ Invariants:
 - Generation and scoring overlap: every sample is a task that generates (at most the model's
   ``concurrency`` requests in flight) and then scores (at most ``max_parallel`` runs), so the
   wall time is close to the generation time alone.
-- A sample the model server could not give (``GenerationError``) has no verdict: its result is
+- A sample the model server could not give (``GenerationError``: an error status, a reply over
+  the cap, a request past its deadline, ... ``deepgym.generate``) has no verdict: its result is
   a ``generation_error`` one (stored like any other, so a finished run has a result for every
-  sample), counted in ``generation_failed``, left out of n, never scored 0; a resumed eval asks
-  the model for it again.
+  sample), counted in ``generation_failed`` and by cause in ``generation_failures()``, left out
+  of n, never scored 0; a resumed eval asks the model for it again. It fails that sample only:
+  the others are generated and scored as if it had not happened.
+- The model's text reaches nothing that can raise for it: ``ChatModel`` gives only a text that
+  is a valid answer, and a text refused as an answer all the same (``ConfigError`` from the
+  scoring, such as a service that refuses a request that large) is that sample's
+  ``generation_error`` (``answer_refused``); its text is kept, so a resumed eval scores it
+  again. A refusal of the environment itself (unknown to a service, verifier code refused)
+  would fail every sample alike: it stops the run, as any misconfiguration does.
 - Scoring is per problem group: with ``dedupe`` (the default) an answer already scored, or
   being scored, for the same problem is not run again; it shares that run's result (a model
   sampled n times often writes the same code twice; a deterministic verifier gives it the same
@@ -27,12 +35,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deepgym.completions import answer_of
-from deepgym.exceptions import ConfigError, GenerationError
+from deepgym.exceptions import (
+    ConfigError,
+    GenerationError,
+    UnknownEnvironmentError,
+    VerifierCodeRefusedError,
+)
 from deepgym.generate import ChatModel, Sampler
 from deepgym.models import Environment, RunResult
 from deepgym.passk import Counts, Metrics, difficulty, metrics
@@ -48,7 +62,8 @@ __all__ = ["ModelEval", "Sample", "evaluate_model", "model_of_run"]
 @dataclass
 class Sample:
     """One sampled answer: its text (None: not generated), its result (None: not scored) and,
-    for a sample the server did not give, why."""
+    for a sample the server did not give, why (``error``, and ``cause`` from
+    ``deepgym.generate.GENERATION_CAUSES``)."""
 
     problem: str
     index: int
@@ -56,6 +71,14 @@ class Sample:
     answer: str = ""
     result: RunResult | None = None
     error: str = ""
+    cause: str = ""
+
+    @property
+    def generation_failed(self) -> bool:
+        """The server gave no sample, or none that could be an answer (no verdict)."""
+        if self.result is None:
+            return self.text is None
+        return self.result.error_type == "generation_error"
 
     @property
     def has_verdict(self) -> bool:
@@ -90,7 +113,13 @@ class ModelEval:
     @property
     def generation_failed(self) -> int:
         """Samples the model server did not give (no verdict, left out of n)."""
-        return sum(1 for s in self.samples if s.text is None)
+        return sum(1 for s in self.samples if s.generation_failed)
+
+    def generation_failures(self) -> dict[str, int]:
+        """``generation_failed`` by cause (``deepgym.generate.GENERATION_CAUSES``), the most
+        frequent first."""
+        causes = Counter(s.cause or "unknown" for s in self.samples if s.generation_failed)
+        return dict(causes.most_common())
 
     @property
     def distinct_answers(self) -> int:
@@ -122,6 +151,8 @@ def model_of_run(params: Mapping[str, Any]) -> ChatModel:
     m = params.get("model")
     if not isinstance(m, Mapping):
         raise ConfigError("this run is not a model eval (its params name no model)")
+    # the deadline and the reply cap, where the run kept them (the defaults otherwise)
+    limits = {k: m[k] for k in ("timeout", "max_reply_bytes") if k in m}
     return ChatModel(
         m["url"],
         m["model"],
@@ -129,6 +160,7 @@ def model_of_run(params: Mapping[str, Any]) -> ChatModel:
         max_tokens=m["max_tokens"],
         completions=m["completions"],
         system=m.get("system"),
+        **limits,
     )
 
 
@@ -195,14 +227,24 @@ async def _one(
         try:
             text = await sample(env.task)
         except GenerationError as exc:
-            s.error = str(exc)
-            s.result = RunResult.no_verdict("generation_error", s.error, env_name=env.name)
+            _failed(s, env, str(exc), exc.cause)
             return
         s.text = text
         s.answer = answer_of(text, env.task if model.completions else "")
         on_text(s)
-    s.error = ""
-    s.result = await scorer.score(problem, env, s.answer)
+    s.error, s.cause = "", ""
+    try:
+        s.result = await scorer.score(problem, env, s.answer)
+    except (UnknownEnvironmentError, VerifierCodeRefusedError):
+        raise  # the environment's, not this text's: every sample would fail alike
+    except ConfigError as exc:
+        _failed(s, env, f"the answer was refused before scoring: {exc}", "answer_refused")
+
+
+def _failed(s: Sample, env: Environment, error: str, cause: str) -> None:
+    """``s`` has no verdict: its generation failed for ``cause``."""
+    s.error, s.cause = error, cause
+    s.result = RunResult.no_verdict("generation_error", error, env_name=env.name)
 
 
 def _store_hooks(

@@ -143,7 +143,14 @@ class UnknownSessionError(TransportError):
 
 class GenerationError(TransportError):
     """A model server gave no sample for a prompt, after its retries (``deepgym.generate``):
-    that sample has no verdict, the server's failure, never the answer's."""
+    that sample has no verdict, the server's failure, never the answer's.
+
+    ``cause`` says why, in one word of ``deepgym.generate.GENERATION_CAUSES``.
+    """
+
+    def __init__(self, message: str, *, cause: str = "connection") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class ImageError(DeepGymError):

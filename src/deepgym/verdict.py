@@ -59,7 +59,8 @@ class ErrorType(StrEnum):
     TIMEOUT = "timeout"
     INVALID_SCORE = "invalid_score"
     GENERATION_ERROR = "generation_error"
-    """The model server did not give the answer (``deepgym.generate``): nothing was judged."""
+    """The model server did not give the answer, or gave a text that can be no answer
+    (``deepgym.generate``, ``deepgym.evaluate``): nothing was judged."""
 
 
 MODEL_FAULT_ERRORS: frozenset[str] = frozenset(ErrorType(s) for s in MODEL_FAULT_STATUSES)

@@ -8,11 +8,22 @@ prompt is the next action of that prompt's script (cycling), else of the default
 - ``slow:<seconds>:<s>``: ``text:<s>`` after a sleep;
 - ``429`` or ``500`` (or any status): that status, with ``Retry-After: 0`` for a 429.
 
+Hostile replies, generated as they are sent (the server itself stays small):
+
+- ``huge:<n>``: 200 with a reply whose text is ``n`` characters, its length declared;
+- ``endless:<status>``: that status, a chunked body that never ends (until the client leaves,
+  or ``ENDLESS_BYTES`` as a safety net);
+- ``trickle:<seconds>:<s>``: ``text:<s>``, one byte of the body every ``seconds``;
+- ``gzip:<s>``: ``text:<s>``, compressed (``Content-Encoding: gzip``) whatever was asked;
+- ``surrogate``: 200 with a text that is a lone surrogate (``"\\ud800"``).
+- ``deep``: 200 with a JSON body nested deeper than a parser's stack (``[[[[...``).
+
 ``requests`` counts the requests per prompt, ``in_flight_max`` the most handled at once.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -21,6 +32,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+ENDLESS_BYTES = 128 * 2**20
+"""An endless body stops here anyway, so a client that reads it all still ends."""
+CHUNK = 64 * 2**10
 
 
 class Script:
@@ -87,7 +102,62 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             finally:
                 script.done()
 
+        def _head(self, status: int, length: int | None, headers: Mapping[str, str] = {}) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            if length is None:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(length))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+
+        def _hostile(self, action: str, chat: bool) -> bool:
+            """Send a hostile reply for ``action``; False if it is none."""
+            kind, _, arg = action.partition(":")
+            head, tail = _framing(chat)
+            if kind == "huge":
+                n = int(arg)
+                self._head(200, len(head) + n + len(tail))
+                self.wfile.write(head)
+                for start in range(0, n, CHUNK):
+                    self.wfile.write(b"x" * min(CHUNK, n - start))
+                self.wfile.write(tail)
+            elif kind == "endless":
+                self._head(int(arg), None)
+                chunk = b"x" * CHUNK
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(head), head))
+                for _ in range(ENDLESS_BYTES // CHUNK):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"0\r\n\r\n")
+            elif kind == "trickle":
+                seconds, text = arg.split(":", 1)
+                data = _reply(text, chat)
+                self._head(200, len(data))
+                for i in range(len(data)):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(float(seconds))
+            elif kind == "gzip":
+                data = gzip.compress(_reply(arg, chat))
+                self._head(200, len(data), {"Content-Encoding": "gzip"})
+                self.wfile.write(data)
+            elif kind == "deep":
+                data = b"[" * 200_000
+                self._head(200, len(data))
+                self.wfile.write(data)
+            elif kind == "surrogate":
+                data = head + b"\\ud800" + tail
+                self._head(200, len(data))
+                self.wfile.write(data)
+            else:
+                return False
+            return True
+
         def _answer(self, action: str, chat: bool) -> None:
+            if self._hostile(action, chat):
+                return
             if action.startswith("slow:"):
                 _, seconds, rest = action.split(":", 2)
                 time.sleep(float(seconds))
@@ -105,6 +175,17 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 self._send(status, {"error": action}, {"Retry-After": "0"} if status == 429 else {})
 
     return Handler
+
+
+def _reply(text: str | None, chat: bool) -> bytes:
+    choice = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+    return json.dumps({"choices": [{"index": 0, **choice}]}).encode()
+
+
+def _framing(chat: bool) -> tuple[bytes, bytes]:
+    """A reply's bytes before and after its text (the text's quotes included)."""
+    head, tail = _reply("@", chat).split(b"@")
+    return head, tail
 
 
 class _Server(ThreadingHTTPServer):

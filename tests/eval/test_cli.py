@@ -71,6 +71,7 @@ def test_json_and_resume(tmp_path: Path) -> None:
         assert r.exit_code == 0, r.output
         report = json.loads(r.output)
         assert report["generation_failed"] == 2 and report["difficulty"]["learnable"] == 1
+        assert report["generation_failures"] == {"http_error": 2}
         asked = server.total
         server.scripts[load_environment(NAMES[2]).task] = ["text:fail"]
         r = invoke("eval", "--resume", report["run_id"], "--store", store, "--json")
@@ -111,3 +112,43 @@ def test_ctrl_c_prints_the_resume_line(tmp_path: Path) -> None:
     assert "sample texts stored in run" in err and "deepgym eval --resume" in err
     with RunStore(store) as s:
         assert s.runs()[0].status == "stopped"
+
+
+def test_a_hostile_server_is_reported_by_cause(tmp_path: Path) -> None:
+    """A reply over --max-reply-mb and one past --timeout: counted by cause, the run finished,
+    and the cap and the deadline kept in the store for --resume."""
+    easy, mixed, hard = (load_environment(n).task for n in NAMES)
+    hostile = {easy: ["text:pass"], mixed: ["huge:200000"], hard: ["trickle:0.05:" + "x" * 200]}
+    store, out = tmp_path / "r.sqlite", tmp_path / "s.jsonl"
+    with serve(hostile) as (url, server):
+        r = invoke(
+            "eval", ",".join(NAMES), "--model-url", url, "--model", "m", "--store", store,
+            "--max-reply-mb", "0.0625", "--timeout", "0.5", "--out", out,
+        )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "no verdict: 2 (2 not generated, 0 not judged; left out of n)" in r.output
+    assert "Not generated: 1 reply_too_large, 1 deadline" in r.output
+    assert server.requests == {easy: 1, mixed: 1, hard: 1}  # neither is asked again
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [row["cause"] for row in rows] == [None, "reply_too_large", "deadline"]
+    with RunStore(store) as s:
+        model = s.run(s.runs()[0].id).params["model"]
+    assert (model["max_reply_bytes"], model["timeout"]) == (65536, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--max-reply-mb", "0"), ("--max-reply-mb", "nan"), ("--timeout", "0")]
+)
+def test_bad_limits_name_the_option(option: str, value: str) -> None:
+    r = invoke(
+        "eval",
+        NAMES[0],
+        "--model-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        option,
+        value,
+        "--no-store",
+    )
+    assert r.exit_code == 2 and option in r.output, r.output

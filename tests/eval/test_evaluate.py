@@ -3,22 +3,32 @@ metrics, no-verdict samples left out of n, overlap, the run store and resume aft
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from deepgym.evaluate import Sample
-from deepgym.exceptions import ConfigError
+from deepgym.client import AsyncDeepGym
+from deepgym.engines.remote import RemoteEngine
+from deepgym.evaluate import ModelEval, Sample, model_of_run
+from deepgym.exceptions import ConfigError, VerifierCodeRefusedError
 from deepgym.generate import ChatModel, RetryPolicy
+from deepgym.models import Environment
+from deepgym.server.inputs import Limits
 from deepgym.store import RunStore
+from tests.eval import hostile_eval
 from tests.eval.child_eval import PROBLEMS, SAMPLES, client
 from tests.eval.openai_server import serve
 from tests.fakes import FakeBackend
+from tests.server.conftest import TOKEN, fake_app
 
 FAST = RetryPolicy(attempts=2, base_s=0.001, max_s=0.01)
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +52,7 @@ def test_metrics_and_failures_without_a_verdict() -> None:
     assert (counts["p1"].n, counts["p1"].c) == (4, 2)
     assert counts["p3"].n == 0 and counts["p3"].no_verdict == 4
     assert ev.generation_failed == 4, [s.error for s in ev.samples if s.text is None]
+    assert ev.generation_failures() == {"http_error": 4}
     for s in ev.samples[12:]:  # no verdict, never a 0: the server's failure, not the answer's
         assert s.result is not None and "HTTP 500" in s.error
         assert (s.result.has_verdict, s.result.error_type) == (False, "generation_error")
@@ -131,6 +142,18 @@ def test_resume_after_sigkill_asks_only_for_the_missing_samples(tmp_path: Path) 
             assert len(store.samples(run_id)) == 16
 
 
+def test_a_stored_run_keeps_the_models_limits() -> None:
+    """A resume asks with the cap and the deadline the run started with (defaults for a run
+    stored before they were kept)."""
+    model = ChatModel("http://127.0.0.1:9/v1", "m", timeout=2.5, max_reply_bytes=1000)
+    again = model_of_run({"model": model.describe()})
+    assert (again.timeout, again.max_reply_bytes) == (2.5, 1000)
+    old = {k: v for k, v in model.describe().items() if k not in ("timeout", "max_reply_bytes")}
+    default = ChatModel("http://127.0.0.1:9/v1", "m")
+    again = model_of_run({"model": old})
+    assert (again.timeout, again.max_reply_bytes) == (default.timeout, default.max_reply_bytes)
+
+
 def test_resume_checks_the_run(tmp_path: Path) -> None:
     with serve() as (url, _), RunStore(tmp_path / "r.sqlite") as store, client() as dg:
         ev = dg.eval_model(PROBLEMS[:1], ChatModel(url, "m"), samples=2, store=store)
@@ -187,3 +210,90 @@ def test_a_generation_failure_is_stored_and_asked_again_on_resume(tmp_path: Path
         assert server.requests == {"P1": 2}  # only the failed samples are asked for again
         assert again.generation_failed == 0 and again.metrics.pass_at[1] == 1.0
         assert store.run(ev.run_id).totals.no_verdict_count == 0
+
+
+HOSTILE = {
+    "P0": ["huge:83886080", "text:pass"],  # 80 MiB: more than an answer may hold (64 Mi chars)
+    "P1": ["endless:200", "text:pass"],
+    "P2": ["trickle:0.05:" + "x" * 300, "text:pass"],  # 20 s, each byte on time
+}
+PEAK_GROWTH_KIB = 32 * 2**10
+"""What a hostile eval may add to its process's peak memory: a few capped replies in flight."""
+
+
+def test_a_hostile_server_fails_one_sample_never_the_run(tmp_path: Path) -> None:
+    """A reply over the cap (declared, or endless) and one that trickles past the deadline are
+    each their sample's generation error; the other samples are judged, memory stays bounded,
+    the store holds every result, and a resume asks again for those three only."""
+    path = tmp_path / "runs.sqlite"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    with serve(HOSTILE) as (url, _):
+        child = subprocess.run(
+            [sys.executable, "-m", "tests.eval.hostile_eval", url, str(path)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = json.loads(child.stdout.splitlines()[-1])
+    assert report["by_cause"] == {"reply_too_large": 2, "deadline": 1}, report["errors"]
+    assert (report["judged"], report["generation_failed"]) == (5, 3)
+    growth = report["peak_kib"] - report["rss_before_kib"]
+    assert growth < PEAK_GROWTH_KIB, f"the peak RSS grew by {growth} KiB"
+    with RunStore(path) as store:
+        run_id = report["run_id"]
+        info = store.run(run_id)
+        assert info.complete and info.recorded == 8 and info.totals.no_verdict_count == 3
+        assert len(store.samples(run_id)) == 5
+        with serve() as (url, server), client() as dg:
+            ev = dg.eval_model(
+                PROBLEMS,
+                hostile_eval.model(url),
+                samples=hostile_eval.SAMPLES,
+                store=store,
+                resume=run_id,
+            )
+        assert server.requests == {"P0": 1, "P1": 1, "P2": 1}
+        assert ev.metrics.judged == 8 and ev.generation_failed == 0
+        assert store.run(run_id).totals.no_verdict_count == 0
+
+
+def _remote_eval(envs: list[Environment], url: str, app: Any) -> ModelEval:
+    """``eval_model`` in remote mode, against ``app`` (the service) in process."""
+    engine = RemoteEngine("http://testserver", TOKEN, transport=httpx.ASGITransport(app=app))
+
+    async def go() -> ModelEval:
+        dg = AsyncDeepGym(engine=engine)
+        try:
+            return await dg.eval_model(envs, ChatModel(url, "m", retry=FAST), samples=2)
+        finally:
+            await dg.close()
+
+    return asyncio.run(go())
+
+
+def test_an_answer_the_service_refuses_is_that_samples_generation_error() -> None:
+    """The model's text is more than the service takes in one request (413): that sample has no
+    verdict, the others are judged."""
+    app, _ = fake_app(token=TOKEN, limits=Limits(max_body_bytes=4096))
+    with serve({"P1": ["text:" + "x" * 10_000, "text:pass"]}) as (url, _):
+        ev = _remote_eval(PROBLEMS[:2], url, app)
+    assert ev.generation_failures() == {"answer_refused": 1}
+    assert ev.metrics.judged == 3 and ev.generation_failed == 1
+    refused = next(s for s in ev.samples if s.cause)
+    assert refused.problem == "p1" and refused.text == "x" * 10_000  # kept: scored on resume
+    assert refused.result is not None and refused.result.error_type == "generation_error"
+    assert "4096 bytes" in refused.error
+
+
+def test_an_environment_the_service_refuses_stops_the_run() -> None:
+    """Verifier code the service does not run fails every sample alike: raised, not counted."""
+    env = PROBLEMS[0].model_copy(
+        update={"verifier_code": "def verify(solution, test_cases):\n    return 1.0\n"}
+    )
+    app, _ = fake_app(token=TOKEN)
+    with serve() as (url, _), pytest.raises(ExceptionGroup) as err:
+        _remote_eval([env], url, app)
+    assert err.group_contains(VerifierCodeRefusedError)

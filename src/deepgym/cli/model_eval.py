@@ -1,7 +1,8 @@
 """``deepgym eval --model-url URL --model NAME``: evaluate a model (``DeepGym.eval_model``).
 
 The metrics come from the library (``deepgym.passk``), never recomputed here. A sample without
-a verdict (not generated, or not judged) is reported as such and left out of n, never a 0.
+a verdict (not generated, or not judged) is reported as such and left out of n, never a 0; the
+samples not generated are counted by cause (``deepgym.generate.GENERATION_CAUSES``).
 With the run store, every sample's text and result are recorded as they come; ``eval --resume
 ID`` of a model eval rebuilds the model from the stored run (the key read again from its
 environment variable) and asks it only for the samples the store has no text for.
@@ -25,9 +26,10 @@ from deepgym.cli import common
 from deepgym.cli.common import CliError, Interrupted
 from deepgym.envs.registry import list_suites
 from deepgym.evaluate import ModelEval, Sample, model_of_run
-from deepgym.generate import ChatModel
+from deepgym.generate import MAX_REPLY_BYTES, ChatModel
 from deepgym.models import Environment
 from deepgym.store import RunStore
+from deepgym.validation import MAX_TEXT_CHARS, number, seconds
 
 __all__ = ["ModelOptions", "parse_ks", "print_summary", "run_model_eval", "summary_json"]
 
@@ -98,6 +100,7 @@ def summary_json(ev: ModelEval) -> dict[str, Any]:
         "judged": m.judged,
         "no_verdict": m.no_verdict,
         "generation_failed": ev.generation_failed,
+        "generation_failures": ev.generation_failures(),
         "distinct_answers": ev.distinct_answers,
         "sandbox_runs": ev.runs,
         "mean_score": m.mean_score,
@@ -128,6 +131,9 @@ def print_summary(ev: ModelEval) -> None:
         f"Judged: {m.judged}/{m.samples} samples; no verdict: {m.no_verdict} "
         f"({ev.generation_failed} not generated, {not_judged} not judged; left out of n)",
     ]
+    causes = ev.generation_failures()
+    if causes:
+        lines.append("Not generated: " + ", ".join(f"{n} {c}" for c, n in causes.items()))
     for k, v in m.pass_at.items():
         short = m.problems_short.get(k, 0)
         lines.append(
@@ -161,6 +167,7 @@ def _write_samples(path: Path, ev: ModelEval) -> None:
                 "score": r.score if r is not None and r.has_verdict else None,
                 "error_type": r.error_type if r is not None else None,
                 "error": s.error or (r.error if r is not None else ""),
+                "cause": s.cause or None,
             }
             f.write(json.dumps(row) + "\n")
 
@@ -276,6 +283,23 @@ _OPTIONS = [
     ),
     click.option("--completions", is_flag=True, help="Use /completions (a base model)."),
     click.option(
+        "--timeout",
+        "request_timeout",
+        type=float,
+        default=300.0,
+        show_default=True,
+        help="Seconds one request may take in all, from the connect to the reply's last byte; "
+        "past it, that sample is not generated (not asked again).",
+    ),
+    click.option(
+        "--max-reply-mb",
+        type=float,
+        default=MAX_REPLY_BYTES / 2**20,
+        show_default=True,
+        help="A reply's size at most, in MiB; a longer one is that sample's generation error "
+        "(not asked again).",
+    ),
+    click.option(
         "--api-key-env",
         default="OPENAI_API_KEY",
         show_default=True,
@@ -339,6 +363,8 @@ def command(
         filter_path=args["filter_path"],
         dedupe=not args["no_dedupe"],
     )
+    # click's float type lets "nan" through: number() checks the range.
+    mib = number(args["max_reply_mb"], "--max-reply-mb", 2**-20, MAX_TEXT_CHARS / 2**20)
     model = ChatModel(
         args["model_url"],
         args["model_name"],
@@ -347,6 +373,8 @@ def command(
         max_tokens=args["max_tokens"],
         concurrency=args["concurrency"],
         completions=args["completions"],
+        timeout=seconds(args["request_timeout"], "--timeout"),
+        max_reply_bytes=int(mib * 2**20),
     )
     envs = common.load_targets(suite_or_envs)
     run_model_eval(suite_or_envs, envs, model, opts, sandbox, store)
