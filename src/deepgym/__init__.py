@@ -19,7 +19,7 @@ _EXPORTS = {
     "DeepGym": "deepgym.client",
     "DeepGymError": "deepgym.exceptions",
     "DeepGymTimeoutError": "deepgym.exceptions",
-    "ChatModel": "deepgym.generate",
+    "ChatModel": "deepgym.eval.model",
     "Environment": "deepgym.models",
     "EvalResult": "deepgym.models",
     "GenerationError": "deepgym.exceptions",
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from deepgym.envs.registry import list_suites as list_suites
     from deepgym.envs.registry import load_environment as load_environment
     from deepgym.envs.registry import load_suite as load_suite
+    from deepgym.eval.model import ChatModel as ChatModel
     from deepgym.exceptions import ConfigError as ConfigError
     from deepgym.exceptions import DeepGymError as DeepGymError
     from deepgym.exceptions import DeepGymTimeoutError as DeepGymTimeoutError
@@ -80,7 +81,6 @@ if TYPE_CHECKING:
     from deepgym.exceptions import VerifierError as VerifierError
     from deepgym.exceptions import is_infrastructure_failure as is_infrastructure_failure
     from deepgym.exceptions import is_misconfiguration as is_misconfiguration
-    from deepgym.generate import ChatModel as ChatModel
     from deepgym.models import BatchResult as BatchResult
     from deepgym.models import CaseResult as CaseResult
     from deepgym.models import Environment as Environment

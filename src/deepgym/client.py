@@ -35,8 +35,8 @@ from deepgym.validation import (
 )
 
 if TYPE_CHECKING:
-    from deepgym.evaluate import ModelEval, Sample
-    from deepgym.generate import ChatModel
+    from deepgym.eval.evaluate import ModelEval, Sample
+    from deepgym.eval.model import ChatModel
     from deepgym.session import Agent, AsyncSession, Budget, Episode, Session
     from deepgym.store import RunStore
 
@@ -309,10 +309,10 @@ class AsyncDeepGym:
 
         With ``store`` (a ``RunStore``), every sample's text and result are recorded as they
         come; ``resume`` (a run id there) finishes a stopped eval without asking the model again
-        for a sample it has (``deepgym.evaluate``)."""
+        for a sample it has (``deepgym.eval.evaluate``)."""
         from deepgym.envs.registry import resolve_many
-        from deepgym.evaluate import evaluate_model
-        from deepgym.generate import ChatModel
+        from deepgym.eval.evaluate import evaluate_model
+        from deepgym.eval.model import ChatModel
 
         if not isinstance(model, ChatModel):
             raise ConfigError(f"model must be a ChatModel, got {type(model).__name__}")

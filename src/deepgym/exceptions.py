@@ -142,10 +142,10 @@ class UnknownSessionError(TransportError):
 
 
 class GenerationError(TransportError):
-    """A model server gave no sample for a prompt, after its retries (``deepgym.generate``):
+    """A model server gave no sample for a prompt, after its retries (``deepgym.eval.model``):
     that sample has no verdict, the server's failure, never the answer's.
 
-    ``cause`` says why, in one word of ``deepgym.generate.GENERATION_CAUSES``.
+    ``cause`` says why, in one word of ``deepgym.eval.model.GENERATION_CAUSES``.
     """
 
     def __init__(self, message: str, *, cause: str = "connection") -> None:

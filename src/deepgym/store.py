@@ -79,7 +79,8 @@ SCHEMA_VERSION = 6
 (which included the wait); an older store's rows are recomputed from their results.
 4: ``episodes`` and ``episode_steps``: agent episodes' traces.
 5: ``qa_reports``: the reports of ``deepgym qa`` and ``check``.
-6: ``samples``: the text a model generated for an index of a model eval (``deepgym.evaluate``)."""
+6: ``samples``: the text a model generated for an index of a model eval
+(``deepgym.eval.evaluate``)."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,

@@ -60,7 +60,7 @@ class ErrorType(StrEnum):
     INVALID_SCORE = "invalid_score"
     GENERATION_ERROR = "generation_error"
     """The model server did not give the answer, or gave a text that can be no answer
-    (``deepgym.generate``, ``deepgym.evaluate``): nothing was judged."""
+    (``deepgym.eval.model``, ``deepgym.eval.evaluate``): nothing was judged."""
 
 
 MODEL_FAULT_ERRORS: frozenset[str] = frozenset(ErrorType(s) for s in MODEL_FAULT_STATUSES)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from deepgym.client import DeepGym
-from deepgym.generate import ChatModel
+from deepgym.eval.model import ChatModel
 from deepgym.models import Environment
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.store import RunStore

@@ -13,7 +13,7 @@ import resource
 import sys
 from pathlib import Path
 
-from deepgym.generate import ChatModel, RetryPolicy
+from deepgym.eval.model import ChatModel, RetryPolicy
 from deepgym.store import RunStore
 from tests.eval.child_eval import PROBLEMS, client
 

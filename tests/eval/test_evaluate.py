@@ -18,9 +18,9 @@ import pytest
 
 from deepgym.client import AsyncDeepGym
 from deepgym.engines.remote import RemoteEngine
-from deepgym.evaluate import ModelEval, Sample, model_of_run
+from deepgym.eval.evaluate import ModelEval, Sample, model_of_run
+from deepgym.eval.model import ChatModel, RetryPolicy
 from deepgym.exceptions import ConfigError, VerifierCodeRefusedError
-from deepgym.generate import ChatModel, RetryPolicy
 from deepgym.models import Environment
 from deepgym.server.inputs import Limits
 from deepgym.store import RunStore

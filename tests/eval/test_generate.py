@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from deepgym.eval.model import ChatModel, RetryPolicy, retry_delay, retryable
 from deepgym.exceptions import ConfigError, GenerationError
-from deepgym.generate import ChatModel, RetryPolicy, retry_delay, retryable
 from tests.eval.openai_server import serve
 
 FAST = RetryPolicy(attempts=3, base_s=0.001, max_s=0.01)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from deepgym.eval.passk import Counts, difficulty, metrics, pass_at_k, pass_hat_k
 from deepgym.exceptions import ConfigError
-from deepgym.passk import Counts, difficulty, metrics, pass_at_k, pass_hat_k
 
 
 @st.composite

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from deepgym.cli import cli
 from deepgym.client import DeepGym
 from deepgym.envs.registry import load_environment
-from deepgym.evaluate import ModelEval
-from deepgym.generate import ChatModel
+from deepgym.eval.evaluate import ModelEval
+from deepgym.eval.model import ChatModel
 from deepgym.store import RunStore
 
 pytest.importorskip("torch", reason="the tiny LM needs torch (make test's extras)")

@@ -1,8 +1,8 @@
 """``deepgym eval --model-url URL --model NAME``: evaluate a model (``DeepGym.eval_model``).
 
-The metrics come from the library (``deepgym.passk``), never recomputed here. A sample without
+The metrics come from the library (``deepgym.eval.passk``), never recomputed here. A sample without
 a verdict (not generated, or not judged) is reported as such and left out of n, never a 0; the
-samples not generated are counted by cause (``deepgym.generate.GENERATION_CAUSES``).
+samples not generated are counted by cause (``deepgym.eval.model.GENERATION_CAUSES``).
 With the run store, every sample's text and result are recorded as they come; ``eval --resume
 ID`` of a model eval rebuilds the model from the stored run (the key read again from its
 environment variable) and asks it only for the samples the store has no text for.
@@ -25,8 +25,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from deepgym.cli import common
 from deepgym.cli.common import CliError, Interrupted
 from deepgym.envs.registry import list_suites
-from deepgym.evaluate import ModelEval, Sample, model_of_run
-from deepgym.generate import MAX_REPLY_BYTES, ChatModel
+from deepgym.eval.evaluate import ModelEval, Sample, model_of_run
+from deepgym.eval.model import MAX_REPLY_BYTES, ChatModel
 from deepgym.models import Environment
 from deepgym.store import RunStore
 from deepgym.validation import MAX_TEXT_CHARS, number, seconds

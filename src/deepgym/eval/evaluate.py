@@ -1,5 +1,5 @@
 """Evaluate a model: sample n answers per problem from a ``ChatModel``, score each one the moment
-it arrives, and report pass@k (``deepgym.passk``).
+it arrives, and report pass@k (``deepgym.eval.passk``).
 
 Invariants:
 
@@ -10,7 +10,7 @@ Invariants:
   ``concurrency`` requests in flight) and then scores (at most ``max_parallel`` runs), so the
   wall time is close to the generation time alone.
 - A sample the model server could not give (``GenerationError``: an error status, a reply over
-  the cap, a request past its deadline, ... ``deepgym.generate``) has no verdict: its result is
+  the cap, a request past its deadline, ... ``deepgym.eval.model``) has no verdict: its result is
   a ``generation_error`` one (stored like any other, so a finished run has a result for every
   sample), counted in ``generation_failed`` and by cause in ``generation_failures()``, left out
   of n, never scored 0; a resumed eval asks the model for it again. It fails that sample only:
@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deepgym.completions import answer_of
+from deepgym.eval.model import ChatModel, Sampler
+from deepgym.eval.passk import Counts, Metrics, difficulty, metrics
 from deepgym.exceptions import (
     ConfigError,
     GenerationError,
     UnknownEnvironmentError,
     VerifierCodeRefusedError,
 )
-from deepgym.generate import ChatModel, Sampler
 from deepgym.models import Environment, RunResult
-from deepgym.passk import Counts, Metrics, difficulty, metrics
 
 if TYPE_CHECKING:
     from deepgym.client import AsyncDeepGym
@@ -63,7 +63,7 @@ __all__ = ["ModelEval", "Sample", "evaluate_model", "model_of_run"]
 class Sample:
     """One sampled answer: its text (None: not generated), its result (None: not scored) and,
     for a sample the server did not give, why (``error``, and ``cause`` from
-    ``deepgym.generate.GENERATION_CAUSES``)."""
+    ``deepgym.eval.model.GENERATION_CAUSES``)."""
 
     problem: str
     index: int
@@ -93,7 +93,7 @@ class Sample:
 
 @dataclass
 class ModelEval:
-    """A model eval: every sample, problem-major, and its metrics (``deepgym.passk``)."""
+    """A model eval: every sample, problem-major, and its metrics (``deepgym.eval.passk``)."""
 
     model: dict[str, Any]
     problems: list[str]
@@ -116,7 +116,7 @@ class ModelEval:
         return sum(1 for s in self.samples if s.generation_failed)
 
     def generation_failures(self) -> dict[str, int]:
-        """``generation_failed`` by cause (``deepgym.generate.GENERATION_CAUSES``), the most
+        """``generation_failed`` by cause (``deepgym.eval.model.GENERATION_CAUSES``), the most
         frequent first."""
         causes = Counter(s.cause or "unknown" for s in self.samples if s.generation_failed)
         return dict(causes.most_common())
@@ -142,7 +142,7 @@ class ModelEval:
         return out
 
     def difficulty(self) -> tuple[list[str], list[str], list[str], list[str]]:
-        """``(learnable, too_easy, too_hard, unjudged)``: ``deepgym.passk.difficulty``."""
+        """``(learnable, too_easy, too_hard, unjudged)``: ``deepgym.eval.passk.difficulty``."""
         return difficulty(self.counts())
 
 

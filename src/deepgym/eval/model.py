@@ -73,7 +73,7 @@ GENERATION_CAUSES: dict[str, str] = {
     "reply_too_large": "the reply is over max_reply_bytes",
     "malformed_reply": "the reply is not JSON, has no choice text, or is compressed",
     "invalid_text": "the text is no valid answer (not unicode, or too long)",
-    "answer_refused": "the text was refused as an answer before it was scored (deepgym.evaluate)",
+    "answer_refused": "the text was refused as an answer before it was scored",
 }
 """Why a sample was not generated: ``GenerationError.cause``, and the keys of
 ``ModelEval.generation_failures()``."""
