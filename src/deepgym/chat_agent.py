@@ -11,21 +11,21 @@ tools and a user message with the task; each turn, the model's reply becomes the
   as a ``user`` message;
 - a reply with neither is ``done`` (the model has nothing more to do).
 
-The episode's budget (turns, seconds) is ``run_episode``'s. HTTP goes through the standard
-library, off the event loop; a failed request raises ``TransportError`` (the endpoint's failure,
-never the agent's 0), and an episode it ends has no verdict.
+The episode's budget (turns, seconds) is ``run_episode``'s. Each turn is one request of the
+model client ``deepgym.eval.model.ChatModel`` (the ``server`` extra's httpx): its deadline per
+request, its reply cap and its retry policy; the API key is read from the environment variable
+``api_key_env`` names, never kept. A request that fails raises ``TransportError`` (the
+endpoint's failure, never the agent's 0), and an episode it ends has no verdict.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import urllib.error
-import urllib.request
 from typing import Any
 
 from deepgym.completions import shell_blocks
-from deepgym.exceptions import TransportError
+from deepgym.eval.model import ChatModel
+from deepgym.exceptions import GenerationError, TransportError
 from deepgym.session import Action, Observation, output_text
 
 __all__ = ["SYSTEM_PROMPT", "TOOLS", "ChatAgent", "parse_reply"]
@@ -108,8 +108,9 @@ def _observation_text(obs: Observation) -> str:
 class ChatAgent:
     """An agent that asks ``model`` at the chat endpoint ``url`` (``.../v1``) for each action.
 
-    ``api_key``: sent as a bearer token where given. ``temperature``, ``max_tokens``: sent with
-    each request. ``timeout``: seconds for one request. ``messages`` holds the conversation.
+    ``api_key_env``: the environment variable whose value is sent as a bearer token, where set.
+    ``temperature``, ``max_tokens``: sent with each request. ``timeout``: seconds for one request,
+    connect to last byte. ``messages`` holds the conversation.
     """
 
     def __init__(
@@ -117,41 +118,25 @@ class ChatAgent:
         url: str,
         model: str,
         *,
-        api_key: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
         temperature: float = 0.0,
         max_tokens: int = 1024,
         timeout: float = 120.0,
         system_prompt: str = SYSTEM_PROMPT,
     ) -> None:
-        self.url = url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key = api_key
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout = timeout
+        self.client = ChatModel(
+            url,
+            model,
+            api_key_env=api_key_env,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            timeout=timeout,
+            concurrency=1,
+        )
         self.system_prompt = system_prompt
         self.messages: list[dict[str, Any]] = []
         self._pending: str | None = None
         """The id of the tool call the last action came from (its observation answers it)."""
-
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(
-            self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                data = json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise TransportError(f"the chat endpoint {self.url} failed: {exc}") from exc
-        if not isinstance(data, dict) or not data.get("choices"):
-            raise TransportError(f"the chat endpoint {self.url} sent no choices")
-        message = data["choices"][0].get("message")
-        if not isinstance(message, dict):
-            raise TransportError(f"the chat endpoint {self.url} sent no message")
-        return message
 
     async def __call__(self, obs: Observation) -> Action:
         """The next action: the observation goes to the model, its reply is parsed."""
@@ -169,14 +154,11 @@ class ChatAgent:
                 )
             else:
                 self.messages.append({"role": "user", "content": text})
-        body = {
-            "model": self.model,
-            "messages": self.messages,
-            "tools": TOOLS,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
-        message = await asyncio.to_thread(self._post, body)
+        try:
+            message = await self.client.chat(self.messages, tools=TOOLS)
+        except GenerationError as exc:
+            where = f"{self.client.url}/chat/completions"
+            raise TransportError(f"the chat endpoint {where} failed: {exc}") from exc
         action, call_id = parse_reply(message)
         kept: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
         if message.get("tool_calls"):

@@ -104,9 +104,13 @@ def test_parse_reply_reads_tool_calls_then_fenced_blocks() -> None:
 
 
 @pytest.mark.sandbox
-def test_a_model_fixes_the_bug_through_tool_calls_and_a_fenced_block(server: _Server) -> None:
+def test_a_model_fixes_the_bug_through_tool_calls_and_a_fenced_block(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = load_environment("agent/fix_add")
-    agent = ChatAgent(server.url, "scripted", api_key="sekret")
+    monkeypatch.setenv("DEEPGYM_TEST_CHAT_KEY", "sekret")
+    agent = ChatAgent(server.url, "scripted", api_key_env="DEEPGYM_TEST_CHAT_KEY")
+    assert "sekret" not in repr(vars(agent)) + repr(vars(agent.client))  # read, never kept
     with DeepGym() as dg:
         episode = dg.run_episode(env, agent, budget=Budget(turns=10))
     assert episode.result.has_verdict and episode.result.passed
@@ -122,6 +126,16 @@ def test_a_model_fixes_the_bug_through_tool_calls_and_a_fenced_block(server: _Se
     assert tool_reply["content"].startswith("exit 0\n") and "return a - b" in tool_reply["content"]
     assert third["messages"][-1]["role"] == "user"  # a fenced block's output: a user message
     assert [t["function"]["name"] for t in first["tools"]] == ["bash", "write_file", "done"]
+
+
+def test_the_agent_checks_its_settings_as_the_model_client_does() -> None:
+    from deepgym.exceptions import ConfigError
+
+    for bad in (float("nan"), True, -1.0):
+        with pytest.raises(ConfigError, match="temperature"):
+            ChatAgent("http://127.0.0.1:1/v1", "m", temperature=bad)
+    with pytest.raises(ConfigError, match="url"):
+        ChatAgent("127.0.0.1:1", "m")
 
 
 @pytest.mark.sandbox

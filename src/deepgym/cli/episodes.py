@@ -135,7 +135,11 @@ def episodes_cmd(
 )
 @click.option("--model", default=None, help="The model's name at --model-url.")
 @click.option(
-    "--api-key", envvar="DEEPGYM_MODEL_API_KEY", default=None, help="Bearer token for --model-url."
+    "--api-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    metavar="VAR",
+    help="The environment variable holding the bearer token for --model-url (read, never kept).",
 )
 @click.option(
     "--turns", type=click.IntRange(min=1), default=None, help="At most this many actions."
@@ -148,7 +152,7 @@ def episode_cmd(
     agent_spec: str,
     model_url: str | None,
     model: str | None,
-    api_key: str | None,
+    api_key_env: str,
     turns: int | None,
     store_path: Path | None,
     no_store: bool,
@@ -171,7 +175,7 @@ def episode_cmd(
             raise ConfigError("give --agent or --model-url, not both")
         from deepgym.chat_agent import ChatAgent
 
-        agent: Agent = ChatAgent(model_url, model, api_key=api_key)
+        agent: Agent = ChatAgent(model_url, model, api_key_env=api_key_env or None)
     else:
         agent = load_agent(agent_spec, env)
     store = None if no_store else RunStore(store_path or default_store_path())

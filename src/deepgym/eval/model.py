@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deepgym.exceptions import ConfigError, GenerationError
-from deepgym.text import one_line
-from deepgym.validation import MAX_TEXT_CHARS, optional_seconds, positive_int, text
+from deepgym.text import install_extra, one_line
+from deepgym.validation import MAX_TEXT_CHARS, number, optional_seconds, positive_int, text
 
 if TYPE_CHECKING:
     import httpx
@@ -63,6 +63,8 @@ __all__ = [
 MAX_REPLY_BYTES = 4 * 2**20
 """A reply's body at most, by default: 4 MiB, some 30 times the JSON of a 32k-token completion
 (about 4 bytes a token)."""
+MAX_TEMPERATURE = 100.0
+"""A sampling temperature at most (servers take 0 to 2, some more; past this it is a typo)."""
 ERROR_BODY_BYTES = 2**10
 """What is read of an error reply's body, for its message."""
 
@@ -141,12 +143,10 @@ class ChatModel:
             raise ConfigError(f"url must be an http(s) URL, got {url!r}")
         if not isinstance(name, str) or not name:
             raise ConfigError("name must name the model the server serves")
-        if not isinstance(temperature, int | float) or temperature < 0:
-            raise ConfigError(f"temperature must be a number >= 0, got {temperature!r}")
         self.url = url.rstrip("/")
         self.name = name
         self.api_key_env = api_key_env
-        self.temperature = float(temperature)
+        self.temperature = number(temperature, "temperature", 0.0, MAX_TEMPERATURE)
         self.max_tokens = positive_int(max_tokens, "max_tokens")
         self.concurrency = positive_int(concurrency, "concurrency")
         self.completions = bool(completions)
@@ -194,19 +194,10 @@ class ChatModel:
     def _text(self, data: bytes) -> str:
         """The sampled text of a reply's body; ``GenerationError`` for a body of the wrong shape
         or a text no answer may be."""
-        try:
-            payload = json.loads(data)
-        except (ValueError, RecursionError) as exc:  # bad UTF-8; nested past the stack
-            raise GenerationError(
-                f"the server's reply is not JSON ({type(exc).__name__})", cause="malformed_reply"
-            ) from exc
-        try:
-            choice = payload["choices"][0]
-            value = choice["text"] if self.completions else choice["message"]["content"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise GenerationError(
-                f"the server's reply has no choice text ({exc!r})", cause="malformed_reply"
-            ) from exc
+        value = _choice(
+            data,
+            lambda choice: choice["text"] if self.completions else choice["message"]["content"],
+        )
         if value is None:
             return ""
         if not isinstance(value, str):
@@ -246,39 +237,93 @@ class ChatModel:
                 cause="deadline",
             ) from exc
 
+    def _client(self) -> httpx.AsyncClient:
+        try:
+            import httpx
+        except ImportError as exc:
+            raise ConfigError(
+                f"a model at a URL needs httpx, of the server extra: {install_extra('server')}"
+            ) from exc
+
+        limits = httpx.Limits(max_connections=self.concurrency)
+        # No httpx timer: the deadline of _exchange is the one clock of a request.
+        return httpx.AsyncClient(transport=self._transport, timeout=None, limits=limits)
+
+    async def _post(
+        self, client: httpx.AsyncClient, gate: asyncio.Semaphore, url: str, body: dict[str, Any]
+    ) -> bytes:
+        """One request's reply body, under the retry policy (see the module)."""
+        import httpx
+
+        cause, kind = "", "connection"
+        for attempt in range(1, self.retry.attempts + 1):
+            async with gate:
+                try:
+                    status, data, wait = await self._exchange(client, url, body)
+                except httpx.TransportError as exc:  # connect, read, protocol
+                    cause, kind, wait = f"{type(exc).__name__}: {exc}", "connection", None
+                else:
+                    if status == 200:
+                        return data
+                    said = one_line(data.decode("utf-8", "replace"), 200)
+                    cause, kind = f"HTTP {status}: {said}", "http_error"
+                    if not retryable(status):
+                        raise GenerationError(cause, cause=kind)
+            if attempt < self.retry.attempts:
+                await asyncio.sleep(retry_delay(self.retry, attempt, wait))
+        raise GenerationError(f"{cause} (after {self.retry.attempts} tries)", cause=kind)
+
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[Sampler]:
         """Open a connection pool for a run; yields ``sample(prompt) -> text``."""
-        import httpx
-
         gate = asyncio.Semaphore(self.concurrency)
-        limits = httpx.Limits(max_connections=self.concurrency)
-        # No httpx timer: the deadline of _exchange is the one clock of a request.
-        async with httpx.AsyncClient(
-            transport=self._transport, timeout=None, limits=limits
-        ) as client:
+        async with self._client() as client:
 
             async def sample(prompt: str) -> str:
                 url, body = self._request(prompt)
-                cause, kind = "", "connection"
-                for attempt in range(1, self.retry.attempts + 1):
-                    async with gate:
-                        try:
-                            status, data, wait = await self._exchange(client, url, body)
-                        except httpx.TransportError as exc:  # connect, read, protocol
-                            cause, kind, wait = f"{type(exc).__name__}: {exc}", "connection", None
-                        else:
-                            if status == 200:
-                                return self._text(data)
-                            said = one_line(data.decode("utf-8", "replace"), 200)
-                            cause, kind = f"HTTP {status}: {said}", "http_error"
-                            if not retryable(status):
-                                raise GenerationError(cause, cause=kind)
-                    if attempt < self.retry.attempts:
-                        await asyncio.sleep(retry_delay(self.retry, attempt, wait))
-                raise GenerationError(f"{cause} (after {self.retry.attempts} tries)", cause=kind)
+                return self._text(await self._post(client, gate, url, body))
 
             yield sample
+
+    async def chat(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """One chat completion of ``messages`` (offering ``tools``), under the same deadline,
+        reply cap and retry policy as a sample: the reply's message (``content`` and any
+        ``tool_calls``), or ``GenerationError``. For an agent's turn (``ChatAgent``)."""
+        body: dict[str, Any] = {
+            "model": self.name,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if tools:
+            body["tools"] = tools
+        async with self._client() as client:
+            data = await self._post(
+                client, asyncio.Semaphore(1), f"{self.url}/chat/completions", body
+            )
+        message = _choice(data, lambda choice: choice["message"])
+        if not isinstance(message, dict):
+            raise GenerationError("the server's reply has no message", cause="malformed_reply")
+        return message
+
+
+def _choice(data: bytes, pick: Callable[[Any], Any]) -> Any:
+    """``pick(first choice)`` of a reply's body; ``GenerationError`` for a body of the wrong
+    shape."""
+    try:
+        payload = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # bad UTF-8; nested past the stack
+        raise GenerationError(
+            f"the server's reply is not JSON ({type(exc).__name__})", cause="malformed_reply"
+        ) from exc
+    try:
+        return pick(payload["choices"][0])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise GenerationError(
+            f"the server's reply has no choice text ({exc!r})", cause="malformed_reply"
+        ) from exc
 
 
 async def _read(reply: httpx.Response, limit: int, *, cut: bool = False) -> bytes:
