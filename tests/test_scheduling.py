@@ -14,6 +14,7 @@ from deepgym.scheduling import (
     fixed_limit,
     group_slices,
     holds_under,
+    should_resend,
     should_retry,
 )
 
@@ -74,6 +75,12 @@ def test_retry_only_ours_once_within_deadline() -> None:
     assert not should_retry(_nv("verifier_error"), 1, 10.0)  # the verifier's own failure
     judged = RunResult(score=0.0, passed=False, error_type="solution_timeout")
     assert not should_retry(judged, 1, 10.0)  # a verdict is never retried
+
+
+def test_a_lost_chunk_is_sent_again_once_within_its_deadline() -> None:
+    assert should_resend(1, 5.0)
+    assert not should_resend(2, 5.0)  # once only
+    assert not should_resend(1, 0.0) and not should_resend(1, -1.0)  # its deadline has passed
 
 
 def test_broadcast_envs() -> None:

@@ -106,6 +106,13 @@ def should_retry(result: RunResult, attempt: int, seconds_left: float | None) ->
     return seconds_left is None or seconds_left >= limit
 
 
+def should_resend(attempts: int, seconds_left: float) -> bool:
+    """Send a chunk of work once more, elsewhere, when the worker it went to was lost (a Ray
+    node's actor died): only after its first try, and only while its deadline has time left.
+    Its runs come back judged or without a verdict, never lost and never scored twice."""
+    return attempts < MAX_ATTEMPTS and seconds_left > 0
+
+
 def broadcast_envs(envs: Sequence[object] | object, n: int) -> list[object]:
     """One environment per answer: a single one repeated, or a list of exactly ``n``."""
     if isinstance(envs, list | tuple):

@@ -13,7 +13,6 @@ from deepgym.exceptions import ConfigError, ImageError
 from deepgym.images.manifests import (
     DOCKER_LIST,
     DOCKER_MANIFEST,
-    MAX_DELAY_S,
     OCI_INDEX,
     OCI_MANIFEST,
     Descriptor,
@@ -23,8 +22,6 @@ from deepgym.images.manifests import (
     parse_challenge,
     parse_manifest,
     parse_platform,
-    retry_delay,
-    retryable_status,
 )
 
 D1, D2, D3 = ("sha256:" + c * 64 for c in "123")
@@ -165,22 +162,7 @@ def test_challenge_parsing_is_total(header: str) -> None:
     assert parsed is None or parsed.scheme == parsed.scheme.lower()
 
 
-@given(st.integers(min_value=0, max_value=10_000), st.none() | st.text(max_size=8))
-def test_retry_delay_is_bounded(attempt: int, retry_after: str | None) -> None:
-    assert 0 <= retry_delay(attempt, retry_after) <= MAX_DELAY_S
-
-
-def test_retry_policy() -> None:
-    assert retry_delay(0) < retry_delay(1) < retry_delay(2)
-    assert retry_delay(0, "3") == 3.0
-    assert retry_delay(0, "3600") == MAX_DELAY_S
-    assert retry_delay(1, "soon") == retry_delay(1)
-    assert [s for s in (200, 401, 404, 408, 429, 500, 503) if retryable_status(s)] == [
-        408,
-        429,
-        500,
-        503,
-    ]
+def test_a_descriptor_as_json() -> None:
     assert Descriptor(OCI_INDEX, D1, 3).to_json() == {
         "mediaType": OCI_INDEX,
         "digest": D1,

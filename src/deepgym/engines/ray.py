@@ -61,7 +61,7 @@ from deepgym.identity import env_key
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.protocol import Raised, RunReply, raised_error
 from deepgym.sandbox.spec import START_GRACE_S
-from deepgym.scheduling import TimeLimitPolicy, group_slices
+from deepgym.scheduling import TimeLimitPolicy, group_slices, should_resend
 from deepgym.text import install_extra
 from deepgym.time_limits import TimeLimits
 from deepgym.types import EnvLike, Envs, Group, ProgressFn
@@ -505,7 +505,7 @@ class RayEngine:
                         finish(chunk, task.result())
                     elif isinstance(exc, _Lost):
                         left = (chunk.deadline or 0) - time.monotonic()
-                        if chunk.attempts < 2 and left > 0:
+                        if should_resend(chunk.attempts, left):
                             log.warning("deepgym: a chunk's Ray actor failed (%s): sent again", exc)
                             pending.appendleft(chunk)
                             self.resent += 1

@@ -17,9 +17,10 @@ Failure rules (each failure a ``GenerationError`` whose ``cause`` is a key of
   fails the sample (``reply_too_large``) and is not asked again. Only the identity encoding is
   asked for: a compressed reply (a few KiB can unpack to gigabytes) is refused unread
   (``malformed_reply``). Of an error reply, only the first ``ERROR_BODY_BYTES`` are read.
-- A 429 or a 5xx, or a connection that fails or breaks, is retried with capped exponential
-  backoff (``retry_delay``, pure; a server's ``Retry-After`` is honoured up to the cap), at
-  most ``RetryPolicy.attempts`` tries in all (``http_error``, ``connection`` after the last).
+- A 408, 429 or 5xx, or a connection that fails or breaks, is retried under the one retry policy
+  of deepgym's clients (``deepgym.retry``: capped exponential backoff, a server's
+  ``Retry-After`` honoured up to the cap), at most ``RetryPolicy.attempts`` tries in all
+  (``http_error``, ``connection`` after the last).
   Any other status, a body of the wrong shape (``malformed_reply``) or a text that is not a
   valid answer (``invalid_text``: a lone surrogate, too long) is not retried. So one sample
   costs at most ``attempts`` requests, each at most ``timeout`` seconds and ``max_reply_bytes``
@@ -37,13 +38,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deepgym.exceptions import ConfigError, GenerationError
+from deepgym.retry import RetryPolicy, retry_delay, retryable_status
 from deepgym.text import install_extra, one_line
 from deepgym.validation import MAX_TEXT_CHARS, number, optional_seconds, positive_int, text
 
@@ -55,9 +55,6 @@ __all__ = [
     "GENERATION_CAUSES",
     "MAX_REPLY_BYTES",
     "ChatModel",
-    "RetryPolicy",
-    "retry_delay",
-    "retryable",
 ]
 
 MAX_REPLY_BYTES = 4 * 2**20
@@ -79,33 +76,6 @@ GENERATION_CAUSES: dict[str, str] = {
 }
 """Why a sample was not generated: ``GenerationError.cause``, and the keys of
 ``ModelEval.generation_failures()``."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """At most ``attempts`` tries a sample; the n-th retry waits ``base_s * 2**(n-1)`` seconds,
-    at most ``max_s``."""
-
-    attempts: int = 5
-    base_s: float = 0.5
-    max_s: float = 8.0
-
-
-def retryable(status: int) -> bool:
-    """A status worth asking again: rate limited (429) or the server's fault (5xx)."""
-    return status == 429 or 500 <= status <= 599
-
-
-def retry_delay(policy: RetryPolicy, retry: int, retry_after: str | None = None) -> float:
-    """Seconds to wait before the ``retry``-th retry (1-based): the server's ``Retry-After``
-    (seconds) if it gave a finite one, else exponential backoff; capped at ``policy.max_s``
-    either way."""
-    if retry_after is not None:
-        with contextlib.suppress(ValueError):
-            seconds = float(retry_after)
-            if math.isfinite(seconds):
-                return min(max(seconds, 0.0), policy.max_s)
-    return float(min(policy.base_s * 2 ** (retry - 1), policy.max_s))
 
 
 Sampler = Callable[[str], Awaitable[str]]
@@ -154,8 +124,6 @@ class ChatModel:
         self.timeout = optional_seconds(timeout, "timeout")
         self.max_reply_bytes = positive_int(max_reply_bytes, "max_reply_bytes", MAX_TEXT_CHARS)
         self.retry = retry or RetryPolicy()
-        if self.retry.attempts < 1:
-            raise ConfigError(f"retry.attempts must be at least 1, got {self.retry.attempts}")
         self._transport = transport
 
     def describe(self) -> dict[str, Any]:
@@ -267,7 +235,7 @@ class ChatModel:
                         return data
                     said = one_line(data.decode("utf-8", "replace"), 200)
                     cause, kind = f"HTTP {status}: {said}", "http_error"
-                    if not retryable(status):
+                    if not retryable_status(status):
                         raise GenerationError(cause, cause=kind)
             if attempt < self.retry.attempts:
                 await asyncio.sleep(retry_delay(self.retry, attempt, wait))

@@ -39,8 +39,6 @@ __all__ = [
     "parse_challenge",
     "parse_manifest",
     "parse_platform",
-    "retry_delay",
-    "retryable_status",
 ]
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -217,21 +215,3 @@ def parse_challenge(header: str) -> Challenge | None:
         )
         pos = match.end()
     return Challenge(scheme.lower(), params)
-
-
-_RETRYABLE = frozenset({408, 429, 500, 502, 503, 504})
-MAX_DELAY_S = 8.0
-
-
-def retryable_status(status: int) -> bool:
-    """A status worth another try: the registry is busy or briefly broken (429, 5xx, 408)."""
-    return status in _RETRYABLE
-
-
-def retry_delay(attempt: int, retry_after: str | None = None) -> float:
-    """Seconds before try ``attempt + 1``: 0.25 s doubling, or the registry's ``Retry-After``
-    seconds; never more than ``MAX_DELAY_S`` (a registry cannot park a pull)."""
-    delay = 0.25 * float(2 ** min(attempt, 16))
-    if retry_after is not None and retry_after.strip().isdigit():
-        delay = float(retry_after.strip())
-    return min(delay, MAX_DELAY_S)

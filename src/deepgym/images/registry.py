@@ -19,7 +19,7 @@ Failure rules and guarantees:
   Credentials never travel over plain http to another host, and never follow a redirect to one.
 - **Time is bounded**: every socket operation has ``timeout`` seconds; 408, 429, 5xx and
   connection errors are retried ``retries`` times with a bounded backoff
-  (``manifests.retry_delay``), then raise ``RegistryError`` (a ``TransportError``: a registry that
+  (``deepgym.retry``), then raise ``RegistryError`` (a ``TransportError``: a registry that
   is down is infrastructure, never the answer's fault).
 - **Plain http** only when asked (``insecure=True``) or for a registry on this host.
 
@@ -55,10 +55,9 @@ from deepgym.images.manifests import (
     choose_platform,
     parse_challenge,
     parse_manifest,
-    retry_delay,
-    retryable_status,
 )
 from deepgym.images.reference import Reference, check_digest, parse_reference
+from deepgym.retry import RetryPolicy, retry_delay, retryable_status
 
 __all__ = ["PASSWORD_ENV", "USER_ENV", "Pulled", "blob_path", "pull", "push"]
 
@@ -66,6 +65,8 @@ USER_ENV = "DEEPGYM_REGISTRY_USER"
 PASSWORD_ENV = "DEEPGYM_REGISTRY_PASSWORD"
 CHUNK = 1 << 20
 _MAX_REDIRECTS = 5
+REGISTRY_RETRY = RetryPolicy(base_s=0.25, max_s=8.0)
+"""The backoff between a registry's tries (how many: ``retries``): 0.25 s doubling, 8 s at most."""
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 Progress = Callable[[int, int], None]
@@ -203,13 +204,15 @@ class _Session:
             except RegistryError as exc:
                 if last or not exc.unreachable:
                     raise
-                time.sleep(retry_delay(attempt))
+                time.sleep(retry_delay(REGISTRY_RETRY, attempt + 1))
                 continue
             if resp.status in ok:
                 return resp
             detail = _error_detail(resp)
             if retryable_status(resp.status) and not last:
-                time.sleep(retry_delay(attempt, resp.headers.get("Retry-After")))
+                time.sleep(
+                    retry_delay(REGISTRY_RETRY, attempt + 1, resp.headers.get("Retry-After"))
+                )
                 continue
             raise RegistryError(
                 f"{method} {url}: registry answered {resp.status}{detail}", status_code=resp.status
@@ -419,7 +422,7 @@ class _Puller:
                 if attempt == attempts - 1:
                     raise
                 self.done = start
-                time.sleep(retry_delay(attempt))
+                time.sleep(retry_delay(REGISTRY_RETRY, attempt + 1))
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _tick(self, n: int) -> None:
