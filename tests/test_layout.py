@@ -160,7 +160,7 @@ LAYERS: dict[str, int] = {  # top to bottom; a module may import only its own la
     "deepgym.session": 5,
     "deepgym.engines": 4,
     "deepgym.scheduling": 3,  # the scheduler and its per-environment time limits
-    "deepgym.limits": 3,
+    "deepgym.time_limits": 3,
     "deepgym.sandbox": 2,  # sandbox backends, and the raw run -> RunResult they hand up
     "deepgym.results": 2,
     "deepgym.judge": 1,

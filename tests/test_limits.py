@@ -1,4 +1,4 @@
-"""Derived time limits that persist (``deepgym.limits``): shared by the machine's clients,
+"""Derived time limits that persist (``deepgym.time_limits``): shared by the machine's clients,
 keyed by content and by the kind of machine, safe under concurrent writers."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from deepgym import TimeLimitPolicy
 from deepgym.client import AsyncDeepGym
-from deepgym.limits import LimitStore, content_key, default_limits_path
+from deepgym.time_limits import LimitStore, content_key, default_limits_path
 from tests.fakes import TOY, FakeBackend
 
 ENV = TOY
@@ -40,7 +40,7 @@ def test_a_second_client_reads_the_first_ones_measurement() -> None:
 def test_a_runtime_measured_on_another_machine_is_not_used_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import deepgym.limits as limits
+    import deepgym.time_limits as limits
 
     store = LimitStore()
     store.put(content_key(ENV, "fake"), ENV.name, reference_ms=500.0)  # this machine: 10 x 0.5 s

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from deepgym.identity import env_key
-from deepgym.limits import LimitStore, content_key
 from deepgym.models import Environment
 from deepgym.scheduling import TimeLimitPolicy
-from deepgym.time_limits import TimeLimits
+from deepgym.time_limits import LimitStore, TimeLimits, content_key
 from tests.fakes import TOY
 
 ENV = TOY

@@ -2,7 +2,7 @@
 
 ``env_key`` is the key of whatever is kept per environment: its derived time limit (in an engine,
 and between a Ray driver and its actors), its staged files in a sandbox's workspace, a session's
-standby sandbox. ``deepgym.limits.content_key`` (the machine's store of reference runtimes) is
+standby sandbox. ``deepgym.time_limits.content_key`` (the machine's store of reference runtimes) is
 the same content under a sandbox backend and a machine.
 
 Invariants:

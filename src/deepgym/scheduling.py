@@ -35,8 +35,9 @@ class TimeLimitPolicy:
     factor: float | None = 10.0
     floor: float = 1.0
     persist: bool = True
-    """Keep measured reference runtimes in ``$DEEPGYM_HOME/limits.sqlite`` (``deepgym.limits``),
-    shared by every client on the machine; False: measure in each client."""
+    """Keep measured reference runtimes in ``$DEEPGYM_HOME/limits.sqlite``
+    (``deepgym.time_limits.LimitStore``), shared by every client on the machine; False: measure
+    in each client."""
 
     def __post_init__(self) -> None:
         if self.factor is not None:

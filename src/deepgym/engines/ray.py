@@ -25,7 +25,7 @@ Invariants:
   actor; a lost node's actor is dropped and its chunks go elsewhere.
 - Derived time limits are measured once per cluster: on the node that first needs one, sent
   back with its chunk and sent with every later chunk of that environment (each node also keeps
-  them in its store of limits, ``deepgym.limits``). The driver and every node hold them in a
+  them in its store of limits, ``deepgym.time_limits``). The driver and every node hold them in a
   ``TimeLimits`` (the same decisions as local mode), keyed by ``env_key``, the same in every
   process; what travels is the reference's runtime, and each holder applies the one policy.
 
