@@ -14,6 +14,7 @@ from deepgym.validation import (
     optional_positive_int,
     optional_seconds,
     positive_int,
+    positive_number,
     seconds,
 )
 
@@ -106,3 +107,25 @@ def test_a_message_shows_a_hostile_value_in_a_line() -> None:
         with pytest.raises(ConfigError) as info:
             seconds(bad, "t")
         assert "\n" not in str(info.value) and len(str(info.value)) < 200
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "1", None, 10**400])
+def test_positive_number_refuses_what_is_not_a_finite_positive_number(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"^x must be a positive number"):
+        positive_number(bad, "x")
+    assert positive_number(2, "x") == 2.0 and positive_number(0.5, "x") == 0.5
+
+
+def test_hand_checks_now_go_through_validation() -> None:
+    from deepgym.images.reference import parse_reference
+    from deepgym.images.registry import _Session
+    from deepgym.scheduling import TimeLimitPolicy
+
+    ref = parse_reference("127.0.0.1:5000/a:b")
+    for timeout in (float("nan"), 0, True):
+        with pytest.raises(ConfigError, match=r"^timeout must be"):
+            _Session(ref, insecure=None, timeout=timeout, retries=1)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^retries must be"):
+        _Session(ref, insecure=None, timeout=1.0, retries=-1)
+    with pytest.raises(ConfigError, match=r"^time limit factor must be a positive number"):
+        TimeLimitPolicy(factor=True)  # type: ignore[arg-type]

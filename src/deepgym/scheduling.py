@@ -16,13 +16,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
-from deepgym.validation import positive_int, seconds
+from deepgym.validation import positive_int, positive_number, seconds
 
 RETRYABLE = frozenset({"sandbox_error", "runtime_error", "timeout"})
 MAX_ATTEMPTS = 2
@@ -41,7 +40,7 @@ class TimeLimitPolicy:
 
     def __post_init__(self) -> None:
         if self.factor is not None:
-            _positive_number(self.factor, "time limit factor")
+            positive_number(self.factor, "time limit factor")
         seconds(self.floor, "time limit floor")
 
     def limit(self, reference_seconds: float | None, cap: float) -> float:
@@ -78,13 +77,6 @@ def holds_under(result: RunResult, limit: float) -> bool:
     took_ms = s.total_ms - s.queue_ms - s.start_ms
     cpu_ms = result.evidence.solution_cpu_ms or 0.0
     return took_ms <= limit * 1000.0 and cpu_ms <= limit * 1000.0
-
-
-def _positive_number(value: float, name: str) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name} must be > 0, got {value!r}")
-    return float(value)
 
 
 def group_slices(n: int, group_size: int | None) -> list[range]:

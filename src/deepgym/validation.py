@@ -147,6 +147,20 @@ def number(value: Any, name: str, minimum: float, maximum: float) -> float:
     return out
 
 
+def positive_number(value: Any, name: str, maximum: float = 1e12) -> float:
+    """``value`` as a float, if it is a finite number > 0 (and at most ``maximum``)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    try:
+        out = float(value) if ok else math.nan
+    except OverflowError:  # an int past float's range
+        out = math.nan
+    if not math.isfinite(out) or not 0 < out <= maximum:
+        raise ConfigError(
+            f"{name} must be a positive number (at most {maximum:g}), got {_show(value)}"
+        )
+    return out
+
+
 def seconds(
     value: Any, name: str, *, allow_zero: bool = False, maximum: float = MAX_SECONDS
 ) -> float:

@@ -105,7 +105,10 @@ def test_generation_and_scoring_overlap() -> None:
     assert len(backend.seen) == 16 and backend.seen[0] < 16, backend.seen
 
 
-@pytest.mark.parametrize(("k", "what"), [((0,), "k must"), ((5,), "samples=4")])
+@pytest.mark.parametrize(
+    ("k", "what"),
+    [((0,), "from 1 to 4, got 0"), ((5,), "samples=4"), ((True,), "got True")],
+)
 def test_bad_k_is_refused(k: tuple[int, ...], what: str) -> None:
     with client() as dg, pytest.raises(ConfigError, match=what):
         dg.eval_model(PROBLEMS, ChatModel("http://127.0.0.1:9/v1", "m"), samples=4, k=k)

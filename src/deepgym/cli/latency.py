@@ -28,6 +28,7 @@ from deepgym.client import SANDBOXES
 from deepgym.exceptions import ConfigError
 from deepgym.latency.sweep import SweepConfig
 from deepgym.text import install_extra, percent
+from deepgym.validation import positive_int, positive_number
 
 if TYPE_CHECKING:
     from deepgym.latency.predictions import Finding
@@ -38,18 +39,6 @@ _D = SweepConfig()
 """The sweep's defaults, for the help text."""
 
 __all__ = ["price_cmd", "sweep_cmd"]
-
-
-def _positive(value: float, option: str) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{option} must be a positive number, got {value!r}")
-    return value
-
-
-def _positive_int(value: int, option: str) -> int:
-    if value < 1:
-        raise ConfigError(f"{option} must be a positive int, got {value!r}")
-    return value
 
 
 # -- price -------------------------------------------------------------------------------------
@@ -125,15 +114,15 @@ def _check_price(
     slots: int | None, max_parallel: int, plot: Path | None,
 ) -> None:  # fmt: skip
     """Bad options, before anything runs: one ``Error:`` line each."""
-    _positive_int(batch, "--batch")
-    _positive_int(group, "--group")
-    _positive_int(max_parallel, "--max-parallel")
+    positive_int(batch, "--batch")
+    positive_int(group, "--group")
+    positive_int(max_parallel, "--max-parallel")
     if slots is not None:
-        _positive_int(slots, "--slots")
+        positive_int(slots, "--slots")
     if batch % group:
         raise ConfigError(f"--batch ({batch}) must be a multiple of --group ({group})")
-    _positive(busy, "--busy")
-    _positive(timeout, "--timeout")
+    positive_number(busy, "--busy")
+    positive_number(timeout, "--timeout")
     if training is not None and not (math.isfinite(training) and 0 <= training <= busy):
         raise ConfigError(f"--training must be between 0 and --busy ({busy:g}), got {training!r}")
     if plot is not None and not plot.parent.is_dir():

@@ -50,6 +50,7 @@ from deepgym.exceptions import (
     VerifierCodeRefusedError,
 )
 from deepgym.models import Environment, RunResult
+from deepgym.validation import bounded_int
 
 if TYPE_CHECKING:
     from deepgym.client import AsyncDeepGym
@@ -311,8 +312,7 @@ async def evaluate_model(
         raise ConfigError(f"env {bare!r} has no task to prompt a model with")
     ks, hat_ks = tuple(k), tuple(pass_hat)
     for value in (*ks, *hat_ks):
-        if not isinstance(value, int) or value < 1 or value > samples:
-            raise ConfigError(f"k must be an integer in [1, samples={samples}], got {value!r}")
+        bounded_int(value, f"k (at most samples={samples})", 1, samples)
     params = {
         "model": model.describe(),
         "samples": samples,

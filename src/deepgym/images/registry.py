@@ -58,6 +58,7 @@ from deepgym.images.manifests import (
 )
 from deepgym.images.reference import Reference, check_digest, parse_reference
 from deepgym.retry import RetryPolicy, retry_delay, retryable_status
+from deepgym.validation import bounded_int, optional_seconds
 
 __all__ = ["PASSWORD_ENV", "USER_ENV", "Pulled", "blob_path", "pull", "push"]
 
@@ -169,10 +170,8 @@ class _Session:
     def __init__(
         self, ref: Reference, *, insecure: bool | None, timeout: float | None, retries: int
     ) -> None:
-        if timeout is not None and timeout <= 0:
-            raise ConfigError(f"timeout {timeout!r}: must be > 0 seconds or None")
-        if retries < 0:
-            raise ConfigError(f"retries {retries!r}: must be >= 0")
+        timeout = optional_seconds(timeout, "timeout")
+        retries = bounded_int(retries, "retries", 0, 100)
         plain = ref.is_loopback if insecure is None else insecure
         self.ref = ref
         self.base = f"{'http' if plain else 'https'}://{ref.api_host}/v2/"
