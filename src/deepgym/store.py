@@ -310,24 +310,13 @@ class RunStore:
 
     def record(self, run_id: str, index: int, result: RunResult) -> None:
         """Commit one result. A second result for the same index is refused."""
-        row = (
-            run_id,
-            index,
-            result.env_name or "",
-            int(result.has_verdict),
-            int(result.passed),
-            result.score,
-            result.error_type,
-            result.service.run_ms,
-            time.time(),
-            result.model_dump_json(),
-        )
+        columns = ", ".join(_RESULT_COLUMNS)
         with self._lock:
             try:
                 self._db.execute(
-                    "INSERT INTO results (run_id, idx, env_name, has_verdict, passed, score, "
-                    "error_type, run_ms, recorded, result) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    row,
+                    f"INSERT INTO results (run_id, idx, {columns}) "
+                    f"VALUES (?, ?, {', '.join('?' * len(_RESULT_COLUMNS))})",
+                    (run_id, index, *_result_row(result)),
                 )
             except sqlite3.IntegrityError as exc:
                 raise ConfigError(
@@ -362,24 +351,11 @@ class RunStore:
     def replace_no_verdict(self, run_id: str, index: int, result: RunResult) -> None:
         """Replace the stored result of ``index``, one without a verdict, with a new one (a
         resumed eval's second try); a stored verdict is never replaced (``ConfigError``)."""
-        row = (
-            result.env_name or "",
-            int(result.has_verdict),
-            int(result.passed),
-            result.score,
-            result.error_type,
-            result.service.run_ms,
-            time.time(),
-            result.model_dump_json(),
-            run_id,
-            index,
-        )
+        columns = ", ".join(f"{c} = ?" for c in _RESULT_COLUMNS)
         with self._lock:
             cur = self._db.execute(
-                "UPDATE results SET env_name = ?, has_verdict = ?, passed = ?, score = ?, "
-                "error_type = ?, run_ms = ?, recorded = ?, result = ? "
-                "WHERE run_id = ? AND idx = ? AND has_verdict = 0",
-                row,
+                f"UPDATE results SET {columns} WHERE run_id = ? AND idx = ? AND has_verdict = 0",
+                (*_result_row(result), run_id, index),
             )
         if cur.rowcount != 1:
             raise ConfigError(f"run {run_id}: index {index} has a verdict, or no result to replace")
@@ -666,6 +642,34 @@ def _stopped_unless_done(store: RunStore, run_id: str, t0: float) -> Iterator[No
     except BaseException:
         store.finish(run_id, "stopped", (time.monotonic() - t0) * 1000.0)
         raise
+
+
+_RESULT_COLUMNS = (
+    "env_name",
+    "has_verdict",
+    "passed",
+    "score",
+    "error_type",
+    "run_ms",
+    "recorded",
+    "result",
+)
+"""The columns a stored result fills (``_result_row``), after its run id and index."""
+
+
+def _result_row(result: RunResult) -> tuple[Any, ...]:
+    """``result``'s values for ``_RESULT_COLUMNS``, recorded now: the one place a result
+    becomes a row, for a first record and a replacement alike."""
+    return (
+        result.env_name or "",
+        int(result.has_verdict),
+        int(result.passed),
+        result.score,
+        result.error_type,
+        result.service.run_ms,
+        time.time(),
+        result.model_dump_json(),
+    )
 
 
 def record_batch(
