@@ -273,7 +273,7 @@ def test_an_environment_prints_in_a_line() -> None:
         task="Write f.\n" + "A very long task text. " * 100,
     )
     text = repr(env)
-    task = "Write f.; A very long task text. A very ..."
+    task = "Write f.; A very long task text. A very…"
     assert text == f"Environment(name='long', kind='function', task={task!r})"
     assert "\n" not in text and len(text) < 120
     assert env.model_dump()["task"] == env.task  # the whole task is still there

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from deepgym.text import one_line
+from deepgym.text import clip, one_line
 from deepgym.validation import (
     MAX_CASES,
     MAX_FILE_MB,
@@ -150,7 +150,7 @@ class Environment(BaseModel):
         yield "name", self.name
         yield "kind", self.kind
         if task:
-            yield "task", task if len(task) <= 40 else task[:40] + "..."
+            yield "task", clip(task, 40)
 
     def catalog_entry(self) -> dict[str, Any]:
         """Name, kind, difficulty, tags and description: one environment as ``deepgym list

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BeforeValidator
 
 from deepgym.exceptions import ConfigError
+from deepgym.text import clip
 
 __all__ = [
     "MAX_CASES",
@@ -234,7 +235,7 @@ def _show(value: Any) -> str:
         shown = repr(value) if abs(value) < 10**30 else "an int past 10**30"
     else:
         shown = f"a {type(value).__name__}"
-    return shown if len(shown) <= 60 else shown[:57] + "..."
+    return clip(shown, 60)
 
 
 # -- the same checks for pydantic models ------------------------------------------------------
