@@ -129,3 +129,17 @@ def test_hand_checks_now_go_through_validation() -> None:
         _Session(ref, insecure=None, timeout=1.0, retries=-1)
     with pytest.raises(ConfigError, match=r"^time limit factor must be a positive number"):
         TimeLimitPolicy(factor=True)  # type: ignore[arg-type]
+
+
+def test_is_loopback_is_one_rule_for_the_service_and_the_registry_client() -> None:
+    from deepgym.images.reference import parse_reference
+    from deepgym.server.launch import is_loopback as service_rule
+    from deepgym.validation import is_loopback
+
+    assert service_rule is is_loopback
+    for host in ("localhost", "127.0.0.1", "127.8.9.1", "::1", "[::1]"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "10.0.0.1", "example.com", "localhost.example.com", "", "[::2]"):
+        assert not is_loopback(host), host
+    assert parse_reference("localhost:5000/a").is_loopback
+    assert not parse_reference("example.com:5000/a").is_loopback

@@ -22,6 +22,7 @@ the same check, and pydantic reports its message with the field's location.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import unicodedata
 from collections.abc import Callable
@@ -47,6 +48,7 @@ __all__ = [
     "bounded_int",
     "depth_at_most",
     "int_field",
+    "is_loopback",
     "name_field",
     "name_str",
     "non_negative_int",
@@ -56,6 +58,7 @@ __all__ = [
     "optional_seconds_field",
     "optional_text_field",
     "positive_int",
+    "positive_number",
     "probability",
     "seconds",
     "seconds_field",
@@ -224,6 +227,19 @@ def depth_at_most(value: Any, what: str, maximum: int = MAX_DEPTH) -> Any:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return value
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach: ``localhost``, 127.0.0.0/8, ``::1``
+    (bare or in brackets; a host name other than ``localhost`` is never taken for one)."""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _show(value: Any) -> str:

@@ -17,12 +17,12 @@ is checked here once.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 from dataclasses import dataclass
 
 from deepgym.exceptions import ConfigError
+from deepgym.validation import is_loopback
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -79,12 +79,7 @@ class Reference:
         """True for a registry on this host (plain http is then the default)."""
         host = self.registry
         host = host[1 : host.index("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback(host)
 
 
 def check_digest(digest: str, *, what: str = "digest") -> str:

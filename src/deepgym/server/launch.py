@@ -13,13 +13,13 @@ anything needs them; ``require_server_extra`` says, as a ``ConfigError``, when t
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 from typing import TYPE_CHECKING
 
 from deepgym.exceptions import ConfigError
 from deepgym.text import install_extra
+from deepgym.validation import is_loopback
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -29,16 +29,6 @@ if TYPE_CHECKING:
     from deepgym.store import RunStore
 
 __all__ = ["console_app", "is_loopback", "listen", "require_server_extra", "service_app", "url"]
-
-
-def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def url(host: str, port: int) -> str:
