@@ -193,7 +193,9 @@ def _step_key(previous: str, step: Step, context: Path) -> str:
             files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
             for f in files:
                 h.update(str(f.relative_to(context)).encode())
-                h.update(f.read_bytes())
+                with f.open("rb") as data:  # in chunks: a context file may be large
+                    while chunk := data.read(1 << 20):
+                        h.update(chunk)
                 h.update(oct(f.stat().st_mode).encode())
     return "sha256:" + h.hexdigest()
 
