@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 
 import pytest
 
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, ImageError
+from deepgym.images import network
 from deepgym.images.build import build
 from deepgym.images.store import ImageStore
 from tests.images.registry_fixtures import (
@@ -129,12 +131,69 @@ def test_a_copy_from_outside_the_context_is_refused(
         build(link / "Dockerfile", store=store)
 
 
+needs_slirp = pytest.mark.skipif(
+    shutil.which(network.TOOL) is None, reason="slirp4netns is absent (ensure-image-tools.sh)"
+)
+
+
+@needs_slirp
+def test_a_step_cannot_reach_the_hosts_loopback(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    """A RUN step reached a ``deepgym serve`` on the host's 127.0.0.1. Now a listener there sees
+    nothing of a step that tries it, nor slirp4netns's gateway and resolver addresses (by
+    default the gateway leads to the host's loopback), while the step has a network of its own
+    with a way out."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        tries = "".join(
+            f"busybox nc -w 2 {a} {port} -e /bin/busybox true && echo reached {a} >> /tried; "
+            for a in ("127.0.0.1", "localhost", network.GATEWAY, network.DNS)
+        )
+        ctx = _context(tmp_path, f"FROM {busybox}\nRUN {tries}busybox ip -o -4 addr > /addresses\n")
+        build(ctx / "Dockerfile", store=store, ref="net:1")
+        listener.setblocking(False)  # a connection made would wait in the backlog
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    root = store.resolve("net:1").rootfs
+    assert not (root / "tried").exists(), (root / "tried").read_text()
+    addresses = (root / "addresses").read_text()
+    assert "tap0" in addresses and "10.0.2.100/24" in addresses, addresses
+
+
+def test_a_step_without_a_network_has_only_its_loopback(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    ctx = _context(tmp_path, f"FROM {busybox}\nRUN busybox ip -o addr > /addresses\n")
+    build(ctx / "Dockerfile", store=store, ref="offline:1", network="none")
+    lines = (store.resolve("offline:1").rootfs / "addresses").read_text().splitlines()
+    links = {line.split()[1] for line in lines}
+    assert links == {"lo"}
+
+
+def test_a_step_is_never_run_on_the_hosts_network(
+    store: ImageStore, busybox: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without slirp4netns an outbound step is refused, saying how to get it or do without."""
+    ctx = _context(tmp_path, f"FROM {busybox}\nRUN busybox true\n")
+    with pytest.raises(ConfigError, match="network must be one of outbound, none, not 'host'"):
+        build(ctx / "Dockerfile", store=store, network="host")
+    monkeypatch.setattr(network, "TOOL", "slirp4netns-not-installed")
+    with pytest.raises(ImageError, match=r"apt-get install slirp4netns-not-installed\); or build"):
+        build(ctx / "Dockerfile", store=store)
+    assert build(ctx / "Dockerfile", store=store, network="none").steps[0].cached is False
+
+
 @pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap is absent")
+@needs_slirp
 def test_a_debian_base_is_built_from_debian_packages_and_apt_installs(
     store: ImageStore, tmp_path: Path
 ) -> None:
     """The real thing: FROM debian:bookworm with no registry (mmdebstrap builds it), then
-    apt-get installs a package whose files belong to several users."""
+    apt-get installs a package whose files belong to several users: the step reaches Debian's
+    mirror through its own network namespace."""
     ctx = _context(
         tmp_path,
         "FROM debian:bookworm\n"

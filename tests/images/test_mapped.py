@@ -41,3 +41,22 @@ def test_the_program_runs_as_root_of_a_namespace_with_many_ids() -> None:
     out, _ = proc.communicate(timeout=10)
     lines = out.decode().split()
     assert proc.returncode == 0 and lines[:4] == ["0", "0", "0", str(ROOT_RANGE)], out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the direct maps need root; others use newuidmap")
+def test_a_network_is_attached_to_the_programs_own_namespace_before_it_runs() -> None:
+    seen: list[str] = []
+
+    def attach(pid: int) -> None:
+        seen.append(os.readlink(f"/proc/{pid}/ns/net"))
+
+    proc = spawn(["readlink", "/proc/self/ns/net"], network=attach, stdout=subprocess.PIPE)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and out.decode().strip() == seen[0]
+    assert seen[0] != os.readlink("/proc/self/ns/net")
+
+    def refuse(pid: int) -> None:
+        raise ImageError("no way out")
+
+    with pytest.raises(ImageError, match="no way out"):
+        spawn(["/bin/sh", "-c", "echo ran"], network=refuse, stdout=subprocess.PIPE)

@@ -340,18 +340,30 @@ def test_the_doctor_under_a_seccomp_filter_is_exit_2(refuse_ns: Path) -> None:
     assert checks["bwrap"]["status"] == "fail"
 
 
-def test_the_image_builds_line_says_what_maps_and_how_to_get_a_range() -> None:
+def test_the_image_builds_line_says_what_maps_and_how_steps_reach_the_network() -> None:
     from deepgym.exceptions import ImageError
     from deepgym.images.mapped import id_ranges
 
-    ok = doctor.check_image_builds(lambda: id_ranges(0, 0, "root", "", ""))
+    def slirp() -> str:
+        return "/usr/bin/slirp4netns"
+
+    ok = doctor.check_image_builds(lambda: id_ranges(0, 0, "root", "", ""), slirp)
     assert ok.status == doctor.OK and "its own ids (root)" in ok.found
-    ranged = doctor.check_image_builds(lambda: id_ranges(7, 7, "u", "u:1:9\n", "u:1:9\n"))
+    assert "outbound through /usr/bin/slirp4netns" in ok.found
+    assert "never this host's loopback" in ok.means
+    ranged = doctor.check_image_builds(lambda: id_ranges(7, 7, "u", "u:1:9\n", "u:1:9\n"), slirp)
     assert ranged.status == doctor.OK and "/etc/subuid range" in ranged.found
 
     def none() -> object:
         raise ImageError("building an image needs a range for u in /etc/subuid (add ...)")
 
-    absent = doctor.check_image_builds(none)
+    absent = doctor.check_image_builds(none, slirp)
     assert absent.status == doctor.ABSENT and absent.found.endswith("in /etc/subuid")
     assert "/etc/subuid and /etc/subgid" in (absent.fix or "")
+
+    def no_slirp() -> str:
+        raise ImageError("no slirp4netns")
+
+    offline = doctor.check_image_builds(lambda: id_ranges(0, 0, "root", "", ""), no_slirp)
+    assert offline.status == doctor.ABSENT and "a step has no way out" in offline.found
+    assert "--network none" in offline.means and offline.fix == "apt-get install slirp4netns"

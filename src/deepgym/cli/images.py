@@ -2,8 +2,9 @@
 
 - ``pull REF``: from its OCI registry (``--registry`` or ``$DEEPGYM_REGISTRY`` for a name
   without a host), every blob verified, with a progress bar of bytes;
-- ``build DOCKERFILE_OR_DIR [-t REF]``: without a daemon (``deepgym.images.build``), one line
-  a step, cached steps said so;
+- ``build DOCKERFILE_OR_DIR [-t REF] [--network none]``: without a daemon
+  (``deepgym.images.build``), one line a step, cached steps said so; each ``RUN`` step in a
+  network namespace of its own (``deepgym.images.network``);
 - ``load PATH [-t REF]``: an OCI image layout folder or a ``docker save`` tarball;
 - ``list``: each image, its digest, its size on disk, unpacked or not, and the store's size;
 - ``rm REF`` and ``prune``: forget an image; free what no image reaches.
@@ -18,6 +19,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from deepgym.images.network import NETWORKS
 
 __all__ = ["image_cmd"]
 
@@ -79,12 +82,22 @@ def pull_cmd(ref: str, registry: str | None, platform: str) -> None:
 @click.option(
     "--step-timeout", type=float, default=1800.0, show_default=True, help="Seconds a RUN may take."
 )
-def build_cmd(path: Path, ref: str | None, step_timeout: float) -> None:
+@click.option(
+    "--network",
+    type=click.Choice(NETWORKS),
+    default="outbound",
+    show_default=True,
+    help="RUN steps reach other machines through slirp4netns (never the host's loopback), or "
+    "have no network at all.",
+)
+def build_cmd(path: Path, ref: str | None, step_timeout: float, network: str) -> None:
     """Build the Dockerfile PATH (or DIR/Dockerfile, with DIR as the build context)."""
     from deepgym.images.build import build
 
     dockerfile = path / "Dockerfile" if path.is_dir() else path
-    result = build(dockerfile, ref=ref, step_timeout=step_timeout, progress=click.echo)
+    result = build(
+        dockerfile, ref=ref, step_timeout=step_timeout, progress=click.echo, network=network
+    )
     cached = sum(1 for s in result.steps if s.cached)
     click.echo(f"built {result.ref}: {result.digest} ({len(result.steps)} steps, {cached} cached)")
 

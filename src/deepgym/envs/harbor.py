@@ -38,7 +38,10 @@ these is rewritten (``path_map``): ``/logs`` -> ``/tmp/harbor/logs``, ``/tests``
 Threat model: the agent's sandbox never holds ``tests/`` or ``solution/``. The tests reach only
 the final verifier's sandbox (they are the environment's hidden tests); the solution is only in
 ``reference_agent.json``, which only the reference agent plays. Every file read from the task
-folder is checked: a link out of it is refused (a task must not carry host files into a sandbox).
+folder is checked before it is read (``harbor_files``: a link out of it, a named pipe, a file or
+a task past the limits are refused: a task must not carry host files into a sandbox, nor fill
+the memory or the disk), and the output is written beside ``out_dir`` and renamed into place
+once whole: a refused task leaves nothing there.
 
 ``export_harbor_task(env, out_dir)`` writes a session environment in Harbor's layout: a
 Dockerfile that copies its ``repo/`` into ``/work`` (and runs its ``setup.sh`` there), a
@@ -55,17 +58,19 @@ import contextlib
 import glob
 import json
 import math
+import os
 import posixpath
 import re
+import secrets
 import shlex
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from deepgym.envs import dockerfile, harbor_image
+from deepgym.envs import dockerfile, harbor_files, harbor_image
 from deepgym.envs.qa.session_check import reference_actions
 from deepgym.envs.registry import load_folder, resolve
 from deepgym.exceptions import ConfigError
@@ -96,6 +101,8 @@ DEFAULT_VERIFIER_S = 600.0
 """The test script's time where task.toml gives none (Harbor's default)."""
 _HERE = Path(__file__).resolve().parent
 _COMPOSE = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+_READ = ("task.toml", "instruction.md", "environment", "tests", "solution")
+"""What the import reads of a task folder (``harbor_files.inventory`` checks it first)."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -131,31 +138,12 @@ def _rewrite_tree(folder: Path, mapping: dict[str, str]) -> None:
         if not path.is_file() or path.is_symlink():
             continue
         try:
-            text = path.read_bytes().decode("utf-8")
+            text = harbor_files.read(path).decode("utf-8")
         except UnicodeDecodeError:
             continue  # binary data is kept as it is
         new = rewrite(text, mapping)
         if new != text:
             path.write_text(new, encoding="utf-8")
-
-
-def _checked(source: Path, root: Path) -> None:
-    """``ConfigError`` if ``source``, or a link under it, leads out of ``root``."""
-    top = root.resolve()
-    for path in [source, *(source.rglob("*") if source.is_dir() else [])]:
-        if not path.resolve().is_relative_to(top):
-            raise ConfigError(f"{path}: a link out of the task folder {root}")
-
-
-def _copy_in(source: Path, target: Path, root: Path) -> None:
-    """Copy ``source`` (a file, or a folder's contents) to ``target``, links followed, after
-    checking that none leads out of ``root``."""
-    _checked(source, root)
-    if source.is_dir():
-        shutil.copytree(source, target, dirs_exist_ok=True)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,14 +157,20 @@ def _needs_image(task: Path, why: str) -> ConfigError:
     )
 
 
-def _config(task: Path) -> dict[str, Any]:
+def _task_folder(task: Path) -> None:
+    """``ConfigError`` unless ``task`` is a Harbor task folder whose files the import may read:
+    ``harbor_files.inventory`` over them, before any is read."""
     if not task.is_dir():
         raise ConfigError(f"{task}: not a Harbor task folder")
     for name in ("task.toml", "instruction.md", "tests/test.sh"):
         if not (task / name).is_file():
             raise ConfigError(f"{task}: not a Harbor task folder (no {name})")
+    harbor_files.inventory([task / name for name in _READ], task)
+
+
+def _config(task: Path) -> dict[str, Any]:
     try:
-        config = tomllib.loads((task / "task.toml").read_text(encoding="utf-8"))
+        config = tomllib.loads(harbor_files.read(task / "task.toml").decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{task / 'task.toml'}: malformed TOML ({exc})") from None
     for section in ("metadata", "task", "verifier", "agent", "solution", "environment"):
@@ -247,7 +241,7 @@ def _plan(task: Path, config: dict[str, Any]) -> tuple[dockerfile.Plan, Recipe |
     if not docker.is_file():
         return dockerfile.Plan(base="", workdir=dockerfile.DEFAULT_WORKDIR), None
     try:
-        instructions = dockerfile.parse(docker.read_text(encoding="utf-8"))
+        instructions = dockerfile.parse(harbor_files.read(docker).decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{docker}: not UTF-8 text") from None
     with contextlib.suppress(ConfigError):  # the host stands in for the image
@@ -270,7 +264,7 @@ def _seed(plan: dockerfile.Plan, context: Path, repo: Path) -> None:
         into = c.into or c.dest == plan.workdir or len(matched) > 1 or target.is_dir()
         for source in matched:
             dest = target / source.name if into and not source.is_dir() else target
-            _copy_in(source, dest, context)
+            harbor_files.copy_in(source, dest, context)
             if c.chmod is not None:
                 for p in [dest, *(dest.rglob("*") if dest.is_dir() else [])]:
                     if p.is_file():
@@ -330,10 +324,16 @@ def _reference(
     solution = task / "solution"
     if not (solution / "solve.sh").is_file():
         return None
-    _checked(solution, task)
+    files = list(harbor_files.walk(solution, task))
+    if sum(size for _, size in files) > harbor_files.MAX_FILE_BYTES:
+        raise ConfigError(
+            f"{task.name}: solution/ comes to more than the import's limit of "
+            f"{harbor_files.MAX_FILE_BYTES >> 20} MiB a file (the reference agent carries it "
+            "in one file)"
+        )
     actions = []
-    for path in sorted(p for p in solution.rglob("*") if p.is_file()):
-        data = path.read_bytes()
+    for path, _ in sorted(files):
+        data = harbor_files.read(path)
         with contextlib.suppress(UnicodeDecodeError):  # binary data is kept as it is
             data = rewrite(data.decode("utf-8"), mapping).encode("utf-8")
         target = f"{HARBOR_ROOT}/solution/{path.relative_to(solution).as_posix()}"
@@ -381,26 +381,38 @@ def _metadata(
     return meta
 
 
-def _fresh(out_dir: str | Path | None) -> Path:
-    """An empty folder to write into: ``out_dir`` (made if missing), or a temporary one that is
-    removed when the interpreter exits."""
+@contextlib.contextmanager
+def _staged(out_dir: str | Path | None) -> Iterator[tuple[Path, Path]]:
+    """``(stage, out)``: an empty folder to write into, and the folder it becomes.
+
+    ``out_dir`` must be missing or an empty folder. The stage is a new hidden folder beside it,
+    renamed onto it when the block ends without an exception and removed when it raises: a
+    refused import or export leaves nothing in ``out_dir`` (nor ``out_dir``, nor the folders
+    made to hold it, where they were missing). With no ``out_dir``, the stage is a temporary
+    folder, removed when the interpreter exits.
+    """
     if out_dir is None:
-        made = Path(tempfile.mkdtemp(prefix="harbor-import-"))
-        atexit.register(shutil.rmtree, made, True)
-        return made
-    out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"{out}: exists and is not an empty folder")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def _clear(folder: Path) -> None:
-    for path in folder.iterdir():
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+        stage = out = Path(tempfile.mkdtemp(prefix="harbor-import-"))
+        atexit.register(shutil.rmtree, stage, True)
+        made: list[Path] = []
+    else:
+        out = Path(out_dir)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out}: exists and is not an empty folder")
+        made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stage = out.parent / f".{out.name}.partial-{secrets.token_hex(4)}"
+        stage.mkdir()
+    try:
+        yield stage, out
+        if stage != out:
+            os.rename(stage, out)  # replaces an empty out_dir
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        for folder in made:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def import_harbor_task(
@@ -418,6 +430,15 @@ def import_harbor_task(
     module doc.
     """
     task = Path(task_dir)
+    _task_folder(task)
+    with _staged(out_dir) as (stage, out):
+        loaded = _import(task, stage, progress)
+    return loaded if stage == out else load_folder(out)
+
+
+def _import(task: Path, out: Path, progress: Callable[[str], None] | None) -> Environment:
+    """Write the task ``task`` as a session environment into the empty folder ``out``, and
+    load it from there (which checks it whole)."""
     config = _config(task)
     toml = task / "task.toml"
     plan, built = _plan(task, config)
@@ -427,10 +448,8 @@ def import_harbor_task(
     toml_env = _variables(config, "environment", toml)
     meta = _metadata(task, config, agent_s, verifier_s)
     reference = _reference(task, mapping, _variables(config, "solution", toml))
-    _checked(task / "tests", task)
     rootfs: Path | None = None
     if built is not None:
-        _checked(task / "environment", task)
         meta["image"] = harbor_image.image_ref(task.name, task / "environment")
         rootfs, image_env = harbor_image.build_image(task / "environment", meta["image"], progress)
         moved = {k: rewrite(v, mapping) for k, v in image_env.items()}
@@ -440,31 +459,26 @@ def import_harbor_task(
         variables = {**plan.env, **toml_env}
         setup = _setup(plan, variables, mapping)
     verifier_env = {**variables, **_variables(config, "verifier", toml)}
-    out = _fresh(out_dir)
-    try:
-        if rootfs is not None:
-            if harbor_image.seed_work(rootfs, plan.workdir, out / "repo"):
-                _rewrite_tree(out / "repo", mapping)
-            _copy_in(task / "environment", out / "image", task)
-        elif plan.copies:
-            (out / "repo").mkdir()
-            _seed(plan, task / "environment", out / "repo")
+    if rootfs is not None:
+        if harbor_image.seed_work(rootfs, plan.workdir, out / "repo"):
             _rewrite_tree(out / "repo", mapping)
-        instruction = (task / "instruction.md").read_text(encoding="utf-8", errors="replace")
-        (out / "task.md").write_text(rewrite(instruction, mapping), encoding="utf-8")
-        (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if setup:
-            (out / "setup.sh").write_text(setup)
-        shutil.copyfile(_HERE / "harbor_verifier.py", out / "verifier.py")
-        _copy_in(task / "tests", out / "tests" / "harbor", task)
-        _rewrite_tree(out / "tests" / "harbor", mapping)
-        harbor = {"script": "test.sh", "timeout": verifier_s, "env": verifier_env}
-        (out / "tests" / "harbor.json").write_text(json.dumps(harbor, indent=2) + "\n")
-        if reference is not None:
-            (out / "reference_agent.json").write_text(json.dumps(reference, indent=2) + "\n")
-    except BaseException:  # nothing half-written stays
-        _clear(out)
-        raise
+        harbor_files.copy_in(task / "environment", out / "image", task)
+    elif plan.copies:
+        (out / "repo").mkdir()
+        _seed(plan, task / "environment", out / "repo")
+        _rewrite_tree(out / "repo", mapping)
+    instruction = harbor_files.read(task / "instruction.md").decode("utf-8", errors="replace")
+    (out / "task.md").write_text(rewrite(instruction, mapping), encoding="utf-8")
+    (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if setup:
+        (out / "setup.sh").write_text(setup)
+    shutil.copyfile(_HERE / "harbor_verifier.py", out / "verifier.py")
+    harbor_files.copy_in(task / "tests", out / "tests" / "harbor", task)
+    _rewrite_tree(out / "tests" / "harbor", mapping)
+    harbor = {"script": "test.sh", "timeout": verifier_s, "env": verifier_env}
+    (out / "tests" / "harbor.json").write_text(json.dumps(harbor, indent=2) + "\n")
+    if reference is not None:
+        (out / "reference_agent.json").write_text(json.dumps(reference, indent=2) + "\n")
     return load_folder(out)
 
 
@@ -559,7 +573,13 @@ def export_harbor_task(env: Environment | str | Path, out_dir: str | Path) -> Pa
     if verifier is None and environment.verifier_path is not None:
         verifier = environment.verifier_path.read_text()
     solve = _solve_sh(environment) if environment.reference_solution else None
-    out = _fresh(out_dir)
+    with _staged(out_dir) as (stage, out):
+        _export(environment, verifier, solve, stage)
+    return out
+
+
+def _export(environment: Environment, verifier: str | None, solve: str | None, out: Path) -> None:
+    """Write ``environment``'s Harbor task into the empty folder ``out``."""
     (out / "task.toml").write_text(_task_toml(environment))
     (out / "instruction.md").write_text(environment.task)
     context = out / "environment"
@@ -582,4 +602,3 @@ def export_harbor_task(env: Environment | str | Path, out_dir: str | Path) -> Pa
         (out / "solution").mkdir()
         (out / "solution" / "solve.sh").write_text(solve)
         (out / "solution" / "solve.sh").chmod(0o755)
-    return out

@@ -9,7 +9,6 @@ folder, no task in it, an ``out_dir`` that is not new or empty) raises ``ConfigE
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,8 +73,7 @@ def import_harbor_folder(
         try:
             import_harbor_task(task, out / task.name, progress=progress)
         except DeepGymError as exc:
-            report.refused[task.name] = _one_line(task.name, exc)
-            shutil.rmtree(out / task.name, ignore_errors=True)
+            report.refused[task.name] = _one_line(task.name, exc)  # it left nothing in out
         else:
             report.imported.append(task.name)
     return report

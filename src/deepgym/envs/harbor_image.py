@@ -33,7 +33,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from deepgym.envs import dockerfile
+from deepgym.envs import dockerfile, harbor_files
 from deepgym.exceptions import ConfigError
 from deepgym.images.recipe import Recipe, recipe
 
@@ -74,7 +74,8 @@ def context_hash(context: Path) -> str:
         elif path.is_file():
             executable = b"x" if path.stat().st_mode & 0o111 else b"-"
             digest.update(b"F" + executable + rel + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+            with path.open("rb") as f:
+                digest.update(hashlib.file_digest(f, "sha256").digest())
         elif path.is_dir():
             digest.update(b"D" + rel + b"\0")
     return digest.hexdigest()[:HASH_CHARS]
@@ -109,12 +110,13 @@ def build_image(
 
 
 def seed_work(rootfs: Path, workdir: str, repo: Path) -> bool:
-    """Copy what the image holds in ``workdir`` into ``repo`` (links kept as links); whether
-    it held anything."""
+    """Copy what the image holds in ``workdir`` into ``repo`` (links kept as links), within the
+    import's limits (``harbor_files``: its files are a task's); whether it held anything."""
     source = rootfs / workdir.lstrip("/")
     if source.is_symlink() or not source.is_dir() or not any(source.iterdir()):
         return False
-    shutil.copytree(source, repo, symlinks=True)
+    harbor_files.inventory([source], source, follow=False, label=f"the image's WORKDIR {workdir}")
+    shutil.copytree(source, repo, symlinks=True, copy_function=harbor_files.copy_file)
     return True
 
 

@@ -3,9 +3,9 @@
 ``layout`` reads an image from disk (an OCI image layout, a ``docker save`` tarball), ``unpack``
 applies its layers to a root directory securely, ``store`` keeps images and their unpacked roots
 under ``$DEEPGYM_HOME/images``; ``reference`` and ``registry`` (with ``manifests``, its pure
-decisions) pull and push over the OCI distribution API; ``recipe``, ``build``, ``diff`` and
-``mapped`` build an image from a Dockerfile without a daemon. Names load lazily: importing this
-package imports none of them.
+decisions) pull and push over the OCI distribution API; ``recipe``, ``build``, ``diff``,
+``mapped`` and ``network`` build an image from a Dockerfile without a daemon. Names load
+lazily: importing this package imports none of them.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ then the new ones, and a config) goes into the store (``deepgym.images.store``) 
   (``debian:bookworm``, ``debian:12``, ``debian:stable-slim``), built from Debian's packages with
   ``mmdebstrap --variant=minbase``, which needs only a Debian mirror.
 - **RUN** runs in bwrap on the copy, as uid 0 of a user namespace that maps many ids
-  (``deepgym.images.mapped``: ``apt-get`` may ``chown`` to a package's own user), with the
-  host's network and its ``/etc/resolv.conf`` (the build fetches; nothing run from the image
-  later has the network), a fresh ``/proc``, ``/dev`` and ``/tmp``, no other host path, and
+  (``deepgym.images.mapped``: ``apt-get`` may ``chown`` to a package's own user), in a network
+  namespace of its own (``deepgym.images.network``: ``outbound``, through slirp4netns, reaches
+  other machines and never the host's loopback; ``none`` has no way out; nothing run from the
+  image later has a network), a fresh ``/proc``, ``/dev`` and ``/tmp``, no other host path, and
   ``step_timeout`` seconds. A ``USER`` other than root runs the step as that user of the image.
   A step that exits non-zero stops the build with ``ConfigError`` (its line, the exit and the
   end of its output): the Dockerfile's fault, not the host's.
@@ -41,6 +42,7 @@ from deepgym.envs import dockerfile as df
 from deepgym.exceptions import ConfigError, ImageError
 from deepgym.images import diff, mapped
 from deepgym.images.layout import OCI_CONFIG, OCI_LAYER, OCI_MANIFEST
+from deepgym.images.network import DNS, network_mode, outbound
 from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
 from deepgym.images.reference import parse_reference
 from deepgym.images.store import ImageStore
@@ -122,6 +124,14 @@ class _Blobs:
         return obj
 
 
+@dataclass(frozen=True)
+class _Run:
+    """How each ``RUN`` step runs: its time limit, and its network (``network.NETWORKS``)."""
+
+    timeout: float | None
+    network: str
+
+
 @dataclass
 class _Image:
     """An image being built: its layers (descriptors) and their diff ids, and its config."""
@@ -193,7 +203,9 @@ def _step_key(previous: str, step: Step, context: Path) -> str:
             files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
             for f in files:
                 h.update(str(f.relative_to(context)).encode())
-                h.update(f.read_bytes())
+                with f.open("rb") as data:  # in chunks: a context file may be large
+                    while chunk := data.read(1 << 20):
+                        h.update(chunk)
                 h.update(oct(f.stat().st_mode).encode())
     return "sha256:" + h.hexdigest()
 
@@ -230,15 +242,19 @@ def _ids(root: Path, user: str) -> tuple[int, int, str]:
     return uid, gid, home
 
 
-def _run(step: RunStep, root: Path, timeout: float | None, log: Path) -> None:
+def _run(step: RunStep, root: Path, timeout: float | None, log: Path, net: str) -> None:
     from deepgym.sandbox.host import find_bwrap
 
     uid, gid, home = _ids(root, step.user) if step.user not in ("", "root", "0") else (0, 0, "")
     env = {"HOME": home or "/root", **dict(step.env)}
     argv = [find_bwrap().path, "--bind", str(root), "/", "--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--tmpfs", "/tmp"]
-    if Path("/etc/resolv.conf").exists():
-        argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+    if net == "outbound":  # names through slirp4netns's resolver, which asks the host's
+        resolv = log.with_name("resolv.conf")
+        resolv.write_text(f"nameserver {DNS}\n")
+        argv += ["--ro-bind", str(resolv), "/etc/resolv.conf"]
+    else:
+        argv += ["--unshare-net"]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     argv += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
@@ -248,8 +264,14 @@ def _run(step: RunStep, root: Path, timeout: float | None, log: Path) -> None:
     if uid != 0:
         argv += ["--unshare-user", "--uid", str(uid), "--gid", str(gid)]
     argv += ["--", *step.argv]
-    with log.open("wb") as out:
-        proc = mapped.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    with contextlib.ExitStack() as stack:
+        attach = None
+        if net == "outbound":
+            attach = stack.enter_context(outbound(log.with_name("slirp4netns.log"))).attach
+        out = stack.enter_context(log.open("wb"))
+        proc = mapped.spawn(
+            argv, network=attach, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+        )
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -296,9 +318,11 @@ def _copy(step: CopyStep, root: Path, context: Path) -> None:
                 os.lchown(path, *owner)
 
 
-def _apply(step: Step, root: Path, context: Path, timeout: float | None, log: Path) -> None:
+def _apply(
+    step: Step, root: Path, context: Path, timeout: float | None, log: Path, net: str
+) -> None:
     if isinstance(step, RunStep):
-        _run(step, root, timeout, log)
+        _run(step, root, timeout, log, net)
     elif isinstance(step, CopyStep):
         _copy(step, root, context)
     elif isinstance(step, MkdirStep):
@@ -380,9 +404,11 @@ def build(
     store: ImageStore | None = None,
     step_timeout: float | None = 1800.0,
     progress: Callable[[str], None] | None = None,
+    network: str = "outbound",
 ) -> BuildResult:
     """Build the image ``dockerfile`` describes, with ``context`` (its folder by default) as
-    the build context, and store it as ``ref`` (the context folder's name by default)."""
+    the build context, and store it as ``ref`` (the context folder's name by default).
+    ``network``: how its ``RUN`` steps reach the network (``deepgym.images.network``)."""
     path = Path(dockerfile)
     try:
         text = path.read_text(encoding="utf-8")
@@ -392,6 +418,7 @@ def build(
     if not ctx.is_dir():
         raise ConfigError(f"{ctx}: the build context is not a folder")
     step_timeout = optional_seconds(step_timeout, "step_timeout")
+    net = network_mode(network)
     plan = recipe(df.parse(text))
     store = store or ImageStore()
     name = ref or f"{ctx.resolve().name.lower()}:latest"
@@ -403,7 +430,7 @@ def build(
         base = _base(plan.base, store, blobs, work, say)
         image = _read_image(blobs, base)
         out.digest = _build_steps(
-            plan, image, base, ctx, store, blobs, work, step_timeout, say, out
+            plan, image, base, ctx, store, blobs, work, _Run(step_timeout, net), say, out
         )
     store.add_blobs_manifest(out.digest, name)
     return out
@@ -417,7 +444,7 @@ def _build_steps(
     store: ImageStore,
     blobs: _Blobs,
     work: Path,
-    timeout: float | None,
+    run: _Run,
     say: Callable[[str], None],
     out: BuildResult,
 ) -> str:
@@ -441,7 +468,7 @@ def _build_steps(
             root = _working_root(image, store, blobs, work)
         say(f"step {n}/{len(plan.steps)}: {what[:70]}")
         before = diff.snapshot(root)
-        _apply(step, root, ctx, timeout, work / "step.log")
+        _apply(step, root, ctx, run.timeout, work / "step.log", run.network)
         tmp = work / "layer.tar.gz"
         got = diff.write_layer(root, before, tmp)
         blobs.put_file(tmp, got.digest)

@@ -8,7 +8,9 @@ and ``newgidmap`` (Debian's ``uidmap``), as rootless Podman does. A user with no
 ``ImageError`` naming the file to add it to; ``deepgym doctor`` reports the same fact.
 
 ``spawn(argv)`` starts ``_mapped.py`` (which makes the namespace), writes the maps, then lets it
-``exec`` ``argv`` as uid 0 there.
+``exec`` ``argv`` as uid 0 there. ``spawn(argv, network=attach)`` gives the program a network
+namespace of its own too, and calls ``attach(pid)`` before it starts
+(``deepgym.images.network``: a build step's way out).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,15 +109,26 @@ def _write(pid: int, maps: IdMaps) -> None:
             raise ImageError(f"{tool} refused the maps: {done.stderr.strip()}")
 
 
-def spawn(argv: Sequence[str], maps: IdMaps | None = None, **popen: Any) -> subprocess.Popen[Any]:
+def spawn(
+    argv: Sequence[str],
+    maps: IdMaps | None = None,
+    *,
+    network: Callable[[int], None] | None = None,
+    **popen: Any,
+) -> subprocess.Popen[Any]:
     """Start ``argv`` as uid 0 of a new user namespace with ``maps`` (this host's by default);
-    ``popen`` goes to ``subprocess.Popen``. ``ImageError`` where the maps cannot be made."""
+    ``popen`` goes to ``subprocess.Popen``. ``ImageError`` where the maps cannot be made.
+
+    With ``network``, the namespace has a network namespace of its own, and ``network(pid)``
+    is called once the maps are written and before ``argv`` starts, to connect it; what it
+    raises stops the program before it ran."""
     maps = maps or host_maps()
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
+    net = ["--net"] if network is not None else []
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(_CHILD), str(ready_w), str(go_r), *argv],
+            [sys.executable, "-I", "-S", str(_CHILD), str(ready_w), str(go_r), *net, *argv],
             pass_fds=(ready_w, go_r),
             **popen,
         )
@@ -131,10 +144,13 @@ def spawn(argv: Sequence[str], maps: IdMaps | None = None, **popen: Any) -> subp
                     "is unprivileged user namespace creation allowed? (deepgym doctor)"
                 )
         _write(proc.pid, maps)
+        if network is not None:
+            network(proc.pid)
         os.write(go_w, b"g")
     except BaseException:
         proc.kill()
-        proc.wait()
+        with proc:  # closes its pipes, and waits for it
+            pass
         raise
     finally:
         os.close(go_w)

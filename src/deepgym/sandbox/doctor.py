@@ -323,11 +323,15 @@ def check_images(chosen: host.Bwrap | None, overlay: str | None, memory: bool) -
     return Check("images", OK, "bwrap's overlay mounts; a memory cgroup bounds its layer", means)
 
 
-def check_image_builds(maps: Callable[[], object] | None = None) -> Check:
+def check_image_builds(
+    maps: Callable[[], object] | None = None, slirp: Callable[[], str] | None = None
+) -> Check:
     """Whether ``deepgym image build`` runs its steps here: a user namespace mapping many ids
-    (``deepgym.images.mapped``), so a package may own files as its own user. ``maps`` replaces
-    the host's (for tests); it raises ``ImageError`` where there are none."""
-    from deepgym.images import mapped
+    (``deepgym.images.mapped``), so a package may own files as its own user, and how a step
+    reaches the network (``deepgym.images.network``: its own namespace, outbound through
+    slirp4netns, never the host's loopback). ``maps`` and ``slirp`` replace the host's (for
+    tests); they raise ``ImageError`` where there are none."""
+    from deepgym.images import mapped, network
 
     name = "image builds"
     try:
@@ -337,8 +341,24 @@ def check_image_builds(maps: Callable[[], object] | None = None) -> Check:
         fix = f"add a subordinate id range for {getpass.getuser()} to /etc/subuid and /etc/subgid"
         return Check(name, ABSENT, str(exc).split(" (", 1)[0], means, fix)
     how = "its own ids (root)" if getattr(got, "direct", False) else "its /etc/subuid range"
+    try:
+        tool = (slirp or network.find_tool)()
+    except ImageError:
+        return Check(
+            name,
+            ABSENT,
+            f"build steps map {how}; no {network.TOOL}, so a step has no way out",
+            "only builds whose steps fetch nothing run (--network none); a step that needs "
+            "a package mirror is refused",
+            f"apt-get install {network.TOOL}",
+        )
     return Check(
-        name, OK, f"build steps map {how}", "Dockerfiles build here, without a daemon or root"
+        name,
+        OK,
+        f"build steps map {how}; each step has a network namespace of its own, outbound "
+        f"through {tool}",
+        "Dockerfiles build here, without a daemon or root; a step reaches other machines "
+        "(package mirrors), never this host's loopback",
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from deepgym.server.logs import log_config
 from deepgym.server.service import Service
 
 __all__ = ["DrainingServer", "ThreadedServer", "bind", "make_server"]
@@ -91,6 +92,7 @@ def make_server(
     service: Service = app.state.service
     config = uvicorn.Config(
         app,
+        log_config=log_config(),  # no token in any line (deepgym.server.logs)
         log_level=log_level,
         lifespan="on",
         timeout_graceful_shutdown=int(grace_s) + 10,
