@@ -107,6 +107,15 @@ def _check_backend(backend: Any) -> None:
     )
 
 
+def _meta(meta: Any) -> dict[str, str]:
+    """A caller's settings kept with a run: names and values that are short texts."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise ConfigError(f"meta must map names to texts, got {type(meta).__name__}")
+    return {name_str(k, "a key of meta"): text(v, f"meta[{k!r}]", 4096) for k, v in meta.items()}
+
+
 def _check_outputs(outputs: Any) -> list[str]:
     if isinstance(outputs, str) or not isinstance(outputs, Sequence):
         raise ConfigError("outputs must be a sequence of answers, not one str")
@@ -299,6 +308,7 @@ class AsyncDeepGym:
         resume: str | None = None,
         progress: ProgressFn | None = None,
         on_sample: Callable[[Sample], None] | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> ModelEval:
         """Sample ``samples`` answers per environment from ``model`` (a ``ChatModel``), score
         each as it arrives, and report unbiased pass@k for each ``k`` (and pass^k for each of
@@ -309,7 +319,8 @@ class AsyncDeepGym:
 
         With ``store`` (a ``RunStore``), every sample's text and result are recorded as they
         come; ``resume`` (a run id there) finishes a stopped eval without asking the model again
-        for a sample it has (``deepgym.eval.evaluate``)."""
+        for a sample it has (``deepgym.eval.evaluate``); ``meta``, the caller's own settings
+        (the command line's output files), is kept with the run for a resume to read."""
         from deepgym.envs.registry import resolve_many
         from deepgym.eval.evaluate import evaluate_model
         from deepgym.eval.model import ChatModel
@@ -332,6 +343,7 @@ class AsyncDeepGym:
             resume=resume,
             progress=progress,
             on_sample=on_sample,
+            meta=_meta(meta),
         )
 
     async def session(self, env: EnvLike) -> AsyncSession:
@@ -515,6 +527,7 @@ class DeepGym(BlockingFace):
         resume: str | None = None,
         progress: ProgressFn | None = None,
         on_sample: Callable[[Sample], None] | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> ModelEval:
         """See ``AsyncDeepGym.eval_model``."""
         return self._call(
@@ -531,6 +544,7 @@ class DeepGym(BlockingFace):
                 resume=resume,
                 progress=progress,
                 on_sample=on_sample,
+                meta=meta,
             )
         )
 

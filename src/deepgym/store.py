@@ -371,11 +371,14 @@ class RunStore:
     def finish(
         self, run_id: str, status: RunStatus = "complete", execution_time_ms: float | None = None
     ) -> None:
-        """Mark a run ended (``complete``, or how it stopped), with its wall time."""
+        """Mark a run ended (``complete``, or how it stopped), with the wall time of this call:
+        a resumed run's is added to what its earlier calls took."""
         with self._lock:
             self._db.execute(
-                "UPDATE runs SET status = ?, finished = ?, execution_time_ms = ? WHERE id = ?",
-                (status, time.time(), execution_time_ms, run_id),
+                "UPDATE runs SET status = ?, finished = ?, execution_time_ms = "
+                "CASE WHEN ? IS NULL THEN execution_time_ms "
+                "ELSE COALESCE(execution_time_ms, 0) + ? END WHERE id = ?",
+                (status, time.time(), execution_time_ms, execution_time_ms, run_id),
             )
 
     # -- reading --------------------------------------------------------------------------

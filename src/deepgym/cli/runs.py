@@ -43,6 +43,7 @@ from deepgym.cli.common import (
 )
 from deepgym.cli.tables import Cell, Column, echo, print_table
 from deepgym.client import DeepGym
+from deepgym.eval.evaluate import stored_eval
 from deepgym.exceptions import ConfigError
 from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult, Totals
 from deepgym.store import (
@@ -405,7 +406,8 @@ def eval_cmd(
     \b
     Exit codes: 0 scored, whatever the answers scored (runs without a verdict
     included: read the totals, or --json); 2 bad input (an answers file whose
-    answers name none of the environments included); 130 interrupted (the
+    answers name none of the environments included); 3 --model-url gave not one
+    sample (the model server failed: its cause is printed); 130 interrupted (the
     --resume command that finishes the eval is printed).
 
     With --model-url and --model, the answers are sampled from that OpenAI-compatible server
@@ -536,10 +538,14 @@ def _show_run(store: RunStore, run_id: str, as_json: bool) -> None:
     label = "environment" if info.kind == "eval" else "answer"
     columns = [Column(label), Column("result"), Column("cause", wrap=True)]
     print_table(console, title, columns, stored_rows(info, names, results))
-    for text in _totals_lines(info.totals):
-        echo(text, console)
-    if info.execution_time_ms is not None:
-        echo(f"Time: {info.execution_time_ms / 1000:.1f} s for {info.recorded} runs", console)
+    if model_eval.is_model_run(store, run_id):
+        for text in model_eval.summary_lines(stored_eval(store, run_id), stored=True):
+            echo(text, console)
+    else:
+        for text in _totals_lines(info.totals):
+            echo(text, console)
+        if info.execution_time_ms is not None:
+            echo(f"Time: {info.execution_time_ms / 1000:.1f} s for {info.recorded} runs", console)
     if not info.complete and info.kind == "eval":
         echo(f"to finish it: deepgym eval --resume {info.id}", console)
 

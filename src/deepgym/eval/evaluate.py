@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deepgym.completions import answer_of
-from deepgym.eval.model import ChatModel, Sampler
+from deepgym.eval.model import GENERATION_CAUSES, ChatModel, Sampler
 from deepgym.eval.passk import Counts, Metrics, difficulty, metrics
 from deepgym.exceptions import (
     ConfigError,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from deepgym.store import RunStore
     from deepgym.types import ProgressFn
 
-__all__ = ["ModelEval", "Sample", "evaluate_model", "model_of_run"]
+__all__ = ["ModelEval", "Sample", "evaluate_model", "model_of_run", "stored_eval"]
 
 
 @dataclass
@@ -145,6 +145,36 @@ class ModelEval:
     def difficulty(self) -> tuple[list[str], list[str], list[str], list[str]]:
         """``(learnable, too_easy, too_hard, unjudged)``: ``deepgym.eval.passk.difficulty``."""
         return difficulty(self.counts())
+
+
+def stored_eval(store: RunStore, run_id: str) -> ModelEval:
+    """The stored model eval ``run_id`` as a ``ModelEval`` (its texts, results and metrics as
+    the run store holds them; a sample with no text and no result is one not yet asked for)."""
+    info = store.run(run_id)
+    p = info.params
+    if not isinstance(p.get("model"), Mapping):
+        raise ConfigError(f"run {run_id} is not a model eval (its params name no model)")
+    n = int(p["samples"])
+    names = [name for name, _ in store.inputs(run_id)]
+    texts, results = store.samples(run_id), store.results(run_id)
+    samples = []
+    for i, name in enumerate(names):
+        r = results.get(i)
+        s = Sample(name, i, texts.get(i), result=r)
+        if r is not None and r.error_type == "generation_error":
+            cause, _, said = r.error.partition(": ")
+            s.cause, s.error = (cause, said) if cause in GENERATION_CAUSES else ("", r.error)
+        samples.append(s)
+    return ModelEval(
+        model=dict(p["model"]),
+        problems=names[::n],
+        samples_per_problem=n,
+        samples=samples,
+        ks=tuple(p.get("k", [1])),
+        hat_ks=tuple(p.get("pass_hat", [])),
+        execution_time_ms=info.execution_time_ms or 0.0,
+        run_id=run_id,
+    )
 
 
 def model_of_run(params: Mapping[str, Any]) -> ChatModel:
@@ -245,7 +275,8 @@ async def _one(
 def _failed(s: Sample, env: Environment, error: str, cause: str) -> None:
     """``s`` has no verdict: its generation failed for ``cause``."""
     s.error, s.cause = error, cause
-    s.result = RunResult.no_verdict("generation_error", error, env_name=env.name)
+    # the cause leads the stored error, so a run read back from the store keeps it
+    s.result = RunResult.no_verdict("generation_error", f"{cause}: {error}", env_name=env.name)
 
 
 def _store_hooks(
@@ -301,6 +332,7 @@ async def evaluate_model(
     time_limit: float | None = None,
     dedupe: bool = True,
     source: str = "",
+    meta: Mapping[str, str] | None = None,
     store: RunStore | None = None,
     resume: str | None = None,
     progress: ProgressFn | None = None,
@@ -320,6 +352,8 @@ async def evaluate_model(
         "pass_hat": list(hat_ks),
         "dedupe": dedupe,
     }
+    if meta:
+        params["meta"] = dict(meta)
     run_id: str | None = None
     texts: dict[int, str] = {}
     results: dict[int, RunResult] = {}
