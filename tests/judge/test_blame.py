@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -105,6 +106,10 @@ def test_read_tree_counts_reaped_children_and_the_roots_state() -> None:
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
             cpu_ms, states = read_tree(proc.pid)
             assert cpu_ms >= 250.0  # the reaped child's 0.3 s
+            deadline = time.monotonic() + 10.0  # from its print to its read, it may still run
+            while runnable(states) and time.monotonic() < deadline:
+                time.sleep(0.01)
+                states = read_tree(proc.pid)[1]
             assert states and not runnable(states)  # the root waits on its stdin
         finally:
             proc.kill()

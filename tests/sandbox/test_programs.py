@@ -65,6 +65,26 @@ def test_a_toolchain_that_refuses_a_known_good_program_is_ours(
     assert again.passed
 
 
+def test_a_toolchain_that_breaks_later_is_caught_by_a_probe_at_that_moment(
+    dg: DeepGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The language built a program here, then its compiler fails on every source in a way
+    of its own (its internal-error code, here for any error): a crash is checked against the
+    known-good program built at that moment, which fails too: ours, and not remembered."""
+    assert dg.run_one(env(), RIGHT).passed  # the toolchain has built something here
+    c = languages.LANGUAGES["c"]
+    broken = dataclasses.replace(
+        c, compile_argv=(*c.compile_argv, "-include", "/no/such.h"), crash_exit_codes=(1, 4)
+    )
+    monkeypatch.setitem(languages.LANGUAGES, "c", broken)
+    r = dg.run_one(env(), "int main(void) { return 0; }\n")
+    assert not r.has_verdict and r.error_type == "sandbox_error", r
+    assert "did not build a known-good program" in r.error, r
+    assert r.evidence.in_play_by == "compiler_started", r
+    monkeypatch.setitem(languages.LANGUAGES, "c", c)
+    assert dg.run_one(env(), "int main(void) { return 0; }\n").has_verdict  # works again: judged
+
+
 def test_a_refused_source_is_the_answers_once_the_toolchain_has_built(dg: DeepGym) -> None:
     assert dg.run(env(), RIGHT).passed
     r = dg.run(env(), "int main( {")
