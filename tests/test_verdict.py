@@ -24,6 +24,7 @@ from deepgym.verdict import (
     Outcome,
     checked_score,
     classify,
+    compile_outcome,
     has_verdict,
     killed_from_outside,
 )
@@ -322,6 +323,42 @@ def test_faults_found_by_reading_the_answer_are_verdicts_before_any_process_star
 ) -> None:
     c = classify(Outcome(report={"status": status}, in_play=False))
     assert (c.error_type, c.has_verdict, c.score) == (status, True, 0.0)
+
+
+@given(
+    detail=st.text(min_size=1, max_size=20).filter(str.strip),
+    started=st.booleans(),
+    toolchain_ok=st.booleans(),
+    timed_out=st.booleans(),
+    starved=st.booleans(),
+    outside=st.booleans(),
+)
+def test_a_failed_compile_is_the_answers_once_the_compiler_started(
+    detail: str, started: bool, toolchain_ok: bool, timed_out: bool, starved: bool, outside: bool
+) -> None:
+    """Dated by the compiler's start, like a verifier opening the answer: after it, any way a
+    compile fails is a judged 0 (its time ``solution_timeout``); before it, or where the host
+    (starved, a kill from outside) or the toolchain (its known-good program fails too)
+    explains it, no verdict."""
+    o = compile_outcome(
+        detail,
+        started=started,
+        toolchain_ok=toolchain_ok,
+        timed_out=timed_out,
+        starved=starved,
+        outside=outside,
+    )
+    c = classify(o)
+    assert c.score == 0.0 and not c.passed and c.message == detail
+    answers = started and toolchain_ok and not starved and not outside
+    assert c.has_verdict is answers
+    if answers:
+        assert c.error_type == ("solution_timeout" if timed_out else "compile_error")
+        assert c.raise_as is None
+    elif started and toolchain_ok and not outside:  # the host held it back: no verdict
+        assert (c.error_type, c.raise_as) == ("timeout", None)
+    else:  # the build's sandbox, its set-up or the toolchain: ours
+        assert (c.error_type, c.raise_as) == ("sandbox_error", "sandbox")
 
 
 @pytest.mark.parametrize("status", [["ok"], {"a": 1}, 3, None])

@@ -76,12 +76,13 @@ class Language:
     """The run's program finds its libraries beside its real path (``$ORIGIN``), which the
     loader reads from ``/proc``: a solution has none, so the run names that folder."""
     probe: str = ""
-    """A known-good program (it prints ``ok``): built once per backend before the first answer
-    in the language, so that a toolchain broken in the sandbox is ours, never a
-    ``compile_error`` (``sandbox.programs``)."""
+    """A known-good program (it prints ``ok``): built when an answer's compile fails (after a
+    plain refusal, only until the language has built something here), so that a toolchain
+    broken in the sandbox is ours, never the answer's 0 (``sandbox.programs``)."""
     crash_exit_codes: tuple[int, ...] = ()
-    """The compiler's exit codes for its own failure (an internal compiler error), not the
-    source's: ours, never a ``compile_error``."""
+    """The compiler's exit codes for an internal compiler error: still the answer's
+    ``compile_error`` (the source made the compiler fail), but checked against the known-good
+    ``probe`` built at that moment, as a crash is (``sandbox.programs``)."""
 
 
 LANGUAGES: dict[str, Language] = {

@@ -95,8 +95,9 @@ class Environment(BaseModel):
     ``main`` reads a case's stdin, calls the answer's function and prints what it returns,
     which is compared with the case's ``expected_stdout`` outside the program."""
     compile_timeout: Annotated[float, seconds_field("compile_timeout")] = 30.0
-    """A compiled language: the time limit of the compile phase, in seconds (a compiler that
-    runs past it is ours: no verdict)."""
+    """A compiled language: the time limit of the compile phase, in seconds of the compiler's
+    CPU time (a compile that uses it, or waits past it, is the answer's ``solution_timeout``;
+    one the host held back past three times it on the clock has no verdict)."""
     checker_path: Path | None = None
     """A script task: a checker program (``checker.py``, testlib's convention: it reads the
     case's input, the expected output and the answer's output, and exits 0 accepted, 1 wrong
@@ -305,7 +306,8 @@ class Evidence(BaseModel):
     """Milliseconds from the verifier's start to the instant the answer came into play."""
     in_play_by: str | None = None
     """``solution_started`` or ``solution_file_opened`` (a function task), ``work_dir_read`` or
-    ``process_started`` (a session's verifier)."""
+    ``process_started`` (a session's verifier), ``compiler_started`` (a run that ended in its
+    compile phase, once the compiler had started on the answer's source)."""
     signal: int | None = None
     compile_ms: float | None = None
     """A compiled language: the compile phase's wall time (0.0 when the program came from the

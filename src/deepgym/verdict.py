@@ -9,6 +9,11 @@ Invariants (property-tested):
   failure is ours (no verdict); after it, the failure came from handling the answer (a judged 0),
   and a score printed before the crash is never kept. Blame for a timeout also needs evidence that
   the solution itself used its time; otherwise the run has no verdict.
+- A compiled language's compile phase is dated the same way (``compile_outcome``): the
+  compiler starting on the answer's source is the instant the answer comes into play, so a
+  compile that fails after it, in any way, is the answer's judged 0 (``compile_error``, or
+  ``solution_timeout`` for its time), and one that fails before it, or whose failure the host
+  or a broken toolchain explains, has no verdict.
 - A judge's own process that no answer can reach, ended from outside, is ours whatever the
   instant: a pool worker that died, or a verifier out of the answer's reach (``strict``) ended
   by a stop signal (``STOP_SIGNALS``: a kill, the OOM killer, a stop). A verifier ended by a
@@ -26,10 +31,12 @@ from enum import StrEnum
 from typing import Any
 
 from deepgym.exceptions import InvalidScoreError
+from deepgym.judge import codes
 from deepgym.judge.codes import MODEL_FAULT_STATUSES, VERIFIER_BROKEN
 
 __all__ = [
     "ALL_ERROR_TYPES",
+    "COMPILER_STARTED",
     "MODEL_FAULT_ERRORS",
     "NO_VERDICT_ERRORS",
     "STOP_SIGNALS",
@@ -38,6 +45,7 @@ __all__ = [
     "Outcome",
     "checked_score",
     "classify",
+    "compile_outcome",
     "has_verdict",
     "killed_from_outside",
 ]
@@ -74,9 +82,7 @@ VERIFIER_ERROR_EXIT = VERIFIER_BROKEN
 own number, which it also exits with when a verifier misuses calls sent ahead)."""
 
 
-STOP_SIGNALS: frozenset[int] = frozenset(
-    {signal.SIGHUP, signal.SIGINT, signal.SIGKILL, signal.SIGTERM}
-)
+STOP_SIGNALS: frozenset[int] = frozenset(signal.Signals(n) for n in codes.STOP_SIGNALS)
 """Signals that end a process only when another process (or the kernel's OOM killer) sends
 them. A process's own faults end it with others (SIGSEGV, SIGBUS, SIGABRT, SIGXCPU, ...)."""
 
@@ -160,6 +166,40 @@ ANSWER_READ_STATUSES = frozenset(
 )
 """Model faults found by reading the answer (a diff checked, a source compiled) rather than
 running it: they stand whether or not the answer's process ever started."""
+
+
+COMPILER_STARTED = "compiler_started"
+"""``Evidence.in_play_by`` of a run that ended in its compile phase once the compiler had
+started on the answer's source (no program ran)."""
+
+
+def compile_outcome(
+    detail: str,
+    *,
+    started: bool,
+    toolchain_ok: bool = True,
+    timed_out: bool = False,
+    starved: bool = False,
+    outside: bool = False,
+) -> Outcome:
+    """The outcome of a compile that left no program, from the facts the host saw.
+
+    ``started``: the compiler had started on the answer's source (the instant the answer came
+    into play). ``timed_out``: the compile's time limit was the answer's (the compiler used its
+    CPU time, or waited of its own past the limit); ``starved``: the host held a compiler that
+    could run back past the clock's backstop; ``outside``: a stop signal no limit of the
+    build's sent ended the compiler. ``toolchain_ok``: the language's known-good program built
+    at that moment. Before the start, ended from outside, or where the toolchain is broken,
+    ours (``sandbox_error``); starved, no verdict (``timeout``); otherwise the answer's judged
+    0, whatever stopped the compiler: ``solution_timeout`` for its time, else
+    ``compile_error``."""
+    if not started or outside or not toolchain_ok:
+        return Outcome(report=None, in_play=False, start_failed=True, detail=detail)
+    if starved:
+        return Outcome(report={"status": "timeout", "message": detail, "cases": []}, in_play=True)
+    status = ErrorType.SOLUTION_TIMEOUT if timed_out else ErrorType.COMPILE_ERROR
+    report: dict[str, Any] = {"status": status.value, "message": detail, "cases": []}
+    return Outcome(report=report, in_play=True, verifier_exit_code=0)
 
 
 def _judged(score: float, passed: bool | None) -> Classification:

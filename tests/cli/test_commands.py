@@ -31,6 +31,15 @@ from deepgym.verdict import Outcome
 # --- a fake backend: the answer's first word decides the outcome ------------------------------
 
 
+GCC_SAID = [
+    "main.c: In function 'main':",
+    "main.c:4:18: error: expected ';' before 'return'",
+    '    4 |   scanf("%d", &n)',
+    "      |                  ^",
+    "      |                  ;",
+]
+
+
 def _ok(score: float, cases: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     return {"status": "ok", "score": score, "cases": cases}, {"in_play": True}
 
@@ -77,6 +86,8 @@ OUTCOMES: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {
         },
         {"in_play": True},
     ),
+    # A compiler's refusal: its diagnostics, several lines, carets under what they point at.
+    "NOCOMPILE": ({"status": "compile_error", "message": "\n".join(GCC_SAID)}, {"in_play": True}),
     # The contract's raises in ``dg.run``.
     "DIED": (None, {"in_play": False, "start_failed": True, "detail": "bwrap: no permissions"}),
     "LATE": (None, {"in_play": False, "wall_timeout": True}),
@@ -236,6 +247,19 @@ def test_run_judged_model_fault(seen: list[str], write: Callable[..., Path]) -> 
     assert "verdict      yes" in r.stdout
     assert "error type   solution_error" in r.stdout
     assert "cause        KeyError: 'x' (verifier.py:3 in verify)\n" in r.stdout  # in a line
+
+
+def test_run_shows_the_compilers_words_as_it_printed_them(
+    seen: list[str], write: Callable[..., Path]
+) -> None:
+    r = invoke("run", "two_sum", write("a.c", "NOCOMPILE"))
+    assert r.exit_code == 1, r.output
+    assert "error type   compile_error" in r.stdout
+    assert "cause        main.c:4:18: error: expected ';' before 'return'\n" in r.stdout
+    # every line whole, in order: the caret stays under the character it points at
+    assert "compiler output:\n" + "\n".join(GCC_SAID) + "\n" in r.stdout, r.stdout
+    quiet = invoke("run", "two_sum", write("a.c", "NOCOMPILE"), "-q")
+    assert quiet.stdout.strip().endswith("error: expected ';' before 'return'"), quiet.stdout
 
 
 def test_run_json(seen: list[str], write: Callable[..., Path]) -> None:

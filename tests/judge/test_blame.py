@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -105,6 +106,31 @@ def test_read_tree_counts_reaped_children_and_the_roots_state() -> None:
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
             cpu_ms, states = read_tree(proc.pid)
             assert cpu_ms >= 250.0  # the reaped child's 0.3 s
+            deadline = time.monotonic() + 10.0  # from its print to its read, it may still run
+            while runnable(states) and time.monotonic() < deadline:
+                time.sleep(0.01)
+                states = read_tree(proc.pid)[1]
             assert states and not runnable(states)  # the root waits on its stdin
+        finally:
+            proc.kill()
+
+
+def test_read_tree_sees_every_threads_state() -> None:
+    """A process whose first thread waits while another computes (a JVM, rustc, Go) is
+    runnable: its own state in ``/proc/<pid>/stat`` is only its first thread's."""
+    busy = (
+        "import sys, threading\n"
+        "def spin():\n    while True:\n        pass\n"
+        "threading.Thread(target=spin, daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as proc:
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+            _, states = read_tree(proc.pid)
+            assert len(states) >= 2 and runnable(states), states
         finally:
             proc.kill()

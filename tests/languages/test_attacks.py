@@ -396,27 +396,6 @@ def test_the_compiler_reads_no_host_secret(
         assert r.error_type == "compile_error", r
 
 
-def test_a_source_that_feeds_the_compiler_without_end_is_ours(dg: DeepGym, host: HostGuard) -> None:
-    """``#include "/dev/zero"``: the compiler reads until a limit of ours stops it (time or
-    memory), which is no verdict, as the contract says for a compiler our limits killed."""
-    need("c")
-    env = env_for("c", "dev-zero", compile_timeout=4.0)
-    t0 = time.monotonic()
-    r = dg.run_one(env, c_source(INCLUDES["c"], PATH="/dev/zero"))
-    assert time.monotonic() - t0 < env.compile_timeout + 5.0
-    if r.error_type == "compile_error":  # a compiler that refuses to read a device: fine too
-        judged(r, 0.0)
-    else:
-        assert not r.has_verdict, r
-        assert r.error_type == "sandbox_error", r
-        assert r.evidence.limit_fired in ("time", "memory"), r.evidence
-        assert "the compiler" in r.error and "the answer hit" not in r.error, r.error
-    # The compiler may have filled its 2 GiB before the limit stopped it: the kernel gives that
-    # back over seconds (measured: 200-900 MB still out 5 s later, with no process or cgroup
-    # left), so host memory is not compared here; processes and cgroups are.
-    host.check(memory=False)
-
-
 PTRACE = """
     #include <errno.h>
     #include <stdio.h>

@@ -139,7 +139,7 @@ def test_a_compile_error_is_the_answers_fault(dg: DeepGym, lang: str) -> None:
     r = dg.run(script_env(lang, "sum"), BROKEN)
     judged(r, 0.0)
     assert r.error_type == "compile_error", r
-    assert r.error is not None and "compile error" in r.error, r
+    assert r.error and not r.error.startswith("compile error"), r  # the compiler's own words
     assert WHERE[lang] in r.error, r.error
 
 
@@ -168,7 +168,7 @@ def test_an_endless_program_is_a_time_limit_failure(
         assert r.error_type is None, r
         assert [(c.passed, c.message) for c in r.cases] == [(False, "timeout")], r.cases
         return
-    assert r.error == "the script ran past the run's limit", r
+    assert r.error == "test_0 ran past the run's limit", r  # the case it was running
     if how == "spin" and not r.has_verdict:
         assert r.error_type == "timeout", r
         return

@@ -31,6 +31,7 @@ from deepgym.sandbox.base import Backend, Job, RawRun
 from deepgym.server.app import create_app
 from deepgym.server.runner import ThreadedServer
 from deepgym.verdict import Outcome
+from tests.languages.compile_sources import HUGE_ARRAY, NESTING, OWN_STDERR
 from tests.server.conftest import TOKEN
 
 sf = pytest.importorskip("sandbox_fusion.models")
@@ -142,6 +143,34 @@ def test_run_code_replies_are_sandbox_fusion_responses(served: Served) -> None:
         else:
             assert reply.run_result.stdout == stdout
         assert (reply.compile_result is None) == (body["language"] == "python")
+
+
+def test_a_compiler_that_fails_on_the_code_is_a_compile_result_never_a_504(
+    served: Served, verl: tuple[ModuleType, ModuleType]
+) -> None:
+    """gcc's internal compiler error on 200,000 nested parentheses, and gcc reading the pipe its
+    own diagnostics go to until its ``compile_timeout``: the code's failures, as SandboxFusion
+    reports a compile's (never a 504, which verl would retry); ``stderr`` the compiler's words."""
+    r = served.post("/run_code", {"code": NESTING["c"], "language": "c"})
+    assert r.status_code == 200, r.text
+    reply = _reply(r)
+    assert summary_run_code_result(reply, SUMMARY) == "CompileFailed", r.text
+    assert reply.run_result is None, r.text
+    assert reply.compile_result.stderr.startswith("gcc: internal compiler error"), r.text
+    plain = _reply(served.post("/run_code", {"code": "int main( {", "language": "cpp"}))
+    assert plain.compile_result.stderr.startswith("main.cpp:"), plain  # no words of ours first
+    _, utils = verl  # verl refuses "c" itself: g++ writing a 1 GiB array past its file size
+    results, _ = utils.check_correctness(served.verl_url, CASES, HUGE_ARRAY["cpp"], language="cpp")
+    assert list(results) == [-4, -4]  # verl's compile error
+    body = {"code": OWN_STDERR["c"], "language": "c", "compile_timeout": 1}
+    waits = served.post("/run_code", body)
+    if waits.status_code == 504:  # only where the host held the compiler back (a loaded host)
+        assert "held the compiler back" in waits.json()["message"], waits.text
+        return
+    assert waits.status_code == 200, waits.text
+    timed = _reply(waits)
+    assert timed.status == "Failed" and timed.run_result is None, waits.text
+    assert timed.compile_result.status == "TimeLimitExceeded", waits.text
 
 
 LANGUAGES = {  # SandboxFusion's name (and deepgym's own "c") -> a program printing 42

@@ -55,6 +55,7 @@ from deepgym.store import (
     resume_inputs,
 )
 from deepgym.text import percent, short_cause
+from deepgym.verdict import COMPILER_STARTED
 
 __all__ = [
     "case_rows",
@@ -90,7 +91,8 @@ def _cause(r: RunResult) -> str:
     if r.passed:
         return ""
     if r.error_type or r.error:
-        return f"{r.error_type}: {short_cause(r.error)}" if r.error_type else short_cause(r.error)
+        said = _headline(compiled) if (compiled := _compile_output(r)) else r.error
+        return f"{r.error_type}: {short_cause(said)}" if r.error_type else short_cause(said)
     failed = next((c for c in r.cases if not c.passed), None)
     if failed is None:
         return ""
@@ -165,22 +167,42 @@ def case_rows(cases: Sequence[CaseResult]) -> list[list[Cell]]:
     return rows
 
 
+def _compile_output(r: RunResult) -> str:
+    """What the compiler said, as it printed it (its caret lines under the lines they point
+    at), of a run that ended in its compile phase; "" for any other run."""
+    if r.evidence.in_play_by != COMPILER_STARTED and r.error_type != "compile_error":
+        return ""
+    return r.error.strip("\n")
+
+
+def _headline(compiled: str) -> str:
+    """A compile's failure in a line: its first line that names an error, else its first."""
+    lines = [s for s in compiled.splitlines() if s.strip()]
+    return next((s for s in lines if "error" in s.lower()), lines[0] if lines else "")
+
+
 def run_report(r: RunResult) -> None:
     """The report ``run`` prints of one result: its fields, the cases (identical failures one
-    row), the summary line. ``episode``, ``episodes ID`` and ``session`` print the same."""
+    row), the summary line. ``episode``, ``episodes ID`` and ``session`` print the same. A
+    compile that failed shows the compiler's words whole, line by line, below the fields."""
     console = out()
+    compiled = _compile_output(r)
+    cause = _headline(compiled) if compiled else r.error
     fields = [
         ("environment", r.env_name or "-"),
         ("score", "-" if not r.has_verdict else f"{r.score:.3f}"),
         ("passed", "yes" if r.passed else "no"),
         ("verdict", "yes" if r.has_verdict else "none (the run was not judged)"),
         ("error type", r.error_type or "-"),
-        ("cause", short_cause(r.error) if r.error else "-"),
+        ("cause", short_cause(cause) if cause else "-"),
         ("isolation", r.isolation or "-"),
         ("time", f"{r.execution_time_ms:.0f} ms"),
     ]
     for key, value in fields:
         echo(f"{key:<12} {value}", console, hang=13)
+    if compiled:
+        click.echo("compiler output:")
+        click.echo(compiled)  # as printed: no wrapping, no joined lines
     if r.cases:
         rows = case_rows(r.cases)
         title = f"tests ({sum(c.passed for c in r.cases)}/{len(r.cases)} passed)"

@@ -40,11 +40,30 @@ def tree_pids(pid: int) -> set[int]:
 
 def read_tree(pid: int) -> tuple[float, list[str]]:
     """CPU milliseconds of ``pid`` and its descendants (the live ones', and what each has
-    reaped of its children), and the states of all of them, read from ``/proc`` (wait4 counts
-    only reaped children: this is what a tree used before a kill)."""
+    reaped of its children), and the states of all their threads, read from ``/proc`` (wait4
+    counts only reaped children: this is what a tree used before a kill)."""
     tree, info = _tree(pid)
     cpu = sum(info[p][0] for p in tree if p in info)
-    return cpu, [info[p][1] for p in tree if p in info]
+    return cpu, [s for p in tree if p in info for s in _thread_states(p, info[p][1])]
+
+
+def _thread_states(pid: int, state: str) -> list[str]:
+    """The states of ``pid``'s threads; ``state`` (its first thread's) where they cannot be read.
+    A process's own state is only its first thread's: a JVM's, rustc's or Go's first thread
+    waits while the others compute."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return [state]
+    states = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                raw = f.read().decode()
+        except OSError:
+            continue
+        states.append(raw[raw.rfind(")") + 2 :].split(maxsplit=1)[0])
+    return states or [state]
 
 
 def _tree(pid: int) -> tuple[set[int], dict[int, tuple[float, str]]]:

@@ -3,15 +3,29 @@
 ``solution build PATH LIMITS SPEC_JSON`` (``solution_host``'s ``build`` mode) copies the answer at
 PATH into a build folder under its work dir, under the name the language wants, runs the
 compiler there, and writes the program it leaves to stdout: the host keeps it (in its compile
-cache) and hands it to each run. The compiler's diagnostics go to stderr. The exit code says what
-happened; the host reads it with the run's cgroup evidence (a compiler killed by a limit is ours,
-whatever it printed):
+cache) and hands it to each run. The compiler's diagnostics go to stderr.
 
-- ``BUILT`` (0): the program is on stdout;
-- ``REJECTED`` (1): the compiler refused the source (the answer's fault: ``compile_error``);
-- ``CRASHED`` (3): the compiler died by a signal or with its own internal-error code, or left no
-  program (ours: no verdict);
-- ``SETUP_FAILED``: the build could not start (ours).
+The compiler starting on the answer's source is the instant the answer comes into play (as the
+verifier opening the answer's file is): from then on, whatever stops the build is the answer's,
+and before it, ours (``deepgym.verdict.compile_outcome``). The host learns which side of that
+instant a build ended on only from what the compiler cannot reach or forge (it runs as the same
+uid, and a source can make it read any file, a pipe of this process's included):
+
+- the exit code, for a build that ended by itself. Only this function gives ``BUILT``,
+  ``REJECTED``, ``CRASHED`` and ``STOPPED``, once the compiler has run; bwrap's own failures
+  and an interpreter's (exit 1, 2, 120, 128 + n) and a set-up's (``SETUP_FAILED``) are none
+  of them:
+
+  - ``BUILT`` (0): the program is on stdout;
+  - ``REJECTED``: the compiler refused the source (exited non-zero);
+  - ``CRASHED``: the compiler died by a signal of its own (a fault: SIGSEGV, SIGABRT, ...),
+    failed with its internal-error code, or left no program;
+  - ``STOPPED``: the compiler was ended by a stop signal (``codes.STOP_SIGNALS``): from
+    outside, by the memory cgroup's OOM killer (the host's evidence says which) or the host;
+
+- the name this process gives itself (``COMPILING``, ``prctl(PR_SET_NAME)``: only the process
+  itself can set it) once the compiler has started, for a build the host ends on its clock: it
+  reads the name from ``/proc/<pid>/comm`` before the kill.
 
 ``exec`` mode then runs that program: ``solution exec PATH LIMITS ARGV...``, where the word
 ``{program}`` in ARGV stands for PATH (``java -jar {program}``, or ``{program}`` alone), and
@@ -23,15 +37,19 @@ from __future__ import annotations
 import os
 
 from . import wire
-from .codes import SETUP_FAILED
+from .codes import SETUP_FAILED, STOP_SIGNALS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 BUILT = 0
-REJECTED = 1
-CRASHED = 3
+REJECTED = 10
+CRASHED = 11
+STOPPED = 12
+COMPILING = "dg-compiling"
+"""The build process's name once its compiler has started (see the module)."""
+PR_SET_NAME = 15
 BUILD_DIR = "build"
 PROGRAM = "{program}"
 MANIFEST = "Manifest-Version: 1.0\r\nMain-Class: Main\r\nCreated-By: deepgym\r\n\r\n"
@@ -48,6 +66,18 @@ def _pack_jar(classes: str, jar: str) -> None:
             for name in sorted(names):
                 full = os.path.join(folder, name)
                 z.write(full, os.path.relpath(full, classes))
+
+
+def _name_self(name: str) -> bool:
+    """Give this process the name ``name`` (``prctl(PR_SET_NAME)``: what ``/proc/<pid>/comm``
+    shows, which only the process itself can set); whether that worked."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_NAME, name.encode(), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def build(path: str, spec: dict[str, Any]) -> int:
@@ -68,19 +98,26 @@ def build(path: str, spec: dict[str, Any]) -> int:
         os.write(2, f"build set-up failed: {exc}\n".encode())
         return SETUP_FAILED
     try:
-        done = subprocess.run(
+        compiler = subprocess.Popen(
             list(spec["argv"]),
             cwd=BUILD_DIR,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=2,
             stderr=2,
-            check=False,
         )
     except OSError as exc:  # the compiler could not start: ours
         os.write(2, f"the compiler did not start: {exc}\n".encode())
         return SETUP_FAILED
-    code = done.returncode
+    if not _name_self(COMPILING):  # the compiler has started (Popen returned after its exec)
+        compiler.kill()  # without the name, a build the host ends would read as ours: say so now
+        compiler.wait()
+        os.write(2, b"build set-up failed: the build process could not name itself\n")
+        return SETUP_FAILED
+    code = compiler.wait()
+    if code < 0 and -code in STOP_SIGNALS:
+        os.write(2, f"\nthe compiler was ended by {signal.Signals(-code).name}\n".encode())
+        return STOPPED
     if code < 0:
         os.write(2, f"\nthe compiler died by {signal.Signals(-code).name}\n".encode())
         return CRASHED

@@ -13,6 +13,12 @@ SETUP_FAILED = 121
 """The exit code of a solution process whose own set-up failed (before any of the answer ran):
 the sandbox's failure, never the answer's."""
 
+STOP_SIGNALS = frozenset({1, 2, 9, 15})
+"""SIGHUP, SIGINT, SIGKILL and SIGTERM, by number (this module imports nothing): the signals
+that end a process only when another process (or the kernel's OOM killer) sends them. A
+process's own faults end it with others (SIGSEGV, SIGBUS, SIGABRT, SIGXCPU, ...). The contract
+(``deepgym.verdict``) and a compiled language's build (``build``) read the same set."""
+
 SOLUTION_UID = 65534
 """The uid (and gid) every solution process runs as, in every sandbox: never the verifier's, so
 the answer cannot read the verifier's memory (``/proc/<pid>/mem``; there is no Yama LSM)."""

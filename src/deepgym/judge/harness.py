@@ -203,7 +203,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             blame = j.launcher.timeout_blame(proc, limit * 1000.0)
             j.launcher.kill(proc)
             if time.monotonic() >= j.deadline:
-                raise SolutionTimeout("the script ran past the run's limit", blame) from None
+                raise SolutionTimeout(f"test_{i} ran past the run's limit", blame) from None
             results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
             continue
         j.launcher.reap(proc)

@@ -5,20 +5,34 @@ the answer's source is built in a ``solution`` sandbox of its own (the answer's 
 cgroups; ``judge.build``), with the environment's ``compile_timeout``. The program it leaves is
 what each test case then runs (``solution_host``'s ``exec`` mode).
 
-Blame follows the contract:
+Blame follows the contract (``deepgym.verdict.compile_outcome``). The compiler starting on the
+answer's source is the instant the answer comes into play (``judge.build`` says how the host
+knows it, from what the compiler cannot forge), so:
 
-- the compiler refuses the source: the answer's fault, a judged 0 with ``compile_error`` (and
-  the compiler's diagnostics as the message);
-- the compiler is killed by our limits (time, memory, processes), dies by a signal, reports an
-  internal error, or the sandbox fails to start: ours, a run without a verdict;
-- the compiler refuses the source but also a known-good program (``Language.probe``, built at
-  the first refusal until the language's toolchain has built something here): the toolchain is
-  broken in the sandbox, ours, a run without a verdict.
+- before it (the build's sandbox or set-up failed, bwrap's errors, ``SETUP_FAILED``), ours: a run
+  without a verdict (``sandbox_error``);
+- after it, whatever stops the compile is the answer's judged 0: a refusal, an internal
+  compiler error, a signal of the compiler's own, a memory, process or file-size limit
+  (``compile_error``, the cause and the compiler's diagnostics as the message), or its time
+  (``solution_timeout``);
+- except where the host explains it: a compiler ended by a stop signal (SIGKILL, ...) that no
+  limit of the build's sent, or one the host held back (``blame.STARVED``: no verdict,
+  ``timeout``); or where the toolchain does: the language's known-good program
+  (``Language.probe``) fails to build at that moment too (``_probe``: ours).
+
+The compile's time limit, ``compile_timeout``, is judged on the compiler's CPU time with a
+wall-clock backstop (``judge.blame.cpu_time_check``): the host waits on the build's exit, and
+each time a wait ends it reads the build's process tree from ``/proc`` and applies the rule. A
+compiler that is stopped (``T``) counts as held back, like a runnable one: no source makes a
+compiler stop itself, so only the host or an operator can have.
 
 ``ProgramCache`` keys each build by (language, toolchain fingerprint, compiler command line,
 source hash): the answers of a GRPO group that are the same source, and every retry, compile
-once (concurrent asks for one key wait for one build). Programs live in the backend's workspace,
-at most ``MAX_ENTRIES`` and ``MAX_BYTES``, least recently used out first.
+once (concurrent asks for one key and the same limits wait for one build). Programs live in the
+backend's workspace, at most ``MAX_ENTRIES`` and ``MAX_BYTES``, least recently used out first.
+A compile that was the answer's fault is remembered too (the same source fails the same way),
+for asks under the same limits or tighter ones; a failure of ours, a starved compile or a
+broken toolchain never is.
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections import Counter, OrderedDict
@@ -36,15 +51,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from deepgym import languages
-from deepgym.judge.build import BUILT, REJECTED
+from deepgym.judge import blame
+from deepgym.judge.build import BUILT, COMPILING, CRASHED, REJECTED, STOPPED
 from deepgym.models import HARNESS_MARKER
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import take_evidence
 from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
-from deepgym.sandbox.spec import START_GRACE_S
 from deepgym.sandbox.workspace import Workspace
-from deepgym.verdict import Outcome
+from deepgym.verdict import COMPILER_STARTED, compile_outcome
 
 __all__ = ["MAX_BYTES", "MAX_ENTRIES", "PROGRAMS", "Program", "ProgramCache", "compile_failure"]
 
@@ -60,6 +75,11 @@ MAX_DIAGNOSTICS = 16 * 1024
 """How much of the compiler's diagnostics a ``compile_error`` keeps."""
 BUILD_PROCESSES = 256
 BUILD_FILE_MB = 256
+KILL_WAIT_S = 5.0
+"""How long a build the host ended may take to close its pipes."""
+PROBE_TIMEOUT_S = 30.0
+"""The least ``compile_timeout`` a known-good program is built under: the probe asks whether
+the toolchain works, not whether it is fast (an environment's limit may be tight)."""
 
 SolutionArgv = Callable[
     [Job, Path, cgroups.RunCgroup, str, list[str]], tuple[list[str], dict[str, str]]
@@ -77,33 +97,58 @@ class Program:
     cached: bool
 
 
+Limits = tuple[float, int, int, int]
+"""A build's limits: ``compile_timeout``, memory (MiB), processes, file size (MiB)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Failed:
-    """A build that gave no program: the answer's (``rejected``) or ours."""
+    """A build that gave no program, with the facts ``verdict.compile_outcome`` judges."""
 
-    rejected: bool
     message: str
     compile_ms: float
+    started: bool
+    """The compiler had started on the answer's source."""
+    limits: Limits
+    """The limits the build ran under (a failure stands for the same or tighter ones)."""
+    timed_out: bool = False
+    """The compile's time limit was the answer's (``blame.OVER`` or ``blame.WAITING``)."""
+    starved: bool = False
+    """The host held a compiler that could run back past the backstop (``blame.STARVED``)."""
+    outside: bool = False
+    """A stop signal that no limit of the build's sent ended the compiler (the host's)."""
+    toolchain_ok: bool = True
+    """False: the language's known-good program failed to build at that moment too."""
+    refused: bool = False
+    """A plain refusal (the compiler exited non-zero, no limit fired): an earlier build here
+    stands for the toolchain (``ProgramCache._probe``)."""
     limit: str | None = None
+    cpu_ms: float | None = None
+
+    @property
+    def answers(self) -> bool:
+        """Whether the failure is the answer's (a judged 0, remembered for its source)."""
+        return self.started and self.toolchain_ok and not (self.starved or self.outside)
 
 
-def compile_failure(
-    message: str, *, rejected: bool, isolation: str, limit: str | None, compile_ms: float
-) -> RawRun:
-    """The run of an answer whose build gave no program: ``compile_error`` (a judged 0) when
-    the compiler refused the source, else a run without a verdict."""
-    if rejected:
-        report = {"status": "compile_error", "message": message, "cases": []}
-        outcome = Outcome(report=report, in_play=True, verifier_exit_code=0)
-    else:
-        report = None
-        outcome = Outcome(report=None, in_play=False, start_failed=True, detail=message)
+def compile_failure(failed: _Failed, isolation: str) -> RawRun:
+    """The run of an answer whose build gave no program (``verdict.compile_outcome``)."""
+    outcome = compile_outcome(
+        failed.message,
+        started=failed.started,
+        toolchain_ok=failed.toolchain_ok,
+        timed_out=failed.timed_out,
+        starved=failed.starved,
+        outside=failed.outside,
+    )
     return RawRun(
         outcome=outcome,
-        report=report,
+        report=outcome.report,
         isolation=isolation,
-        limit_fired=limit,
-        compile_ms=compile_ms,
+        in_play_by=COMPILER_STARTED if failed.started else None,
+        limit_fired=failed.limit,
+        solution_cpu_ms=failed.cpu_ms,
+        compile_ms=failed.compile_ms,
         in_compile=True,
     )
 
@@ -118,16 +163,27 @@ def source(job: Job) -> str:
     return before + job.answer.rstrip("\n") + "\n" + after
 
 
-def _build_env(job: Job, lang: languages.Language) -> Job:
-    """The job the compiler runs as: the answer's sandbox, with a compiler's limits."""
+def _limits(job: Job, lang: languages.Language) -> Limits:
+    """The limits ``job``'s build runs under: the environment's, raised to a compiler's."""
     env = job.env
-    limits = {
-        "memory_mb": max(env.memory_mb, lang.compile_memory_mb),
-        "max_processes": max(env.max_processes, BUILD_PROCESSES),
-        "max_file_mb": max(env.max_file_mb, BUILD_FILE_MB),
-    }
-    t = env.compile_timeout
-    return Job(env=env.model_copy(update=limits), answer=job.answer, timeout=t, case_timeout=t)
+    return (
+        env.compile_timeout,
+        max(env.memory_mb, lang.compile_memory_mb),
+        max(env.max_processes, BUILD_PROCESSES),
+        max(env.max_file_mb, BUILD_FILE_MB),
+    )
+
+
+def _build_env(job: Job, lang: languages.Language) -> Job:
+    """The job the compiler runs as: the answer's sandbox, with a compiler's limits. Its CPU
+    rlimit (per process) follows the clock's backstop, ``blame.BACKSTOP`` times
+    ``compile_timeout``: a last resort behind the host's CPU-time rule, which ends a build
+    whose tree used ``compile_timeout`` (an rlimit's SIGKILL would read as one from outside)."""
+    _, memory_mb, processes, file_mb = _limits(job, lang)
+    update = {"memory_mb": memory_mb, "max_processes": processes, "max_file_mb": file_mb}
+    backstop = blame.BACKSTOP * job.env.compile_timeout
+    env = job.env.model_copy(update=update)
+    return Job(env=env, answer=job.answer, timeout=backstop, case_timeout=backstop)
 
 
 def _spec(lang: languages.Language, tc: languages.Toolchain) -> dict[str, object]:
@@ -201,7 +257,7 @@ class ProgramCache:
             return await run(None)
         t0 = time.monotonic()
         async with self.program(job) as built:
-            if isinstance(built, RawRun):  # no program: a compile error, or ours
+            if isinstance(built, RawRun):  # no program: a failed compile, the answer's or ours
                 built.total_ms = (time.monotonic() - t0) * 1000.0
                 return built
             raw = await run(built)
@@ -235,68 +291,75 @@ class ProgramCache:
             self._programs.move_to_end(key)
             self.hits += 1
             return Program(key, self.root / key, 0.0, cached=True)
-        if key in self._rejected:
-            self.hits += 1
-            failed = self._rejected[key]
-            return compile_failure(
-                failed.message, rejected=True, isolation=self.isolation, limit=None, compile_ms=0.0
-            )
-        building = self._building.get(key)
+        limits = _limits(job, languages.language(job.env.language))
+        failed = self._rejected.get(key)
+        if failed is not None and all(a <= b for a, b in zip(limits, failed.limits, strict=True)):
+            self.hits += 1  # the same source, under the same limits or tighter: the same end
+            return compile_failure(replace(failed, compile_ms=0.0, cpu_ms=None), self.isolation)
+        ask = f"{key}/{limits}"
+        building = self._building.get(ask)
         if building is None:
             self.misses += 1
             building = asyncio.ensure_future(self._build(job, key))
-            self._building[key] = building
-            building.add_done_callback(lambda _: self._building.pop(key, None))
+            self._building[ask] = building
+            building.add_done_callback(lambda _: self._building.pop(ask, None))
         else:
             self.hits += 1
         got = await asyncio.shield(building)
         if isinstance(got, Program):
             return got
-        return compile_failure(
-            got.message,
-            rejected=got.rejected,
-            isolation=self.isolation,
-            limit=got.limit,
-            compile_ms=got.compile_ms,
-        )
+        return compile_failure(got, self.isolation)
 
     async def _build(self, job: Job, key: str) -> Program | _Failed:
         lang = languages.language(job.env.language)
         got = await self._compile(job, lang)
         if isinstance(got, _Failed):
-            if got.rejected:
-                broken = await self._probe(job, lang)
+            if got.answers:
+                broken = await self._probe(job, lang, fresh=not got.refused)
                 if broken is not None:  # the toolchain, not the source: ours
-                    return _Failed(False, broken, got.compile_ms)
+                    return replace(got, toolchain_ok=False, message=broken)
                 self._keep_rejected(key, got)
             return got
         self._working.add(lang.name)
         program, ms = got
         return self._keep(key, program, ms)
 
-    async def _probe(self, job: Job, lang: languages.Language) -> str | None:
-        """None once the language's toolchain has built a program here (an answer, or the
-        language's known-good ``probe``, built at the first refusal before any success); else
-        why no build in that language can be judged. A compiler that fails for a reason of its
-        own (a library or a configuration file missing in the sandbox) refuses every answer,
-        and each would read as the answer's ``compile_error``. A failed probe is tried again at
-        the next refusal."""
-        if lang.name in self._working:
+    async def _probe(self, job: Job, lang: languages.Language, *, fresh: bool) -> str | None:
+        """None where the language's toolchain builds its known-good ``probe`` here; else why
+        no answer in that language can be judged now. A compiler that fails for a reason of
+        its own (a library or a configuration file missing in the sandbox, a crash, a hang)
+        fails every answer, and each failure would read as the answer's. After a plain
+        refusal (not ``fresh``), a build that succeeded here before stands for the toolchain;
+        any other failure (a crash, a signal, a limit, the time) is checked against a probe
+        built at that moment (concurrent failures share one). A failed probe is never kept."""
+        if not fresh and lang.name in self._working:
             return None
         probing = self._probes.get(lang.name)
         if probing is None:
-            probing = asyncio.ensure_future(self._compile(replace(job, answer=lang.probe), lang))
+            env = job.env.model_copy(
+                update={
+                    "harness": None,
+                    "compile_timeout": max(job.env.compile_timeout, PROBE_TIMEOUT_S),
+                }
+            )
+            probing = asyncio.ensure_future(
+                self._compile(replace(job, env=env, answer=lang.probe), lang)
+            )
             self._probes[lang.name] = probing
+            probing.add_done_callback(lambda done: self._probe_done(lang.name, done))
         got = await asyncio.shield(probing)
         if not isinstance(got, _Failed):
             self._working.add(lang.name)
             return None
-        if self._probes.get(lang.name) is probing:
-            del self._probes[lang.name]
         return (
             f"the {lang.title} toolchain did not build a known-good program in the sandbox, "
             f"so no answer in {lang.name} is judged here: {got.message[-600:]}"
         )
+
+    def _probe_done(self, name: str, done: asyncio.Future[tuple[bytes, float] | _Failed]) -> None:
+        """A finished probe is shared no longer: the next failure that asks builds a new one."""
+        if self._probes.get(name) is done:
+            del self._probes[name]
 
     async def _compile(self, job: Job, lang: languages.Language) -> tuple[bytes, float] | _Failed:
         """Build ``job``'s source in a sandbox: the program and the time it took, or why not."""
@@ -312,29 +375,15 @@ class ProgramCache:
             (build_dir / "answer" / "solution.py").write_text(source(job))
             spec = json.dumps(_spec(lang, tc))
             argv, env = self.solution_argv(bjob, build_dir, group, "build", [spec])
-            code, out, err, timed_out = await _run(
-                argv, env, group.join_fds(), build_dir, bjob.timeout + START_GRACE_S
-            )
+            ran = await _run(argv, env, group.join_fds(), build_dir, job.env.compile_timeout)
         finally:
             limit, _, _ = take_evidence(group, "tmpfs")
             shutil.rmtree(build_dir, ignore_errors=True)
         ms = (time.monotonic() - t0) * 1000.0
-        text = err.decode("utf-8", "replace")
-        if timed_out:
-            why = f"the compiler ran past compile_timeout ({job.env.compile_timeout:g} s)"
-            return _Failed(False, why, ms, "time")
-        if limit is not None:
-            what = f"{bjob.env.memory_mb} MB memory" if limit == "memory" else limit
-            return _Failed(False, f"the compiler was stopped by its {what} limit", ms, limit)
-        signal = exit_signal(code, self.through_bwrap)
-        if code == REJECTED and signal is None:
-            if len(out) > MAX_PROGRAM_BYTES:
-                text = f"the program is past {MAX_PROGRAM_BYTES >> 20} MiB"
-            return _Failed(True, _diagnostics(text, lang), ms)
-        if code != BUILT or signal is not None:
-            tail = text.strip()[-600:] or "no word"
-            return _Failed(False, f"the build failed (exit {code}): {tail}", ms)
-        return out, ms
+        signal = exit_signal(ran.code, self.through_bwrap)
+        if ran.code == BUILT and signal is None and len(ran.out) <= MAX_PROGRAM_BYTES:
+            return ran.out, ms
+        return _failure(ran, signal, limit, job, lang, ms)
 
     def _keep(self, key: str, program: bytes, ms: float) -> Program:
         self.root.mkdir(exist_ok=True)
@@ -366,19 +415,124 @@ class ProgramCache:
             self._rejected.popitem(last=False)
 
 
-def _diagnostics(text: str, lang: languages.Language) -> str:
-    """The compiler's word, cut to ``MAX_DIAGNOSTICS`` (its first errors matter most)."""
-    text = text.strip() or f"the {lang.title} compiler refused the source"
+@dataclasses.dataclass(frozen=True)
+class _Ran:
+    """How a build's sandbox ended: by itself (``code``), or on the host's clock (``check``)."""
+
+    code: int | None
+    out: bytes
+    err: bytes
+    check: str | None = None
+    """``blame.OVER``, ``blame.WAITING`` or ``blame.STARVED`` where the host ended the build."""
+    cpu_ms: float | None = None
+    """The build's CPU time when the host ended it."""
+    started: bool = False
+    """Whether the compiler had started when the host ended the build (``COMPILING``)."""
+
+
+def _failure(
+    ran: _Ran,
+    signal: int | None,
+    limit: str | None,
+    job: Job,
+    lang: languages.Language,
+    ms: float,
+) -> _Failed:
+    """Why a build gave no program, and whose fault that is (see the module): ``signal`` is
+    what ended the build's sandbox, ``limit`` what the build's cgroups saw fire."""
+    limits = _limits(job, lang)
+    said = _diagnostics(ran.err.decode("utf-8", "replace"))
+    t = f"compile_timeout ({job.env.compile_timeout:g} s)"
+    if ran.check is not None:  # the host ended it on its clock
+        if not ran.started:
+            why = f"the build had not started its compiler when the host ended it ({t} out)"
+            return _Failed(_said(why, said), ms, False, limits, limit="wall_time")
+        if ran.check == blame.STARVED:
+            why = (
+                f"the host held the compiler back: {ran.cpu_ms or 0.0:.0f} ms of CPU time of "
+                f"its {t} in {ms / 1000.0:.1f} s"
+            )
+            return _Failed(
+                why, ms, True, limits, starved=True, limit="wall_time", cpu_ms=ran.cpu_ms
+            )
+        over = ran.check == blame.OVER
+        why = (
+            f"the compiler used its {t} of CPU time"
+            if over
+            else f"the compiler waited, not running, past its {t}"
+        )
+        return _Failed(
+            _said(why, said),
+            ms,
+            True,
+            limits,
+            timed_out=True,
+            limit="cpu_time" if over else "wall_time",
+            cpu_ms=ran.cpu_ms,
+        )
+    code = ran.code
+    if signal is None and code == BUILT:  # a program past the cap (the toolchain works)
+        big = f"the program is past {MAX_PROGRAM_BYTES >> 20} MiB"
+        return _Failed(big, ms, True, limits, refused=True)
+    cause = _LIMIT_CAUSE.get(limit or "", "").format(*limits)
+    if signal is None and (code in (REJECTED, CRASHED) or (code == STOPPED and cause)):
+        text = said or f"the {lang.title} compiler refused the source"
+        refused = code == REJECTED and not cause
+        return _Failed(_said(cause, text), ms, True, limits, refused=refused, limit=limit)
+    if signal is None and code == STOPPED:  # a kill no limit of the build's sent: from outside
+        outside = "the compiler was ended from outside"
+        return _Failed(_said(outside, said), ms, True, limits, outside=True)
+    if signal is not None and cause:  # the build's own process, killed by the limit its
+        return _Failed(_said(cause, said), ms, True, limits, limit=limit)  # compiler reached
+    why = f"the build failed before its compiler started (exit {code})"
+    return _Failed(_said(why, said[-600:]), ms, False, limits, limit=limit)
+
+
+_LIMIT_CAUSE = {
+    "memory": "the compiler was stopped by its {1} MB memory limit",
+    "processes": "the compiler reached its limit of {2} processes",
+}
+"""The cause of a build whose cgroups saw a limit fire (``limits``' fields by place). No
+build's set-up comes near them (2 GiB, 256 processes at least): only a compiler can have."""
+
+
+def _said(cause: str, diagnostics: str) -> str:
+    """A failure's message: its cause, then the compiler's diagnostics (either may be "")."""
+    return "\n".join(part for part in (cause, diagnostics) if part)
+
+
+def _diagnostics(text: str) -> str:
+    """The compiler's own words, cut to ``MAX_DIAGNOSTICS`` (its first errors matter most)."""
+    text = text.strip()
     if len(text) > MAX_DIAGNOSTICS:
         text = text[:MAX_DIAGNOSTICS] + "\n..."
-    return "compile error:\n" + text
+    return text
+
+
+def _held(states: list[str]) -> bool:
+    """Whether the host holds a build back: a process of it is runnable (``blame.runnable``)
+    or stopped (``T``, ``t``), which no compiler does to itself."""
+    return blame.runnable(states) or any(s in ("T", "t") for s in states)
+
+
+def _compiling(pid: int) -> bool:
+    """Whether the build under ``pid`` has started its compiler (``judge.build.COMPILING``)."""
+    for p in blame.tree_pids(pid):
+        try:
+            with open(f"/proc/{p}/comm") as f:
+                if f.read().strip() == COMPILING:
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 async def _run(
-    argv: list[str], env: dict[str, str], fds: tuple[int, ...], cwd: Path, wall: float
-) -> tuple[int | None, bytes, bytes, bool]:
-    """Run a build's sandbox: exit code, stdout (up to past ``MAX_PROGRAM_BYTES``), the head of
-    stderr, and whether the wall limit killed it."""
+    argv: list[str], env: dict[str, str], fds: tuple[int, ...], cwd: Path, limit_s: float
+) -> _Ran:
+    """Run a build's sandbox under the CPU-time rule of ``limit_s`` (see the module): wait on
+    its exit, and each time a wait ends, read its process tree and apply the rule. Returns how
+    it ended, its stdout (up to past ``MAX_PROGRAM_BYTES``) and the head of its stderr."""
     proc = await start_process(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -389,6 +543,7 @@ async def _run(
         cwd=str(cwd),
         env=env,
     )
+    t0 = time.monotonic()
 
     async def read(stream: asyncio.StreamReader | None, cap: int) -> bytes:
         parts: list[bytes] = []
@@ -402,17 +557,26 @@ async def _run(
     work = asyncio.gather(
         read(proc.stdout, MAX_PROGRAM_BYTES), read(proc.stderr, MAX_DIAGNOSTICS * 2), proc.wait()
     )
+    limit_ms = limit_s * 1000.0
+    cpus = len(os.sched_getaffinity(0))
+    check, wait_ms = blame.cpu_time_check(0.0, limit_ms, 0.0, True, cpus)
     try:
-        out, err, code = await asyncio.wait_for(asyncio.shield(work), wall)
-    except TimeoutError:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                out, err, code = await asyncio.wait_for(asyncio.shield(work), wait_ms / 1000.0)
+                return _Ran(code, out, err)
+            cpu_ms, states = blame.read_tree(proc.pid)
+            elapsed_ms = (time.monotonic() - t0) * 1000.0
+            check, wait_ms = blame.cpu_time_check(cpu_ms, limit_ms, elapsed_ms, _held(states), cpus)
+            if check != blame.WAIT:
+                break
+        started = _compiling(proc.pid)
         kill_tree(proc.pid)
         await end_process(proc)
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(work, 5.0)
-        return None, b"", b"", True
     except BaseException:
         await end_process(proc)
         raise
-    if len(out) > MAX_PROGRAM_BYTES:
-        return REJECTED, out, err, False
-    return code, out, err, False
+    err = b""
+    with contextlib.suppress(Exception):  # what it said before the kill, if it comes in time
+        err = (await asyncio.wait_for(work, KILL_WAIT_S))[1]
+    return _Ran(None, b"", err, check, cpu_ms, started)

@@ -5,12 +5,15 @@ cookbook) switches to deepgym by changing one URL.
 The request and response shapes are SandboxFusion's (``sandbox_fusion.models``); the rules that
 differ are deepgym's contract:
 
-- Where deepgym has no verdict (its sandbox, limits or host failed, or a compiler was stopped by
-  a limit, before the answer ran), the reply is **HTTP 504** with ``status: "SandboxError"`` and
-  the cause in ``message``: verl retries a 504, where it would score a ``SandboxError`` 0.
-- A compile error, or the program's own failure (a non-zero exit, a crash, a time limit), is a
-  normal reply, as SandboxFusion gives it: ``status: "Failed"`` with ``compile_result`` and
-  ``run_result`` saying what happened.
+- Where deepgym has no verdict (its sandbox, limits or host failed, or the host held a compiler
+  back), the reply is **HTTP 504** with ``status: "SandboxError"`` and the cause in
+  ``message``: verl retries a 504, where it would score a ``SandboxError`` 0.
+- A compile that failed once the compiler had started on the code (a refusal, an internal
+  compiler error, a limit, its time), or the program's own failure (a non-zero exit, a crash, a
+  time limit), is a normal reply, as SandboxFusion gives it: ``status: "Failed"`` with
+  ``compile_result`` (the compiler's own words in its ``stderr``; ``TimeLimitExceeded`` for a
+  compile past its time) and ``run_result`` (none after a failed compile) saying what
+  happened.
 - The code runs in the service's sandbox (``pool`` by default, ``strict`` by choice). A service
   started with ``--sandbox unsafe`` runs it unisolated, and SandboxFusion's reply has no field
   to say so: never serve these routes that way to anything but a test.
@@ -35,6 +38,7 @@ from deepgym.models import CaseOutput, Environment, RunResult
 from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
 from deepgym.server.service import Service
 from deepgym.text import one_line
+from deepgym.verdict import COMPILER_STARTED
 
 __all__ = [
     "LANGUAGES",
@@ -173,19 +177,28 @@ def _command(
     }
 
 
+def _failed_compile(result: RunResult) -> bool:
+    """Whether the run ended in its compile phase (a judged compile error or compile timeout:
+    the compiler had started, and no program ran)."""
+    return result.error_type == "compile_error" or result.evidence.in_play_by == COMPILER_STARTED
+
+
 def _compile_result(result: RunResult, language: str) -> dict[str, Any] | None:
-    """SandboxFusion's ``compile_result``: none for Python; a finished compile otherwise."""
+    """SandboxFusion's ``compile_result``: none for Python; the compile's end otherwise, with
+    the compiler's diagnostics where it failed."""
     if language == "python":
         return None
     seconds = (result.evidence.compile_ms or 0.0) / 1000.0
-    if result.error_type == "compile_error":
-        return _command("Finished", seconds, 1, "", result.error)
-    return _command("Finished", seconds, 0)
+    if not _failed_compile(result):
+        return _command("Finished", seconds, 0)
+    if result.error_type == "solution_timeout":
+        return _command("TimeLimitExceeded", seconds, None, "", result.error)
+    return _command("Finished", seconds, 1, "", result.error)
 
 
 def _run_result(result: RunResult, output: CaseOutput | None) -> dict[str, Any] | None:
     """SandboxFusion's ``run_result`` of one program run (a signal's return code is minus it)."""
-    if result.error_type == "compile_error":
+    if _failed_compile(result):
         return None
     if output is None:  # past the run's whole limit: no case reported
         return _command("TimeLimitExceeded", result.time_limit_s, None)
