@@ -81,7 +81,8 @@ def starved(r: RunResult) -> bool:
 
 @pytest.fixture
 def guard(host: HostGuard) -> HostGuard:
-    host.memory = False
+    """The host guard (the memory it checks is the pool's own cgroups': a compile's GiBs are
+    charged to the build's group, removed with it)."""
     return host
 
 

@@ -188,9 +188,6 @@ class HostGuard:
     cgroups: list[str] = field(default_factory=list)
     backend: Backend | None = None
     """The backend under test: its own live processes and cgroups are not leftovers."""
-    memory: bool = True
-    """Whether the check at the test's end compares memory: a test whose compiler may fill
-    GiBs sets it False (the kernel gives them back over seconds, with nothing left running)."""
 
     @classmethod
     def take(cls, backend: Backend | None = None) -> HostGuard:
@@ -284,4 +281,4 @@ def host(dg: DeepGym, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iter
 
     monkeypatch.setattr(cgroups, "create", spy)
     yield guard
-    guard.check(memory=guard.memory)
+    guard.check()
