@@ -19,6 +19,7 @@ from deepgym.text import one_line
 from deepgym.validation import (
     MAX_CASES,
     MAX_FILE_MB,
+    MAX_KEPT_OUTPUT_KB,
     MAX_MEMORY_MB,
     MAX_PROCESSES,
     depth_at_most,
@@ -107,6 +108,11 @@ class Environment(BaseModel):
     keep_output: bool = False
     """A script task: keep each case's stdout, stderr, exit code and time in its result
     (``CaseResult.output``)."""
+    kept_output_kb: Annotated[int, int_field("kept_output_kb", 1, MAX_KEPT_OUTPUT_KB)] = 1024
+    """How much of each output stream of the answer's process comes back, in KiB:
+    ``RunResult.stdout`` and ``stderr`` and each kept case's output. Past it, the stream's first
+    part, a line naming how many bytes were left out, and its end (a traceback's last lines)
+    come back, in as many bytes. What is judged (a script's whole stdout) is never cut."""
     stop_on_failure: bool = False
     """A script task: stop at the first failed case (the rest count as failed, not run), as a
     contest judge does; the score is then the share passed before it."""
@@ -263,9 +269,10 @@ class CaseOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     stdout: str = ""
-    """Its stdout, up to ``judge.codes.KEPT_STDOUT_CHARS`` (1 MiB)."""
+    """Its stdout, up to the environment's ``kept_output_kb`` (1 MiB by default): past that, its
+    start, a line naming how many bytes were left out, and its end."""
     stderr: str = ""
-    """The first 4 KiB of its stderr."""
+    """Its stderr (a traceback included), kept as ``stdout`` is."""
     exit_code: int | None = None
     """Its exit code; None when a signal ended it, or it was killed at its time limit."""
     signal: int | None = None
@@ -369,7 +376,11 @@ class RunResult(BaseModel):
     reward_components: dict[str, float] = Field(default_factory=dict)
     cases: list[CaseResult] = Field(default_factory=list)
     stdout: str = ""
+    """What the answer's process printed: a function task's serving process, or a script's
+    program (the first that failed its case, else the last), kept as the environment's
+    ``kept_output_kb`` says (1 MiB by default)."""
     stderr: str = ""
+    """Its stderr, kept alike: a traceback the answer did not catch is in it."""
     execution_time_ms: float = 0.0
     isolation: str = ""
     env_name: str | None = None

@@ -144,6 +144,29 @@ def test_run_code_replies_are_sandbox_fusion_responses(served: Served) -> None:
         assert (reply.compile_result is None) == (body["language"] == "python")
 
 
+def test_run_code_returns_the_traceback_in_stderr(served: Served) -> None:
+    code = 'import sys; sys.stderr.write("EEE\\n"); raise ValueError("boom")'
+    r = served.post("/run_code", {"code": code, "language": "python"})
+    assert r.status_code == 200, r.text
+    reply = _reply(r)
+    assert summary_run_code_result(reply, SUMMARY) == "RunFailed"
+    assert reply.run_result.return_code == 1
+    stderr = reply.run_result.stderr
+    assert stderr.startswith("EEE\nTraceback (most recent call last):\n"), stderr
+    assert 'File "/work/solution.py", line 1, in <module>' in stderr
+    assert stderr.endswith("ValueError: boom\n") and "deepgym" not in stderr
+
+
+def test_run_code_keeps_a_mib_of_a_flooded_stderr_and_its_end(served: Served) -> None:
+    code = "import sys\nsys.stderr.write('e' * 2 * 2**20)\nraise SystemExit('the end')\n"
+    r = served.post("/run_code", {"code": code, "language": "python"})
+    assert r.status_code == 200, r.text
+    stderr = _reply(r).run_result.stderr
+    assert 2**20 - 100 <= len(stderr) <= 2**20  # SandboxFusion keeps 1 MiB too
+    assert stderr.startswith("e" * 1000) and stderr.endswith("eeethe end\n")
+    assert "bytes left out" in stderr
+
+
 LANGUAGES = {  # SandboxFusion's name (and deepgym's own "c") -> a program printing 42
     "nodejs": "console.log(6 * 7);\n",
     "java": "public class Main {\n"
