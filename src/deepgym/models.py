@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deepgym.judge.codes import MAX_OUTPUT_BYTES
 from deepgym.text import one_line
 from deepgym.validation import (
     MAX_CASES,
@@ -54,6 +55,7 @@ HARNESS_MARKER = "// deepgym:answer"
 LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
+TimeoutKind = Literal["limit", "backstop"]
 
 
 class Environment(BaseModel):
@@ -79,6 +81,12 @@ class Environment(BaseModel):
     timeout: Annotated[float, seconds_field("timeout")] = 10.0
     """The cap on one run's time; the effective limit may be lower (see ``time_limit``), never
     higher: a call's own ``time_limit`` above it is held to it."""
+    timeout_kind: TimeoutKind = "limit"
+    """Whose limit the run's time limit is. ``"limit"`` (the default): the task's own, so an
+    answer that runs past it, using its own time, is judged 0 (``solution_timeout``).
+    ``"backstop"``: the task's time limits are its cases' own (``case_timeout``, as
+    SandboxFusion's ``run_timeout``), and the run's is only a bound of the runner's: a run it
+    cuts short has no verdict (``timeout``), never the answer's 0."""
     time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """A fixed time limit for this environment, instead of one derived from the reference."""
     case_timeout: Annotated[float, seconds_field("case_timeout")] = 2.0
@@ -259,7 +267,21 @@ class Environment(BaseModel):
             for i, case in enumerate(self.test_cases or []):
                 if "expected_stdout" not in case:
                     raise ValueError(f"test_cases[{i}] has no 'expected_stdout'")
+                _fits_the_output_limit(case["expected_stdout"], i)
         return self
+
+
+def _fits_the_output_limit(expected: Any, i: int) -> None:
+    """A script case whose expected output is over every task's output limit could never pass:
+    refused before anything runs, naming the limit."""
+    if not isinstance(expected, str) or len(expected) * 4 <= MAX_OUTPUT_BYTES:
+        return  # (at most 4 bytes a character: no need to encode a short one)
+    size = len(expected.encode("utf-8", "surrogatepass"))
+    if size > MAX_OUTPUT_BYTES:
+        raise ValueError(
+            f"test_cases[{i}].expected_stdout is {size} bytes, over the {MAX_OUTPUT_BYTES} bytes "
+            "a program may print (deepgym.judge.codes.MAX_OUTPUT_BYTES): no answer could pass it"
+        )
 
 
 class CaseOutput(BaseModel):

@@ -170,6 +170,7 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
             got = pending.take()
         except SolutionTimeout as exc:
             if time.monotonic() >= j.deadline:
+                exc.run_limit = True  # the run's time is out: no case after this one runs
                 raise
             results.append(_case(i, False, f"timeout: {exc}"))
             continue
@@ -214,8 +215,9 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         except TimeoutError:
             blame = j.launcher.timeout_blame(proc, limit * 1000.0)
             j.launcher.kill(proc)
-            if time.monotonic() >= j.deadline:
-                raise SolutionTimeout("the script ran past the run's limit", blame) from None
+            if limit < j.case_timeout or time.monotonic() >= j.deadline:
+                msg = "the script ran past the run's limit"
+                raise SolutionTimeout(msg, blame, run_limit=True) from None
             proc.out.chunks = []
             results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
             j.show(proc, passed=False)
@@ -431,6 +433,20 @@ def run_patch(j: Judge) -> dict[str, Any]:
     return report_from_value(verify(SolutionProxy(j.session), cases))
 
 
+def _timeout_report(j: Judge, exc: SolutionTimeout) -> dict[str, Any]:
+    """The report of a run a time limit ended: the answer's 0 where it used its own time,
+    unless the limit was the run's and the run's limit is only a backstop (``timeout_kind``):
+    then a limit of the runner's cut the run short, and the run has no verdict."""
+    if exc.run_limit and j.job.get("timeout_kind") == "backstop":
+        message = (
+            f"the run's backstop of {float(j.job['timeout']):g} s ran out before its cases "
+            "had run within their own limits (a limit of the runner's, not the task's)"
+        )
+        return {"status": "timeout", "message": message}
+    status = "solution_timeout" if exc.blame_solution else "timeout"
+    return {"status": status, "message": str(exc)}
+
+
 def drive(j: Judge) -> dict[str, Any]:
     """The report of one job: the driver its kind names."""
     if j.job.get("kind") == "patch":
@@ -471,8 +487,7 @@ def judge(
     try:
         report = drive(j)
     except SolutionTimeout as exc:
-        status = "solution_timeout" if exc.blame_solution else "timeout"
-        report = {"status": status, "message": str(exc)}
+        report = _timeout_report(j, exc)
     except LaunchError as exc:  # ours: no verdict, whatever the verifier had done
         report = {"status": "sandbox_error", "message": str(exc)}
     except AheadError as exc:  # calls sent ahead, misused: the verifier's fault, never the answer's
