@@ -8,6 +8,7 @@ them. A run without a verdict never counts as passed.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from deepgym.judge.codes import MAX_OUTPUT_BYTES
+from deepgym.judge.codes import MAX_CASE_ARGS_BYTES, MAX_OUTPUT_BYTES
 from deepgym.text import one_line
 from deepgym.validation import (
     MAX_CASES,
@@ -263,12 +264,27 @@ class Environment(BaseModel):
             for i, case in enumerate(self.test_cases or []):
                 if "expected" not in case:
                     raise ValueError(f"test_cases[{i}] has no 'expected'")
+        if self.kind == "script":
+            for i, case in enumerate(self.test_cases or []):
+                _args_fit(case.get("args", []), i)
         if self.kind == "script" and not has_custom:
             for i, case in enumerate(self.test_cases or []):
                 if "expected_stdout" not in case:
                     raise ValueError(f"test_cases[{i}] has no 'expected_stdout'")
                 _fits_the_output_limit(case["expected_stdout"], i)
         return self
+
+
+def _args_fit(args: list[Any], i: int) -> None:
+    """A script case's arguments travel to its program in one control message: ones too long
+    for it could never start the program (no verdict, run after run), so they are refused."""
+    size = len(json.dumps([str(a) for a in args]))
+    if size > MAX_CASE_ARGS_BYTES:
+        raise ValueError(
+            f"test_cases[{i}].args are {size} bytes as JSON, over the {MAX_CASE_ARGS_BYTES} a "
+            "script case's arguments may take (deepgym.judge.codes.MAX_CASE_ARGS_BYTES): give "
+            "long data on stdin"
+        )
 
 
 def _fits_the_output_limit(expected: Any, i: int) -> None:

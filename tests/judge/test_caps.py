@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from deepgym import DeepGym, Environment
-from deepgym.judge.codes import MAX_OUTPUT_BYTES
+from deepgym.judge.codes import MAX_CASE_ARGS_BYTES, MAX_OUTPUT_BYTES
 from deepgym.models import RunResult
 
 pytestmark = pytest.mark.sandbox
@@ -109,3 +109,13 @@ def test_a_report_past_the_hosts_line_keeps_its_verdict(dg: DeepGym) -> None:
 def test_an_expected_output_no_answer_could_print_is_refused() -> None:
     with pytest.raises(ValueError, match=f"over the {MAX_OUTPUT_BYTES} bytes a program may print"):
         _script(test_cases=[{"stdin": "", "expected_stdout": "3" * (MAX_OUTPUT_BYTES + 1)}])
+
+
+def test_arguments_no_program_could_start_with_are_refused(dg: DeepGym) -> None:
+    # They travel in one control message: a case past it never started (no verdict, each run).
+    with pytest.raises(ValueError, match=f"over the {MAX_CASE_ARGS_BYTES} a script case"):
+        _script(test_cases=[{"stdin": "", "args": ["x" * 70_000], "expected_stdout": "ok\n"}])
+    fits = ["x" * (MAX_CASE_ARGS_BYTES - 10)]  # at the limit, the program starts and is judged
+    env = _script(test_cases=[{"stdin": "", "args": fits, "expected_stdout": "ok\n"}], timeout=9)
+    r = dg.run_one(env, "print('ok')")
+    assert r.has_verdict and r.passed, r

@@ -36,6 +36,11 @@ together (and a reply it sends). Past it the process is killed (``limit_fired:
 "output_size"``): the answer's judged 0, as a contest judge's output limit. A script case whose
 ``expected_stdout`` is longer is refused before anything runs: no answer could pass it."""
 
+MAX_CASE_ARGS_BYTES = 32 * 1024
+"""A script case's arguments at most, as JSON: they travel in the spawn request (``MSG_MAX``,
+beside the job's paths and limits, and a compiled program's command line), and a case whose
+arguments could not would never start. Refused when the environment is made."""
+
 REPORT_MAX_BYTES = 2**24
 """The longest line the host reads on the result channel. The judge fits its report under it
 (``report.fit``), so a report is never lost to its size: what the answer printed cannot turn
