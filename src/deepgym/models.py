@@ -8,6 +8,7 @@ them. A run without a verdict never counts as passed.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deepgym.judge.codes import MAX_CASE_ARGS_BYTES, MAX_OUTPUT_BYTES
 from deepgym.text import clip, one_line
 from deepgym.validation import (
     MAX_CASES,
     MAX_FILE_MB,
+    MAX_KEPT_OUTPUT_KB,
     MAX_MEMORY_MB,
     MAX_PROCESSES,
     depth_at_most,
@@ -53,6 +56,7 @@ HARNESS_MARKER = "// deepgym:answer"
 LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
+TimeoutKind = Literal["limit", "backstop"]
 
 
 class Environment(BaseModel):
@@ -78,6 +82,12 @@ class Environment(BaseModel):
     timeout: Annotated[float, seconds_field("timeout")] = 10.0
     """The cap on one run's time; the effective limit may be lower (see ``time_limit``), never
     higher: a call's own ``time_limit`` above it is held to it."""
+    timeout_kind: TimeoutKind = "limit"
+    """Whose limit the run's time limit is. ``"limit"`` (the default): the task's own, so an
+    answer that runs past it, using its own time, is judged 0 (``solution_timeout``).
+    ``"backstop"``: the task's time limits are its cases' own (``case_timeout``, as
+    SandboxFusion's ``run_timeout``), and the run's is only a bound of the runner's: a run it
+    cuts short has no verdict (``timeout``), never the answer's 0."""
     time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """A fixed time limit for this environment, instead of one derived from the reference."""
     case_timeout: Annotated[float, seconds_field("case_timeout")] = 2.0
@@ -108,6 +118,11 @@ class Environment(BaseModel):
     keep_output: bool = False
     """A script task: keep each case's stdout, stderr, exit code and time in its result
     (``CaseResult.output``)."""
+    kept_output_kb: Annotated[int, int_field("kept_output_kb", 1, MAX_KEPT_OUTPUT_KB)] = 1024
+    """How much of each output stream of the answer's process comes back, in KiB:
+    ``RunResult.stdout`` and ``stderr`` and each kept case's output. Past it, the stream's first
+    part, a line naming how many bytes were left out, and its end (a traceback's last lines)
+    come back, in as many bytes. What is judged (a script's whole stdout) is never cut."""
     stop_on_failure: bool = False
     """A script task: stop at the first failed case (the rest count as failed, not run), as a
     contest judge does; the score is then the share passed before it."""
@@ -250,11 +265,40 @@ class Environment(BaseModel):
             for i, case in enumerate(self.test_cases or []):
                 if "expected" not in case:
                     raise ValueError(f"test_cases[{i}] has no 'expected'")
+        if self.kind == "script":
+            for i, case in enumerate(self.test_cases or []):
+                _args_fit(case.get("args", []), i)
         if self.kind == "script" and not has_custom:
             for i, case in enumerate(self.test_cases or []):
                 if "expected_stdout" not in case:
                     raise ValueError(f"test_cases[{i}] has no 'expected_stdout'")
+                _fits_the_output_limit(case["expected_stdout"], i)
         return self
+
+
+def _args_fit(args: list[Any], i: int) -> None:
+    """A script case's arguments travel to its program in one control message: ones too long
+    for it could never start the program (no verdict, run after run), so they are refused."""
+    size = len(json.dumps([str(a) for a in args]))
+    if size > MAX_CASE_ARGS_BYTES:
+        raise ValueError(
+            f"test_cases[{i}].args are {size} bytes as JSON, over the {MAX_CASE_ARGS_BYTES} a "
+            "script case's arguments may take (deepgym.judge.codes.MAX_CASE_ARGS_BYTES): give "
+            "long data on stdin"
+        )
+
+
+def _fits_the_output_limit(expected: Any, i: int) -> None:
+    """A script case whose expected output is over every task's output limit could never pass:
+    refused before anything runs, naming the limit."""
+    if not isinstance(expected, str) or len(expected) * 4 <= MAX_OUTPUT_BYTES:
+        return  # (at most 4 bytes a character: no need to encode a short one)
+    size = len(expected.encode("utf-8", "surrogatepass"))
+    if size > MAX_OUTPUT_BYTES:
+        raise ValueError(
+            f"test_cases[{i}].expected_stdout is {size} bytes, over the {MAX_OUTPUT_BYTES} bytes "
+            "a program may print (deepgym.judge.codes.MAX_OUTPUT_BYTES): no answer could pass it"
+        )
 
 
 class CaseOutput(BaseModel):
@@ -264,9 +308,10 @@ class CaseOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     stdout: str = ""
-    """Its stdout, up to ``judge.codes.KEPT_STDOUT_CHARS`` (1 MiB)."""
+    """Its stdout, up to the environment's ``kept_output_kb`` (1 MiB by default): past that, its
+    start, a line naming how many bytes were left out, and its end."""
     stderr: str = ""
-    """The first 4 KiB of its stderr."""
+    """Its stderr (a traceback included), kept as ``stdout`` is."""
     exit_code: int | None = None
     """Its exit code; None when a signal ended it, or it was killed at its time limit."""
     signal: int | None = None
@@ -371,7 +416,11 @@ class RunResult(BaseModel):
     reward_components: dict[str, float] = Field(default_factory=dict)
     cases: list[CaseResult] = Field(default_factory=list)
     stdout: str = ""
+    """What the answer's process printed: a function task's serving process, or a script's
+    program (the first that failed its case, else the last), kept as the environment's
+    ``kept_output_kb`` says (1 MiB by default)."""
     stderr: str = ""
+    """Its stderr, kept alike: a traceback the answer did not catch is in it."""
     execution_time_ms: float = 0.0
     isolation: str = ""
     env_name: str | None = None

@@ -6,12 +6,11 @@ import dataclasses
 from typing import Any
 
 from deepgym.exceptions import DeepGymTimeoutError, SandboxDiedError, SandboxError, VerifierError
-from deepgym.judge.codes import KEPT_STDOUT_CHARS
+from deepgym.judge.report import MAX_CASES
 from deepgym.models import CaseOutput, CaseResult, Evidence, RunResult, Scoring, ServiceTime
 from deepgym.sandbox.base import RawRun
 from deepgym.verdict import Classification, classify
 
-_MAX_CASES = 10_000
 MAX_ERROR_CHARS = 4000
 """The longest ``RunResult.error`` kept (the judge sends a traceback of at most 3000)."""
 
@@ -27,7 +26,7 @@ def _ends(text: str, limit: int) -> str:
 
 def _cases(raw: Any) -> list[CaseResult]:
     out = []
-    for i, c in enumerate(raw[:_MAX_CASES] if isinstance(raw, list) else []):
+    for i, c in enumerate(raw[:MAX_CASES] if isinstance(raw, list) else []):
         if not isinstance(c, dict):
             continue
         score = c.get("score")
@@ -53,9 +52,9 @@ def _output(raw: Any) -> CaseOutput | None:
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     ms = raw.get("time_ms")
-    return CaseOutput(
-        stdout=str(raw.get("stdout") or "")[:KEPT_STDOUT_CHARS],
-        stderr=str(raw.get("stderr") or "")[:8192],
+    return CaseOutput(  # each stream as the judge kept it (the environment's kept_output_kb)
+        stdout=str(raw.get("stdout") or ""),
+        stderr=str(raw.get("stderr") or ""),
         exit_code=number("exit_code"),
         signal=number("signal"),
         time_ms=float(ms) if isinstance(ms, int | float) and ms == ms and ms >= 0 else 0.0,
@@ -128,8 +127,8 @@ def build_result(
         exit_code=raw.exit_code,
         reward_components=_components(report.get("reward_components")) if judged_ok else {},
         cases=_cases(report.get("cases")),
-        stdout=raw.stdout[:8192],
-        stderr=raw.stderr[:8192],
+        stdout=raw.stdout,  # as the judge kept it: at most the environment's kept_output_kb
+        stderr=raw.stderr,
         execution_time_ms=raw.total_ms,
         isolation=raw.isolation,
         env_name=env_name,

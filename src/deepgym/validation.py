@@ -38,6 +38,7 @@ __all__ = [
     "MAX_COUNT",
     "MAX_DEPTH",
     "MAX_FILE_MB",
+    "MAX_KEPT_OUTPUT_KB",
     "MAX_MEMORY_MB",
     "MAX_NAME_CHARS",
     "MAX_PATH_CHARS",
@@ -76,6 +77,8 @@ MAX_MEMORY_MB = 1 << 20
 """An environment's ``memory_mb`` at most: one TiB."""
 MAX_FILE_MB = 1 << 20
 """An environment's ``max_file_mb`` at most: one TiB."""
+MAX_KEPT_OUTPUT_KB = 16 * 1024
+"""An environment's ``kept_output_kb`` at most: 16 MiB, the most a report carries in all."""
 MAX_NAME_CHARS = 256
 """A name (an environment's, a suite's, an entry point, a tag) at most."""
 MAX_PATH_CHARS = 4096

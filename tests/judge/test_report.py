@@ -246,3 +246,67 @@ def test_both_verifier_paths_use_the_one_rule() -> None:
         tree = ast.parse(Path(module.__file__ or "").read_text())
         defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert not defined & {"report_from_value", "_plain_report"}
+
+
+# -- fitting a report under the result channel's line ------------------------------------------
+texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=300)
+kept_outputs = st.fixed_dictionaries({"stdout": texts, "stderr": texts, "exit_code": st.just(1)})
+report_cases = st.lists(
+    st.fixed_dictionaries(
+        {"name": st.text(max_size=20), "passed": st.booleans(), "message": texts},
+        optional={"output": kept_outputs},
+    ),
+    max_size=40,
+)
+reports = st.fixed_dictionaries(
+    {
+        "event": st.just("report"),
+        "status": st.sampled_from(sorted(TAKEN)),
+        "score": st.floats(0.0, 1.0),
+        "passed": st.booleans(),
+        "cases": report_cases,
+        "solution": st.fixed_dictionaries(
+            {"cpu_ms": st.just(3.0), "limit": st.none(), "stdout": texts, "stderr": texts}
+        ),
+    },
+    optional={"message": texts, "reward_components": st.dictionaries(texts, st.floats(0, 1))},
+)
+
+
+@given(reports, st.integers(300, 20_000))
+@example(
+    {
+        "event": "report",
+        "status": "ok",
+        "score": 0.0,
+        "passed": False,
+        "cases": [{"name": "test_0", "passed": False, "message": "\x01" * 500}] * 40,
+        "solution": {"cpu_ms": 1.0, "limit": None, "stdout": "\U0001f600" * 300, "stderr": ""},
+    },
+    300,
+)
+def test_a_fitted_report_is_within_the_line_and_keeps_its_verdict(
+    got: dict[str, Any], limit: int
+) -> None:
+    line = report.fit(got, limit, wire.dumps)
+    assert len(line) <= max(limit, 16 * 1024)  # a bare verdict and its message fit in 16 KiB
+    back = json.loads(line)
+    assert {k: back[k] for k in ("event", "status", "score", "passed")} == {
+        k: got[k] for k in ("event", "status", "score", "passed")
+    }
+    if len(wire.dumps(got)) <= limit:
+        assert back == got  # within the limit: as it was
+
+
+def test_a_report_past_the_line_sheds_output_before_cases() -> None:
+    flood = "\x01" * 2**20  # six characters each on the wire
+    cases = [
+        {"name": f"test_{i}", "passed": False, "message": "m", "output": {"stderr": flood}}
+        for i in range(30)
+    ]
+    got = {"event": "report", "status": "ok", "score": 0.0, "passed": False, "cases": cases}
+    line = report.fit(got, codes.REPORT_MAX_BYTES - 1024, wire.dumps)
+    back = json.loads(line)
+    assert len(line) < codes.REPORT_MAX_BYTES and len(wire.dumps(got)) > 10 * len(line)
+    assert [c["passed"] for c in back["cases"]] == [False] * 30  # every case is still there
+    assert all(0 < len(c["output"]["stderr"]) < 2**16 for c in back["cases"])

@@ -29,6 +29,7 @@ import pytest
 
 from deepgym import DeepGym, Environment, RunResult, VerifierError
 from deepgym.judge.blame import BUSY_SHARE
+from deepgym.judge.codes import KEPT_OUTPUT_BYTES
 from deepgym.sandbox.workspace import base_dir, base_dirs
 
 from .conftest import ADD, ADD_OK, MODULE_SECRET_VAR, HostGuard
@@ -786,7 +787,7 @@ def test_gigabyte_output_flood(dg: DeepGym, host: HostGuard, stream: str) -> Non
     judged(r, 0.0)
     assert elapsed < 6.0, elapsed
     assert r.evidence.limit_fired == "output_size", r.evidence
-    assert len(r.stdout) <= 8192 and len(r.stderr) <= 8192
+    assert len(r.stdout) <= KEPT_OUTPUT_BYTES and len(r.stderr) <= KEPT_OUTPUT_BYTES
     host.check()
 
 

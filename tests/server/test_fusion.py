@@ -28,6 +28,7 @@ import pytest
 
 from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job, RawRun
+from deepgym.server import fusion
 from deepgym.server.app import create_app
 from deepgym.server.runner import ThreadedServer
 from deepgym.verdict import Outcome
@@ -171,6 +172,53 @@ def test_a_compiler_that_fails_on_the_code_is_a_compile_result_never_a_504(
     timed = _reply(waits)
     assert timed.status == "Failed" and timed.run_result is None, waits.text
     assert timed.compile_result.status == "TimeLimitExceeded", waits.text
+
+
+def test_run_code_returns_the_traceback_in_stderr(served: Served) -> None:
+    code = 'import sys; sys.stderr.write("EEE\\n"); raise ValueError("boom")'
+    r = served.post("/run_code", {"code": code, "language": "python"})
+    assert r.status_code == 200, r.text
+    reply = _reply(r)
+    assert summary_run_code_result(reply, SUMMARY) == "RunFailed"
+    assert reply.run_result.return_code == 1
+    stderr = reply.run_result.stderr
+    assert stderr.startswith("EEE\nTraceback (most recent call last):\n"), stderr
+    assert 'File "/work/solution.py", line 1, in <module>' in stderr
+    assert stderr.endswith("ValueError: boom\n") and "deepgym" not in stderr
+
+
+def test_run_code_keeps_a_mib_of_a_flooded_stderr_and_its_end(served: Served) -> None:
+    code = "import sys\nsys.stderr.write('e' * 2 * 2**20)\nraise SystemExit('the end')\n"
+    r = served.post("/run_code", {"code": code, "language": "python"})
+    assert r.status_code == 200, r.text
+    stderr = _reply(r).run_result.stderr
+    assert 2**20 - 100 <= len(stderr) <= 2**20  # SandboxFusion keeps 1 MiB too
+    assert stderr.startswith("e" * 1000) and stderr.endswith("eeethe end\n")
+    assert "bytes left out" in stderr
+
+
+def test_a_run_our_backstop_cuts_short_is_a_504(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each test sleeps half its own limit; a backstop of ours at half their sum cuts the run
+    # short: no verdict (a 504 to retry), never the answer's 0.
+    monkeypatch.setattr(fusion, "backstop", lambda run, tests: run * tests / 2)
+    body = {
+        "dataset": "d",
+        "id": 1,
+        "completion": "```python\nimport time\ntime.sleep(0.5)\nprint(input())\n```",
+        "config": {
+            "run_timeout": 1,
+            "provided_data": {"inputs": ["1", "2", "3"], "outputs": ["1", "2", "3"]},
+        },
+    }
+    r = served.post("/submit", body)
+    assert r.status_code == 504, r.text
+    reply = sf.RunCodeResponse.parse_obj(r.json())
+    assert reply.status == "SandboxError" and "backstop" in reply.message
+    monkeypatch.undo()
+    r = served.post("/submit", body)  # within the backstop: judged, accepted
+    assert r.status_code == 200 and sf.EvalResult.parse_obj(r.json()).accepted, r.text
 
 
 LANGUAGES = {  # SandboxFusion's name (and deepgym's own "c") -> a program printing 42

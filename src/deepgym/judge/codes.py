@@ -27,9 +27,30 @@ MSG_MAX = 65536
 """The largest message on a control socket (a spawn request and its reply, between a verifier
 and the host or a pool worker's zygote)."""
 
-KEPT_STDOUT_CHARS = 2**20
-"""The most of one case's stdout a script task that keeps its output (``keep_output``) reports;
-the report travels as one line, which the host reads up to a few MiB."""
+KEPT_OUTPUT_BYTES = 2**20
+"""How much of each output stream of a solution process comes back by default (an environment's
+``kept_output_kb``): ``RunResult.stdout`` and ``stderr``, and each kept case's output. Past it,
+the stream's first part and its last ``OUTPUT_TAIL_BYTES`` come back (``launch.Stream``)."""
+
+OUTPUT_TAIL_BYTES = 4096
+"""The end of a stream kept beside its first part, whatever its size: a traceback's last frames
+and its error, which a case's message names."""
+
+MAX_OUTPUT_BYTES = 16 * 2**20
+"""Every task's output limit: the bytes one solution process may write to stdout and stderr
+together (and a reply it sends). Past it the process is killed (``limit_fired:
+"output_size"``): the answer's judged 0, as a contest judge's output limit. A script case whose
+``expected_stdout`` is longer is refused before anything runs: no answer could pass it."""
+
+MAX_CASE_ARGS_BYTES = 32 * 1024
+"""A script case's arguments at most, as JSON: they travel in the spawn request (``MSG_MAX``,
+beside the job's paths and limits, and a compiled program's command line), and a case whose
+arguments could not would never start. Refused when the environment is made."""
+
+REPORT_MAX_BYTES = 2**24
+"""The longest line the host reads on the result channel. The judge fits its report under it
+(``report.fit``), so a report is never lost to its size: what the answer printed cannot turn
+its verdict into none."""
 
 ANSWER_PATH = "/tmp/answer/solution.py"
 """Where a pool worker puts each run's answer: its own tmpfs, which every solution process covers

@@ -39,11 +39,14 @@ class SolutionDied(Exception):
 
 class SolutionTimeout(BaseException):
     """A call into the answer ran past its time limit (cannot be caught by ``except Exception``);
-    ``blame_solution``: the solution process used its own time, so the answer is to blame."""
+    ``blame_solution``: the solution process used its own time, so the answer is to blame;
+    ``run_limit``: the limit that stopped it was the whole run's, not the call's own."""
 
-    def __init__(self, message: str, blame_solution: bool = True) -> None:
+    def __init__(self, message: str, blame_solution: bool = True, run_limit: bool = False) -> None:
         super().__init__(message)
         self.blame_solution = blame_solution
+        self.run_limit = run_limit
+        """The run's limit stopped it (the whole run's time was out), not the call's own."""
 
 
 class AheadError(BaseException):

@@ -17,16 +17,18 @@ import sys
 import time
 
 from . import compare, wire
-from .codes import KEPT_STDOUT_CHARS, SETUP_FAILED, VERIFIER_BROKEN
+from .codes import REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
-from .report import report_from_value
+from .report import fit, report_from_value
 from .rpc import Session, SolutionProxy, call_request
 from .solution_host import write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from .launch import Process
 
 
 _CURRENT: Judge | None = None
@@ -60,6 +62,10 @@ class Judge:
         self.in_play = False
         self.launcher = (launcher or Launcher)(job, self.mark_in_play)
         self.session = Session(self.launcher, self.case_timeout, self.deadline)
+        self.shown: Process | None = None
+        """A script's program whose output the result shows: the first that failed its case,
+        else the last that ran."""
+        self._shown_failed = False
         global _CURRENT
         _CURRENT = self
         if not _HOOKED:  # one hook per process (hooks cannot be removed); it asks _CURRENT
@@ -81,9 +87,15 @@ class Judge:
             else:
                 self.send(msg)
 
+    def show(self, proc: Process, passed: bool) -> None:
+        """``proc`` ran a case: its output is the result's unless an earlier one failed."""
+        if not self._shown_failed:
+            self.shown, self._shown_failed = proc, not passed
+
     def send(self, msg: dict[str, Any], then: dict[str, Any] | None = None) -> None:
-        """Write ``msg`` (and ``then``, if given) as JSON lines, in one write."""
-        data = (wire.dumps(_plain(msg)) + "\n").encode()
+        """Write ``msg`` (and ``then``, if given) as JSON lines, in one write; ``msg`` fitted
+        under the line the host reads (``report.fit``)."""
+        data = (fit(_plain(msg), REPORT_MAX_BYTES - 1024, wire.dumps) + "\n").encode()
         if then is not None:
             data += (wire.dumps(then) + "\n").encode()
         write_all(self.result_fd, data)
@@ -158,6 +170,7 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
             got = pending.take()
         except SolutionTimeout as exc:
             if time.monotonic() >= j.deadline:
+                exc.run_limit = True  # the run's time is out: no case after this one runs
                 raise
             results.append(_case(i, False, f"timeout: {exc}"))
             continue
@@ -202,21 +215,30 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         except TimeoutError:
             blame = j.launcher.timeout_blame(proc, limit * 1000.0)
             j.launcher.kill(proc)
-            if time.monotonic() >= j.deadline:
-                raise SolutionTimeout(f"test_{i} ran past the run's limit", blame) from None
+            if limit < j.case_timeout or time.monotonic() >= j.deadline:
+                msg = f"test_{i} ran past the run's limit"
+                raise SolutionTimeout(msg, blame, run_limit=True) from None
+            proc.out.chunks = []
             results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
+            j.show(proc, passed=False)
             continue
         j.launcher.reap(proc)
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
+        crash = _runtime_error(proc.status)
+        if crash and (said := proc.err.last_words()):
+            crash = f"{crash}: {said}"  # its last words: a traceback's error
         if proc.limit:
             result = _case(i, False, f"limit: {proc.limit}")
-        elif program and (crash := _runtime_error(proc.status)):
-            said = proc.err.head.decode("utf-8", "replace").strip()[-200:]
-            result = _case(i, False, f"{crash}: {said}" if said else crash)
+        elif program and crash:
+            result = _case(i, False, crash)
         else:
             result = _judge_output(j, i, case, proc.out.text(), check)
+            if crash and not result["passed"]:
+                result = _case(i, False, f"{crash}; {result['message']}".rstrip("; "))
+        proc.out.chunks = []  # judged: only what comes back of it is kept from here
         results.append(_kept(j, result, proc, t_case, timed_out=False))
+        j.show(proc, result["passed"])
     return _score(results)
 
 
@@ -230,8 +252,8 @@ def _kept(
     ended_by = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
     exited = status is not None and os.WIFEXITED(status)
     result["output"] = {
-        "stdout": proc.out.text()[:KEPT_STDOUT_CHARS],
-        "stderr": proc.err.head.decode("utf-8", "replace"),
+        "stdout": proc.out.kept(),
+        "stderr": proc.err.kept(),
         "exit_code": os.WEXITSTATUS(status) if exited and not timed_out else None,
         "signal": ended_by,
         "time_ms": (time.monotonic() - t0) * 1000.0,
@@ -411,6 +433,20 @@ def run_patch(j: Judge) -> dict[str, Any]:
     return report_from_value(verify(SolutionProxy(j.session), cases))
 
 
+def _timeout_report(j: Judge, exc: SolutionTimeout) -> dict[str, Any]:
+    """The report of a run a time limit ended: the answer's 0 where it used its own time,
+    unless the limit was the run's and the run's limit is only a backstop (``timeout_kind``):
+    then a limit of the runner's cut the run short, and the run has no verdict."""
+    if exc.run_limit and j.job.get("timeout_kind") == "backstop":
+        message = (
+            f"the run's backstop of {float(j.job['timeout']):g} s ran out before its cases "
+            "had run within their own limits (a limit of the runner's, not the task's)"
+        )
+        return {"status": "timeout", "message": message}
+    status = "solution_timeout" if exc.blame_solution else "timeout"
+    return {"status": status, "message": str(exc)}
+
+
 def drive(j: Judge) -> dict[str, Any]:
     """The report of one job: the driver its kind names."""
     if j.job.get("kind") == "patch":
@@ -451,8 +487,7 @@ def judge(
     try:
         report = drive(j)
     except SolutionTimeout as exc:
-        status = "solution_timeout" if exc.blame_solution else "timeout"
-        report = {"status": status, "message": str(exc)}
+        report = _timeout_report(j, exc)
     except LaunchError as exc:  # ours: no verdict, whatever the verifier had done
         report = {"status": "sandbox_error", "message": str(exc)}
     except AheadError as exc:  # calls sent ahead, misused: the verifier's fault, never the answer's
@@ -474,11 +509,12 @@ def judge(
     if j.session.timed_out and report.get("status") in ("verifier_error", "invalid_score"):
         report = {"status": "solution_timeout", "message": "a call into the answer timed out"}
     proc = j.session.proc
+    shown = proc or j.shown  # a function task's serving process, or a script's program
     report["solution"] = {
         "cpu_ms": proc.rusage_cpu_ms if proc else None,
         "limit": proc.limit if proc else None,
-        "stdout": proc.out.head.decode("utf-8", "replace") if proc else "",
-        "stderr": proc.err.head.decode("utf-8", "replace") if proc else "",
+        "stdout": shown.out.kept() if shown else "",
+        "stderr": shown.err.kept() if shown else "",
     }
     report["elapsed_ms"] = (time.monotonic() - j.t0) * 1000.0
     j.send({"event": "report", **report}, {"event": "done", "exit_code": code} if done else None)

@@ -7,8 +7,14 @@ blame (``timeout_blame``). ``ServedLauncher`` asks a server for each process ove
 host in ``strict`` and ``unsafe``, a pool worker's zygote in ``pool``. What is said to a started
 process, and what its replies mean, is ``rpc``'s business.
 
-Output is bounded: each stream keeps an excerpt, and a process that writes more than the job's
-``output_cap`` in all is killed (``limit = "output_size"``).
+Output is bounded twice, and the two bounds mean different things:
+
+- what comes back: each stream keeps its first ``kept_output`` bytes (the environment's
+  ``kept_output_kb``) and always its last ``OUTPUT_TAIL_BYTES`` (a traceback's end), never more
+  (``Stream``), so a flood costs no more memory than that; what is judged (a script's stdout,
+  kept whole) is never cut by it;
+- the task's output limit: a process that writes more than ``output_cap`` (``MAX_OUTPUT_BYTES``)
+  in all is killed (``limit = "output_size"``), the answer's own failure.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import time
 
 from . import wire
 from .blame import read_tree, tree_used_its_time
-from .codes import MSG_MAX
+from .codes import KEPT_OUTPUT_BYTES, MAX_OUTPUT_BYTES, MSG_MAX, OUTPUT_TAIL_BYTES
 from .errors import LaunchError
 from .solution_host import READY
 
@@ -29,44 +35,105 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-EXCERPT = 4096
-
 
 class Stream:
-    """Bounded capture of one output pipe: an excerpt, a byte count, and the full text if kept."""
+    """Bounded capture of one output pipe: its first ``cap`` bytes, its last
+    ``OUTPUT_TAIL_BYTES``, its size, and all of it where ``keep_all`` (a script's stdout, which
+    is judged whole; the task's output limit bounds it)."""
 
-    def __init__(self, keep_all: bool) -> None:
+    def __init__(self, keep_all: bool, cap: int = KEPT_OUTPUT_BYTES) -> None:
         self.keep_all = keep_all
+        self.cap = cap
         self.chunks: list[bytes] = []
-        self.head = b""
+        self.head = bytearray()
+        self.tail = b""
+        """The last ``OUTPUT_TAIL_BYTES`` past the head (empty while the head holds it all)."""
         self.size = 0
 
     def add(self, data: bytes) -> None:
-        """Count ``data``, keep what the excerpt still has room for, and all of it if kept."""
+        """Count ``data``; keep what the head still has room for, the rest as the tail."""
         self.size += len(data)
-        if len(self.head) < EXCERPT:
-            self.head += data[: EXCERPT - len(self.head)]
         if self.keep_all:
             self.chunks.append(data)
+        room = self.cap - len(self.head)
+        if room > 0:
+            if len(data) <= room:
+                self.head += data
+                return
+            self.head += data[:room]
+            data = data[room:]
+        self.tail = (self.tail + data[-OUTPUT_TAIL_BYTES:])[-OUTPUT_TAIL_BYTES:]
 
     def text(self) -> str:
-        """Everything kept, as text."""
+        """Everything kept (``keep_all``), as text."""
         return b"".join(self.chunks).decode("utf-8", "replace")
 
+    def kept(self) -> str:
+        """What comes back of the stream: all of it up to ``cap`` bytes; past that its first
+        part, a line saying how many bytes were left out, and its end, in ``cap`` bytes."""
+        if self.size <= self.cap:
+            return self.head.decode("utf-8", "replace")
+        return cut(bytes(self.head), self.tail, self.size, self.cap).decode("utf-8", "replace")
+
+    def last_words(self, chars: int = 200) -> str:
+        """Its last ``chars`` characters with words on them: a Python traceback's error, or a
+        JVM's and its first frames, for a case's message."""
+        end = (bytes(self.head[-OUTPUT_TAIL_BYTES:]) + self.tail).decode("utf-8", "replace")
+        return end.strip()[-chars:]
+
     def text_head(self) -> str:
-        """The excerpt's last words, for a message."""
-        return self.head.decode("utf-8", "replace").strip()[-300:] or "no word"
+        """The start's last words, for a message."""
+        start = bytes(self.head[:OUTPUT_TAIL_BYTES])
+        return start.decode("utf-8", "replace").strip()[-300:] or "no word"
+
+
+def _char_start(data: bytes, i: int) -> int:
+    """``i``, or moved back to the first byte of the UTF-8 character it falls inside, so that a
+    cut there splits no character."""
+    j = i
+    while 0 < j < len(data) and i - j < 3 and data[j] & 0xC0 == 0x80:
+        j -= 1
+    return j
+
+
+def _continued(data: bytes) -> int:
+    """How many bytes at the start of ``data`` end a character that began before it."""
+    n = 0
+    while n < min(3, len(data)) and data[n] & 0xC0 == 0x80:
+        n += 1
+    return n
+
+
+def cut(head: bytes, tail: bytes, size: int, cap: int) -> bytes:
+    """A stream of ``size`` bytes (``head`` its start, ``tail`` its end) in ``cap`` bytes: the
+    start, a line naming how many bytes were left out, and the end (up to half of ``cap``),
+    each cut between characters."""
+    tail = tail[len(tail) - min(len(tail), max(cap // 2, 1)) :]
+    tail = tail[_continued(tail) :]
+    widest = len(f"\n[... {size} bytes left out ...]\n")
+    keep = cap - len(tail) - widest
+    if keep < 0:  # a cap too small to say it: the end alone
+        return tail[len(tail) - min(len(tail), cap) :]
+    keep = _char_start(head, keep)
+    return head[:keep] + f"\n[... {size - keep - len(tail)} bytes left out ...]\n".encode() + tail
 
 
 class Process:
     """One started solution process and its pipes."""
 
-    def __init__(self, pid: int, pidfd: int, fds: dict[str, int], keep_stdout: bool) -> None:
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        fds: dict[str, int],
+        keep_stdout: bool,
+        kept: int = KEPT_OUTPUT_BYTES,
+    ) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.fds = fds
-        self.out = Stream(keep_all=keep_stdout)
-        self.err = Stream(keep_all=False)
+        self.out = Stream(keep_all=keep_stdout, cap=kept)
+        self.err = Stream(keep_all=False, cap=kept)
         self.buffer = bytearray()
         self.newline = -1
         """Index of the first newline in ``buffer`` (-1: none yet): no rescans of a flood."""
@@ -112,7 +179,10 @@ class Launcher:
     """
 
     def __init__(self, job: dict[str, Any], on_start: Callable[[], None]) -> None:
-        self.output_cap: int = int(job.get("output_cap", 16 * 1024 * 1024))
+        self.output_cap: int = MAX_OUTPUT_BYTES
+        """The task's output limit (``codes.MAX_OUTPUT_BYTES``)."""
+        self.kept: int = int(job.get("kept_output") or KEPT_OUTPUT_BYTES)
+        """How much of each stream comes back (the environment's ``kept_output_kb``)."""
         self.on_start = on_start
 
     def start(self, mode: str, args: tuple[str, ...] = (), keep_stdout: bool = False) -> Process:
@@ -132,7 +202,7 @@ class Launcher:
         if line is not None and line + b"\n" == READY:
             return
         self.kill(proc)
-        why = proc.err.head.decode("utf-8", "replace").strip().splitlines()
+        why = proc.err.last_words().splitlines()
         raise LaunchError(f"the solution process did not start: {why[-1] if why else 'no word'}")
 
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
@@ -252,7 +322,7 @@ class ServedLauncher(Launcher):
         for fd in (r_rep, r_out, r_err):
             os.set_blocking(fd, False)
         fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
-        proc = Process(pid, pidfd, fdmap, keep_stdout)
+        proc = Process(pid, pidfd, fdmap, keep_stdout, self.kept)
         proc.proc_pid = proc_pid  # None: not in our /proc, or numbered otherwise there
         return proc
 

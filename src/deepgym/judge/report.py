@@ -44,6 +44,7 @@ from .codes import MODEL_FAULT_STATUSES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 MAX_CASES = 10_000
@@ -169,3 +170,78 @@ def _case(i: int, case: dict[Any, Any]) -> dict[str, Any]:
     if score is not None:
         out["score"] = score
     return out
+
+
+# -- fitting a report on the result channel -----------------------------------------------------
+def _shorter(text: Any, chars: int) -> Any:
+    """``text`` in about ``chars`` characters: its start, a line naming how many were left out,
+    and its end (a traceback's error); anything not text as it is."""
+    if not isinstance(text, str) or len(text) <= chars:
+        return text
+    half = max(chars // 2, 1)
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters left out ...]\n{text[-half:]}"
+
+
+def _texts(report: dict[str, Any], chars: int, *, outputs: bool, messages: int) -> dict[str, Any]:
+    """``report`` with the answer's kept output each in ``chars`` characters (a case's dropped
+    where not ``outputs``) and each case's message in ``messages``."""
+    out = dict(report)
+    solution = out.get("solution")
+    if isinstance(solution, dict):
+        out["solution"] = {
+            k: _shorter(v, chars) if k in ("stdout", "stderr") else v for k, v in solution.items()
+        }
+    cases = out.get("cases")
+    if isinstance(cases, list):
+        fitted = []
+        for case in cases:
+            if not isinstance(case, dict):
+                continue
+            case = dict(case)
+            case["message"] = _shorter(case.get("message", ""), messages) if messages else ""
+            kept = case.get("output")
+            if isinstance(kept, dict) and outputs:
+                case["output"] = {
+                    k: _shorter(v, chars) if k in ("stdout", "stderr") else v
+                    for k, v in kept.items()
+                }
+            elif kept is not None:
+                case.pop("output")
+            fitted.append(case)
+        out["cases"] = fitted
+    return out
+
+
+def fit(report: dict[str, Any], limit: int, dumps: Callable[[Any], str]) -> str:
+    """``report`` as one JSON line (``dumps``, ASCII) of at most ``limit`` characters, so the
+    host always reads it: its verdict (status, score, passed) is never lost to what the answer
+    printed. Over the limit, it sheds detail in steps until it fits: the kept output shortened
+    to a share of the limit; then the cases' output dropped and their messages shortened; then
+    their messages; last, the cases and reward components left out (the verdict and the
+    report's message stay: they fit in 16 KiB, less than any ``limit`` used). A report within
+    the limit comes back as ``dumps`` gives it."""
+    line = dumps(report)
+    if len(line) <= limit:
+        return line
+    cases = report.get("cases")
+    n = len(cases) if isinstance(cases, list) else 0
+    share = max(limit // (16 * (2 * n + 2)), 64)  # at most 12 ASCII characters a character
+    steps = [
+        _texts(report, share, outputs=True, messages=CASE_MESSAGE_CHARS),
+        _texts(report, min(share, 4096), outputs=False, messages=60),
+        _texts(report, min(share, 4096), outputs=False, messages=0),
+    ]
+    for fitted in steps:
+        line = dumps(fitted)
+        if len(line) <= limit:
+            return line
+    bare: dict[str, Any] = {
+        k: report[k] for k in ("event", "status", "score", "passed") if k in report
+    }
+    for key in ("message", "elapsed_ms"):
+        if key in report:
+            bare[key] = _shorter(report[key], 1000) if key == "message" else report[key]
+    solution = report.get("solution")
+    if isinstance(solution, dict):
+        bare["solution"] = {k: solution[k] for k in ("cpu_ms", "limit") if k in solution}
+    return dumps(bare)

@@ -102,7 +102,10 @@ class Session:
             self.launcher.kill(proc)
             proc.limit = "case_time"
             self.timed_out = True
-            raise SolutionTimeout(f"the call ran past its {limit:.3g} s limit", blame) from None
+            by_run = limit < self.case_timeout  # the run's deadline came before the call's own
+            raise SolutionTimeout(
+                f"the call ran past its {limit:.3g} s limit", blame, by_run
+            ) from None
         if line is None:
             self.launcher.reap(proc)
             self.last_death = self._death(proc)

@@ -34,7 +34,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .report import report_from_value
+from .codes import REPORT_MAX_BYTES
+from .report import fit, report_from_value
 
 WORK = "/work"
 SNAPSHOT = "/snapshot"
@@ -74,8 +75,9 @@ class _Marker:
 
 
 def _send(fd: int, event: dict[str, Any]) -> None:
-    """One event as one JSON line (``json.dumps`` writes no newline inside one)."""
-    data = (json.dumps(event) + "\n").encode()
+    """One event as one JSON line (``json.dumps`` writes no newline inside one), fitted under
+    the line the host reads (``report.fit``)."""
+    data = (fit(event, REPORT_MAX_BYTES - 1024, json.dumps) + "\n").encode()
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

@@ -260,6 +260,30 @@ def move_fds(fds: list[int], first: int) -> None:
         os.close(top + i)
 
 
+def _say(text: str) -> None:
+    try:
+        sys.stderr.write(text + "\n")
+    except Exception:  # a closed or full stderr: the answer's own doing
+        pass
+
+
+def report_uncaught(exc: BaseException, path: str) -> None:
+    """Write the traceback of ``exc``, which the answer at ``path`` raised and did not catch,
+    to stderr through ``sys.excepthook``, as Python does for a script: from the answer's first
+    frame (none of the judge's), or, for a syntax error, no frame at all."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
+        tb = tb.tb_next
+    exc.__traceback__ = tb
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException:  # a hook of the answer's that fails: Python's own then
+        try:
+            sys.__excepthook__(type(exc), exc, tb)
+        except Exception:  # a closed or full stderr: nothing more to say
+            pass
+
+
 READY = b'{"ready":true}\n'
 """The solution host's first line in module and repo mode: set up, the answer not yet loaded.
 A process that dies before it is the sandbox's failure, never the answer's."""
@@ -296,7 +320,14 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
         runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
+        if isinstance(code, int):
+            return code
+        if code is not None:  # ``sys.exit("why")``: Python prints it, and exits 1
+            _say(str(code))
+        return 0 if code is None else 1
+    except BaseException as exc:  # uncaught in the answer: reported as ``python answer.py`` does
+        report_uncaught(exc, path)
+        return 1
     finally:
         try:
             sys.stdout.flush()

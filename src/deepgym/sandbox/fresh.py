@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from deepgym.judge.codes import REPORT_MAX_BYTES
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, parse_event, read_run, take_evidence
@@ -191,7 +192,7 @@ async def collect(proc: asyncio.subprocess.Process, r_fd: int, wall: float) -> C
     depends on what the process writes. Cancelled, it ends the process and reaps it first.
     Every fresh run's verifier and a session's verifier are read this way."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**22)
+    reader = asyncio.StreamReader(limit=REPORT_MAX_BYTES)
     transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
     )

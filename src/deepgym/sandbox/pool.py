@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
-from deepgym.judge.codes import ANSWER_PATH
+from deepgym.judge.codes import ANSWER_PATH, REPORT_MAX_BYTES
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
@@ -348,7 +348,7 @@ class PoolBackend:
             os.close(w_fd)
             os.close(m_w)
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=2**24)
+        reader = asyncio.StreamReader(limit=REPORT_MAX_BYTES)
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r_fd, "rb", buffering=0)
         )

@@ -40,6 +40,8 @@ def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
         "case_limit": env.case_limit,
         "stop_on_failure": env.stop_on_failure,
         "keep_output": env.keep_output,
+        "kept_output": env.kept_output_kb * 1024,
+        "timeout_kind": env.timeout_kind,
     }
 
 

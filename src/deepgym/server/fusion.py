@@ -14,6 +14,10 @@ differ are deepgym's contract:
   ``compile_result`` (the compiler's own words in its ``stderr``; ``TimeLimitExceeded`` for a
   compile past its time) and ``run_result`` (none after a failed compile) saying what
   happened.
+- A limit of ours is never the program's failure: a request that cannot fit the service's
+  limits (a ``/submit`` whose tests' ``run_timeout`` add up past ``--max-time-limit``) is
+  refused with a 400 naming the limit before anything runs, and the run's whole wall limit is a
+  backstop past the tests' own (``timeout_kind="backstop"``): a run it cuts short is a 504.
 - The code runs in the service's sandbox (``pool`` by default, ``strict`` by choice). A service
   started with ``--sandbox unsafe`` runs it unisolated, and SandboxFusion's reply has no field
   to say so: never serve these routes that way to anything but a test.
@@ -33,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deepgym.completions import extract_code_kind
 from deepgym.exceptions import ConfigError
+from deepgym.judge.report import MAX_CASES
 from deepgym.languages import NAMES
 from deepgym.models import CaseOutput, Environment, RunResult
 from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
@@ -46,6 +51,8 @@ __all__ = [
     "RunCodeRequest",
     "SubmitRequest",
     "add_fusion",
+    "backstop",
+    "check_tests_fit",
     "language_of",
     "run_code_env",
     "run_code_reply",
@@ -69,8 +76,10 @@ LANGUAGES = {
 }
 """SandboxFusion's language names (and deepgym's own) -> deepgym's ``language``."""
 SLACK_S = 5.0
-"""The run's wall limit past ``run_timeout`` (a sandbox's start, the report): a program that
-runs past ``run_timeout`` is stopped there, as a case's time limit."""
+"""The run's wall limit past its tests' own (a sandbox's start, the report). A program that
+runs past ``run_timeout`` is stopped there, as a case's time limit: the answer's."""
+CASE_SLACK_S = 0.5
+"""The run's wall limit past each test's own (starting, stopping and reaping its program)."""
 DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -139,6 +148,13 @@ def _refuse_files(files: dict[str, str | None], fetch: list[str]) -> None:
         raise ConfigError(f"{named}: files in and out of a run are not supported by this service")
 
 
+def backstop(run: float, tests: int) -> float:
+    """The whole wall limit of a run of ``tests`` programs, each limited to ``run`` seconds: a
+    bound of ours past their own limits (``timeout_kind="backstop"``), never the answer's: a
+    run it cuts short has no verdict (a 504)."""
+    return tests * (run + CASE_SLACK_S) + SLACK_S
+
+
 def run_code_env(req: RunCodeRequest, limits: Limits) -> Environment:
     """The one-case script environment a ``/run_code`` request runs as: the program on the
     request's stdin, its output kept, nothing compared."""
@@ -152,7 +168,8 @@ def run_code_env(req: RunCodeRequest, limits: Limits) -> Environment:
             test_cases=[{"stdin": req.stdin or "", "expected_stdout": ""}],
             keep_output=True,
             case_timeout=run,
-            timeout=run + SLACK_S,
+            timeout=backstop(run, 1),
+            timeout_kind="backstop",
             compile_timeout=_seconds(req.compile_timeout, "compile_timeout", limits),
             scoring="partial",
             **_memory(req.memory_limit_MB),
@@ -283,6 +300,24 @@ def _tests(data: Any) -> list[tuple[str, str]]:
     return out
 
 
+def check_tests_fit(tests: int, run: float, limits: Limits) -> None:
+    """Refuse (400, naming the limit) a ``/submit`` whose tests cannot all run within this
+    service's limits, before anything runs: never a run cut short by a limit of ours, which
+    would score a right answer 0. The tests' own time limits add up (they run one after
+    another) to at most ``Limits.max_time_limit``; a result carries at most ``MAX_CASES``."""
+    if run * tests > limits.max_time_limit:
+        raise ConfigError(
+            f"config.run_timeout of {run:g} s for each of {tests} tests is {run * tests:g} s in "
+            f"all, over this service's maximum of {limits.max_time_limit:g} s (deepgym serve "
+            "--max-time-limit): send fewer tests or a shorter run_timeout"
+        )
+    if tests > MAX_CASES:
+        raise ConfigError(
+            f"config.provided_data: {tests} tests, over the {MAX_CASES} one /submit runs "
+            "(a result carries no more): send them in several requests"
+        )
+
+
 def submit_env(req: SubmitRequest, limits: Limits) -> tuple[Environment, str, str, str]:
     """The environment a ``/submit`` runs (its tests as cases, output kept, words compared),
     the code extracted from the completion, how it was found, and its language."""
@@ -290,6 +325,7 @@ def submit_env(req: SubmitRequest, limits: Limits) -> tuple[Environment, str, st
     tests = _tests(req.config.provided_data)
     language = language_of(req.config.language or "python")
     run = _seconds(req.config.run_timeout, "config.run_timeout", limits)
+    check_tests_fit(len(tests), run, limits)
     try:
         env = Environment(
             name=f"submit/{one_line(str(req.dataset), 60) or 'dataset'}".replace(" ", "_")[:100],
@@ -299,7 +335,8 @@ def submit_env(req: SubmitRequest, limits: Limits) -> tuple[Environment, str, st
             compare="tokens",
             keep_output=True,
             case_timeout=run,
-            timeout=min(run * len(tests) + SLACK_S, limits.max_time_limit),
+            timeout=backstop(run, len(tests)),
+            timeout_kind="backstop",
             compile_timeout=_seconds(req.config.compile_timeout, "config.compile_timeout", limits),
             scoring="partial",
         )

@@ -1,0 +1,72 @@
+"""SandboxFusion's routes against the service's limits, before anything runs (an in-memory
+backend: nothing here starts a sandbox).
+
+A ``/submit`` whose tests cannot all run within the service's limits is refused with a 400 that
+names the limit, instead of being cut short by it (which scored a right answer 0: each test
+``TimeLimitExceeded``). The run's own wall limit is a backstop of ours, past the tests' own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deepgym.judge.report import MAX_CASES
+from deepgym.server import fusion
+from deepgym.server.inputs import Limits
+from tests.server.conftest import call, fake_app
+
+sf = pytest.importorskip("sandbox_fusion.models")
+
+RIGHT = "```python\nprint(sum(map(int, input().split())))\n```"
+
+
+def _submit(tests: int, run_timeout: float) -> dict[str, Any]:
+    body = {
+        "dataset": "code_contests",
+        "id": 1,
+        "completion": RIGHT,
+        "config": {
+            "language": "python",
+            "run_timeout": run_timeout,
+            "provided_data": {"inputs": ["1 2"] * tests, "outputs": ["3"] * tests},
+        },
+    }
+    sf.SubmitRequest.parse_obj(body)  # SandboxFusion's own request
+    return body
+
+
+def test_tests_whose_limits_add_up_past_the_maximum_are_refused_before_anything_runs() -> None:
+    app, fake = fake_app(limits=Limits(max_time_limit=60.0))
+    r = call(app, "POST", "/submit", json=_submit(100_000, 1))
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert "100000 tests" in message and "100000 s" in message
+    assert "maximum of 60 s" in message and "--max-time-limit" in message
+    assert fake.jobs == []  # nothing ran
+
+
+def test_more_tests_than_a_result_carries_are_refused() -> None:
+    app, fake = fake_app()
+    r = call(app, "POST", "/submit", json=_submit(MAX_CASES + 1, 0.01))
+    assert r.status_code == 400, r.text
+    assert f"over the {MAX_CASES} one /submit runs" in r.json()["error"]["message"]
+    assert fake.jobs == []
+
+
+def test_tests_that_fit_run_under_a_backstop_past_their_own_limits() -> None:
+    app, fake = fake_app(limits=Limits(max_time_limit=60.0))
+    call(app, "POST", "/submit", json=_submit(60, 1))  # 60 s in all: exactly the maximum
+    (job,) = fake.jobs
+    env = job.env
+    assert env.case_timeout == 1.0 and env.timeout_kind == "backstop"
+    assert env.timeout == fusion.backstop(1.0, 60) > 60.0  # past the tests' own, never below
+    assert job.timeout == env.timeout
+
+
+def test_run_code_runs_under_a_backstop() -> None:
+    app, fake = fake_app()
+    call(app, "POST", "/run_code", json={"code": "print(1)", "language": "python"})
+    (job,) = fake.jobs
+    assert job.env.timeout_kind == "backstop" and job.env.timeout == fusion.backstop(10.0, 1)
