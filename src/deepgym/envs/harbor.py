@@ -74,6 +74,7 @@ from deepgym.envs import dockerfile, harbor_files, harbor_image
 from deepgym.envs.qa.session_check import reference_actions
 from deepgym.envs.registry import load_folder, resolve
 from deepgym.exceptions import ConfigError
+from deepgym.images.dockerfile import parse as parse_dockerfile
 from deepgym.images.recipe import Recipe
 from deepgym.models import Environment
 
@@ -241,7 +242,7 @@ def _plan(task: Path, config: dict[str, Any]) -> tuple[dockerfile.Plan, Recipe |
     if not docker.is_file():
         return dockerfile.Plan(base="", workdir=dockerfile.DEFAULT_WORKDIR), None
     try:
-        instructions = dockerfile.parse(harbor_files.read(docker).decode("utf-8"))
+        instructions = parse_dockerfile(harbor_files.read(docker).decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{docker}: not UTF-8 text") from None
     with contextlib.suppress(ConfigError):  # the host stands in for the image

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from deepgym.envs import dockerfile, harbor_files
 from deepgym.exceptions import ConfigError
+from deepgym.images.dockerfile import Instruction
 from deepgym.images.recipe import Recipe, recipe
 
 __all__ = ["build_image", "context_hash", "image_recipe", "image_ref", "image_setup", "seed_work"]
@@ -44,7 +45,7 @@ HASH_CHARS = 12
 _FORBIDDEN_WORKDIRS = ("/logs", "/tests", "/solution", "/proc", "/work", "/tmp")
 
 
-def image_recipe(instructions: list[dockerfile.Instruction], task: str) -> Recipe:
+def image_recipe(instructions: list[Instruction], task: str) -> Recipe:
     """The build of a task's Dockerfile; ``ConfigError`` (one line: the task, the line and the
     instruction) for one outside the subset deepgym builds, or a ``WORKDIR`` that a session's
     work dir cannot stand for."""

@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepgym.envs import dockerfile as df
 from deepgym.exceptions import ConfigError, ImageError
 from deepgym.images import diff, mapped
 from deepgym.images.blobs import BlobStore
+from deepgym.images.dockerfile import parse as parse_dockerfile
 from deepgym.images.network import DNS, network_mode, outbound
 from deepgym.images.oci import (
     OCI_CONFIG,
@@ -52,7 +52,7 @@ from deepgym.images.oci import (
     parse_json,
 )
 from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
-from deepgym.images.reference import parse_reference
+from deepgym.images.reference import DEFAULT_REGISTRY, parse_reference
 from deepgym.images.store import ImageStore
 from deepgym.validation import optional_seconds
 
@@ -85,11 +85,15 @@ class BuildResult:
 
 def debian_suite(image: str) -> str | None:
     """The Debian suite ``mmdebstrap`` builds for ``image`` (``debian:12`` -> ``bookworm``,
-    ``debian:stable-slim`` -> ``stable``), or None for an image that is not Debian's."""
-    name, _, tag = image.partition(":")
-    if df.repository(name) != "debian" or "@" in image:
+    ``debian:stable-slim`` -> ``stable``), or None for an image that is not Debian's (Docker
+    Hub's official ``debian``, by tag: not by digest, not on another registry)."""
+    try:
+        ref = parse_reference(image, default_registry=DEFAULT_REGISTRY)
+    except ConfigError:
         return None
-    tag = (tag or "stable").removesuffix("-slim")
+    if not ref.on_docker_hub or ref.repository.removeprefix("library/") != "debian" or ref.digest:
+        return None
+    tag = (ref.tag or "stable").removesuffix("-slim")
     if tag == "latest":
         return "stable"
     return _NUMBERED.get(tag.split(".")[0], tag) if tag[:1].isdigit() else tag
@@ -385,7 +389,7 @@ def build(
         raise ConfigError(f"{ctx}: the build context is not a folder")
     step_timeout = optional_seconds(step_timeout, "step_timeout")
     net = network_mode(network)
-    plan = recipe(df.parse(text))
+    plan = recipe(parse_dockerfile(text))
     store = store or ImageStore()
     name = ref or f"{ctx.resolve().name.lower()}:latest"
     parse_reference(name)  # a name the store and a registry take

@@ -69,6 +69,11 @@ class Reference:
         return _DOCKER_HUB_API if self.registry in _DOCKER_HUB_ALIASES else self.registry
 
     @property
+    def on_docker_hub(self) -> bool:
+        """True for Docker Hub (``docker.io``, ``index.docker.io`` or its API host)."""
+        return self.api_host == _DOCKER_HUB_API
+
+    @property
     def target(self) -> str:
         """What the manifest URL names: the digest when there is one, else the tag."""
         return self.digest or self.tag or "latest"
