@@ -2,7 +2,7 @@
 ``ARG`` / ``LABEL`` pairs, and what a ``COPY`` or ``ADD`` copies.
 
 Pure: nothing here reads a file or starts a process. Two readers stand on it: ``recipe`` (what
-a daemonless image build runs) and Harbor's import (``deepgym.envs.dockerfile``: whether the
+a daemonless image build runs) and Harbor's import (``deepgym.envs.harbor.plan``: whether the
 host sandbox stands in for the image). A line this module cannot read is one ``ConfigError``
 naming it.
 """

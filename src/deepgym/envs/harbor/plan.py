@@ -4,7 +4,7 @@ Pure: ``plan`` decides whether the image a Dockerfile's instructions build (``pa
 ``deepgym.images.dockerfile``, the one Dockerfile reader) is one the host sandbox stands in for
 and, if it is, returns what a session starts from (``Plan``: the work dir, the files copied into
 it, the environment variables, the commands run in it). Nothing here reads a file or starts a
-process: ``deepgym.envs.harbor`` does that.
+process: ``import_task`` does that.
 
 Host-runnable, precisely. Every instruction is one of these, or ``plan`` raises ``ConfigError``
 naming the line and why the task needs a container image:
