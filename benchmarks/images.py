@@ -43,7 +43,7 @@ from tests.sandbox.image_fixtures import build_root, cache_dir  # noqa: E402
 
 from deepgym import DeepGym, load_environment  # noqa: E402
 from deepgym.envs.registry import load_folder  # noqa: E402
-from deepgym.images.registry import pull, push  # noqa: E402
+from deepgym.images.distribution import pull, push  # noqa: E402
 from deepgym.images.store import ImageStore  # noqa: E402
 
 TARGET_OPEN_MS = 50.0

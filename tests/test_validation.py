@@ -117,8 +117,8 @@ def test_positive_number_refuses_what_is_not_a_finite_positive_number(bad: objec
 
 
 def test_hand_checks_now_go_through_validation() -> None:
+    from deepgym.images.distribution import _Session
     from deepgym.images.reference import parse_reference
-    from deepgym.images.registry import _Session
     from deepgym.scheduling import TimeLimitPolicy
 
     ref = parse_reference("127.0.0.1:5000/a:b")

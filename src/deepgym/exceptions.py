@@ -14,7 +14,7 @@
     ├── VerifierError                        the verifier printed no result
     ├── InvalidScoreError (also ValueError)  a score that is NaN, infinite or outside [0, 1]
     ├── NoVerdictError                       a run without a verdict, where a number is required
-    ├── ImageError                           an image could not be fetched or verified (ours)
+    ├── ImageError                           a bad image, from any source, or one not fetched
     │   └── RegistryError (also TransportError)  an OCI registry was down or answered an error
     └── TransportError                       a remote service or provider could not be reached
         ├── UnknownSessionError              the service has no session of that id (any more)
@@ -154,9 +154,12 @@ class GenerationError(TransportError):
 
 
 class ImageError(DeepGymError):
-    """An image could not be fetched, verified or stored (a digest that does not match, a
-    manifest that breaks the format): never the answer's fault, so a run that needed it has no
-    verdict."""
+    """An image could not be fetched, read, verified, unpacked or stored: the one error for a bad
+    image, whatever its source (a registry, a tarball, a layout folder, the image store): a
+    digest or size that does not match, a manifest, index or config that breaks the format, no
+    entry for the platform, a layer the unpacker refuses (``deepgym.images.oci``). Never the
+    answer's fault, so a run that needed it has no verdict. What the caller asked for (a name or
+    digest the store lacks, a platform string) is ``ConfigError``."""
 
 
 class RegistryError(ImageError, TransportError):

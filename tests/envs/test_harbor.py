@@ -16,14 +16,15 @@ from click.testing import CliRunner
 
 from deepgym import DeepGym, load_environment
 from deepgym.cli import cli
-from deepgym.envs import dockerfile
 from deepgym.envs.harbor import export_harbor_task, import_harbor_task, path_map, rewrite
-from deepgym.envs.harbor_verifier import read_reward
+from deepgym.envs.harbor import plan as host_plan
+from deepgym.envs.harbor.verifier import read_reward
 from deepgym.envs.qa.check import check_environment
 from deepgym.envs.qa.exploits import session_exploits
 from deepgym.envs.qa.session_check import reference_actions, scripted
 from deepgym.envs.registry import list_session_environments
 from deepgym.exceptions import ConfigError
+from deepgym.images.dockerfile import parse as parse_dockerfile
 from deepgym.models import Environment, RunResult
 
 TEST_CANARY = "HARBOR-TESTS-CANARY-3b7e"
@@ -125,7 +126,7 @@ COPY --chmod=755 run.sh .
 RUN ["bash", "-c", "echo hi"]
 USER nobody
 """
-    plan = dockerfile.plan(dockerfile.parse(text))
+    plan = host_plan.plan(parse_dockerfile(text))
     assert plan.workdir == "/srv/app"
     assert plan.env["A"] == "1" and plan.env["B"] == "two words"
     assert plan.env["PATH"].startswith("/opt/x:/usr/local/sbin:")
@@ -134,6 +135,26 @@ USER nobody
         (("run.sh",), "/srv/app", True, 0o755),
     ]
     assert [(r.line, r.cwd, r.command) for r in plan.runs] == [(9, "/srv/app", "bash -c 'echo hi'")]
+
+
+@pytest.mark.parametrize(
+    ("image", "host"),
+    [
+        ("python:3.12", True),
+        ("docker.io/library/python:3.12-slim", True),
+        ("index.docker.io/library/ubuntu", True),
+        ("registry-1.docker.io/library/debian:12", True),
+        (f"buildpack-deps@sha256:{'0' * 64}", True),
+        ("library/ubuntu:24.04", True),
+        ("someone/python:3", False),
+        ("ghcr.io/library/python:3", False),
+        ("127.0.0.1:5000/python:3", False),
+        ("Python:3", False),
+        ("scratch", False),
+    ],
+)
+def test_a_host_base_is_read_as_an_image_reference(image: str, host: bool) -> None:
+    assert host_plan.host_base(image) is host
 
 
 @pytest.mark.parametrize(
@@ -152,7 +173,7 @@ def test_a_dockerfile_the_host_does_not_stand_in_for_needs_its_image(docker: str
     """Within the build subset, but not the host's: such a task imports on its image (built:
     tests/envs/test_harbor_images.py)."""
     with pytest.raises(ConfigError) as info:
-        dockerfile.plan(dockerfile.parse(docker))
+        host_plan.plan(parse_dockerfile(docker))
     assert why in str(info.value) and "\n" not in str(info.value)
 
 
@@ -437,3 +458,21 @@ def test_deepgym_harbor_refuses_bad_input_in_one_line(
     assert r.exit_code == 2, r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and said in lines[0]
+
+
+def test_the_files_shipped_into_sandboxes_resolve_and_need_only_the_standard_library() -> None:
+    """``verifier.py`` (an import's final verifier) and ``runner.py`` (an export's
+    ``tests/deepgym_verify.py``) run outside deepgym: found by path, importing no package."""
+    import ast
+    import sys
+
+    from deepgym.envs.harbor.export_task import RUNNER
+    from deepgym.envs.harbor.import_task import VERIFIER
+
+    for shipped in (VERIFIER, RUNNER):
+        assert shipped.is_file() and shipped.parent.name == "harbor"
+        tree = ast.parse(shipped.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        outside = {n.split(".")[0] for n in names} - set(sys.stdlib_module_names)
+        assert outside == set(), f"{shipped.name} imports {sorted(outside)}"

@@ -1,4 +1,4 @@
-"""A Harbor task's files are checked before the import reads them (``deepgym.envs.harbor_files``):
+"""A Harbor task's files are checked before the import reads them (``deepgym.envs.harbor.files``):
 a file past the limit, a task past its total, a named pipe or a looping link is refused in one
 line with its memory untouched, and a refused import leaves nothing where it was to write.
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from tests.envs.test_harbor import write_task
 
-from deepgym.envs import harbor_files
+from deepgym.envs.harbor import files as harbor_files
 from deepgym.envs.harbor import import_harbor_task
-from deepgym.envs.harbor_image import seed_work
+from deepgym.envs.harbor.image import seed_work
 from deepgym.exceptions import ConfigError
 
 MIB = 2**20

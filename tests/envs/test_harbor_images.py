@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from deepgym import DeepGym
 from deepgym.cli import cli
 from deepgym.envs.harbor import import_harbor_task
-from deepgym.envs.harbor_image import context_hash, image_ref
+from deepgym.envs.harbor.image import context_hash, image_ref
 from deepgym.envs.qa.session_check import reference_actions, scripted
 from deepgym.models import Environment, RunResult
 

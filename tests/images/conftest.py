@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from deepgym.images.layout import host_platform
+from deepgym.images.oci import host_platform
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

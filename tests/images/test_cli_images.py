@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from deepgym.cli import cli
-from deepgym.images.registry import push
+from deepgym.images.distribution import push
 from tests.images.registry_fixtures import (
     LocalRegistry,
     layer_from_rootfs,

@@ -21,7 +21,7 @@ import pytest
 from deepgym import DeepGym
 from deepgym.envs.registry import load_folder
 from deepgym.images.build import build
-from deepgym.images.registry import push
+from deepgym.images.distribution import push
 from deepgym.images.store import ImageStore
 from deepgym.models import Environment
 from deepgym.sandbox.sessions import LocalSessions

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from deepgym.envs.dockerfile import parse
 from deepgym.exceptions import ConfigError
 from deepgym.images.build import debian_suite
+from deepgym.images.dockerfile import parse
 from deepgym.images.recipe import CopyStep, MkdirStep, RunStep, recipe
 
 TASK = """\

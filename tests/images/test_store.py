@@ -4,6 +4,7 @@ unpacked once and atomically, refs, prune."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -15,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, ImageError
 from deepgym.images import store as store_module
-from deepgym.images.layout import Platform, host_platform, open_image, select_manifest
+from deepgym.images.layout import open_image
+from deepgym.images.oci import Platform, parse_manifest
 from deepgym.images.store import ImageStore
 from deepgym.images.unpack import Unpacker
 from tests.images.conftest import (
     TWO_LAYERS,
     Entry,
-    digest_of,
     write_docker_save,
     write_oci_layout,
 )
@@ -108,26 +109,42 @@ def test_the_other_platform_is_chosen_when_asked(tmp_path: Path, store: ImageSto
     assert (store.resolve(digest).rootfs / "platform").read_text() == "linux/s390x"
 
 
-def test_select_manifest_by_platform() -> None:
-    def entry(arch: str, variant: str | None = None, os_: str = "linux") -> dict[str, object]:
-        plat = {"os": os_, "architecture": arch} | ({"variant": variant} if variant else {})
-        return {"digest": digest_of(f"{arch}{variant}".encode()), "size": 1, "platform": plat}
-
-    index = {
-        "manifests": [
-            entry("unknown", os_="unknown"),
-            entry("arm", "v6"),
-            entry("arm", "v7"),
-            entry("amd64"),
-        ]
-    }
-    assert select_manifest(index, Platform("linux", "amd64")).digest == digest_of(b"amd64None")
-    assert select_manifest(index, Platform("linux", "arm", "v7")).digest == digest_of(b"armv7")
+def test_a_layout_index_is_followed_by_the_platform_rule(tmp_path: Path, store: ImageStore) -> None:
+    write_oci_layout(tmp_path / "oci", LAYERS, other_platform="linux/arm64")
     with pytest.raises(
-        ConfigError, match=r"no manifest for linux/riscv64 \(it has: linux/amd64, linux/arm/v6"
+        ImageError,
+        match=r"no manifest for linux/riscv64 \(it has: linux/(amd64, linux/arm64|arm64)",
     ):
-        select_manifest(index, Platform("linux", "riscv64"))
-    assert host_platform().os == "linux"
+        store.import_layout(tmp_path / "oci", platform=Platform.parse("linux/riscv64"))
+    arm = store.import_layout(tmp_path / "oci", "arm", platform=Platform.parse("linux/arm64/v8"))
+    assert (store.resolve(arm).rootfs / "platform").read_text() == "linux/arm64"
+
+
+def test_a_broken_manifest_is_the_same_error_from_every_source(
+    tmp_path: Path, store: ImageStore
+) -> None:
+    """A layout or a tarball whose manifest breaks the format is ``ImageError``, as a
+    registry's is (``oci.parse_manifest``): before, the same manifest was ``ConfigError`` here."""
+    write_oci_layout(tmp_path / "oci", LAYERS)
+    index = json.loads((tmp_path / "oci/index.json").read_text())
+    config = {"mediaType": "application/json", "digest": "x", "size": 1}
+    broken = json.dumps({"schemaVersion": 2, "config": config, "layers": []}).encode()
+    blob = tmp_path / "oci/blobs/sha256" / hashlib.sha256(broken).hexdigest()
+    blob.write_bytes(broken)
+    top = index["manifests"][0]
+    top.update(digest=f"sha256:{blob.name}", size=len(broken))
+    (tmp_path / "oci/index.json").write_text(json.dumps(index))
+    with pytest.raises(ImageError) as from_layout:
+        store.import_layout(tmp_path / "oci")
+    with tarfile.open(tmp_path / "oci.tar", "w") as tar:
+        tar.add(tmp_path / "oci", arcname=".")
+    with pytest.raises(ImageError) as from_tarball:
+        store.import_tarball(tmp_path / "oci.tar")
+    with pytest.raises(ImageError) as from_registry:
+        parse_manifest(broken)
+    what = "config: digest 'x' is not sha256: and 64 lower-case hex digits"
+    for info in (from_layout, from_tarball, from_registry):
+        assert str(info.value).endswith(what) and not isinstance(info.value, ConfigError)
 
 
 def test_a_blob_whose_digest_does_not_match_is_refused(tmp_path: Path, store: ImageStore) -> None:
@@ -138,13 +155,13 @@ def test_a_blob_whose_digest_does_not_match_is_refused(tmp_path: Path, store: Im
     data[-1] ^= 1
     layer.write_bytes(bytes(data))
     with pytest.raises(
-        ConfigError, match=r"has digest sha256:[0-9a-f]{64} \(\d+ of \d+ bytes\): refused"
+        ImageError, match=r"has digest sha256:[0-9a-f]{64} \(\d+ of \d+ bytes\): refused"
     ):
         store.import_layout(tmp_path / "oci", "x")
     assert not list((store.blobs_dir / "sha256").glob(manifest["layers"][1]["digest"][7:]))
     config = tmp_path / "oci/blobs/sha256" / manifest["config"]["digest"][7:]
     config.write_bytes(config.read_bytes() + b" ")
-    with pytest.raises(ConfigError, match="is longer than its size"):
+    with pytest.raises(ImageError, match="is longer than its size"):
         open_image(tmp_path / "oci")
 
 
@@ -155,7 +172,7 @@ def test_a_tampered_docker_save_layer_is_refused(tmp_path: Path, store: ImageSto
         f.seek(data.index(b"original"))
         f.write(b"tampered")
     with pytest.raises(
-        ConfigError, match=r"layer 00/layer.tar has digest .* not sha256:.*: refused"
+        ImageError, match=r"layer 00/layer.tar has digest .* not sha256:.*: refused"
     ):
         store.import_tarball(tmp_path / "saved.tar")
 
@@ -252,7 +269,7 @@ def test_add_blobs_manifest_names_what_another_writer_put(
     assert digest != index_digest and (store.resolve("pulled").rootfs / "etc/motd").is_file()
     manifest = json.loads((target / digest[7:]).read_bytes())
     (target / manifest["layers"][0]["digest"][7:]).unlink()
-    with pytest.raises(ConfigError, match="is missing"):
+    with pytest.raises(ImageError, match="is missing"):
         store.add_blobs_manifest(digest, "broken")
 
 
@@ -297,6 +314,6 @@ def test_a_stored_layer_corrupted_after_import_is_refused_at_unpack(
     blob = store.blobs_dir / "sha256" / manifest["layers"][0]["digest"][7:]
     raw = gzip.decompress(blob.read_bytes()).replace(b"hello\n", b"HELLO\n")
     blob.write_bytes(gzip.compress(raw, mtime=0))  # a valid layer, not the one named
-    with pytest.raises(ConfigError, match="refused"):
+    with pytest.raises(ImageError, match="refused"):
         store.resolve("img")
     assert os.listdir(store.roots_dir) == [] and os.listdir(store.path / "tmp") == []

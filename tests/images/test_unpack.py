@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, ImageError
 from deepgym.images.unpack import remove_tree, unpack_layers
 from tests.images.conftest import TWO_LAYERS, Entry, Layer, make_layer
 
@@ -48,7 +48,7 @@ def test_an_opaque_marker_after_its_siblings_keeps_them(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["chr", "blk"])
 def test_a_device_node_is_refused_naming_the_layer_and_path(tmp_path: Path, kind: str) -> None:
-    with pytest.raises(ConfigError, match=r"layer1: dev/mem is a device node: refused"):
+    with pytest.raises(ImageError, match=r"layer1: dev/mem is a device node: refused"):
         _unpack(tmp_path / "root", {"ok": "x"}, {"dev/mem": Entry(kind)})
 
 
@@ -102,13 +102,13 @@ ATTACKS = sorted(_attacks(Path("/o")))
 
 @pytest.mark.parametrize("name", ATTACKS)
 def test_no_layer_writes_outside_the_root(tmp_path: Path, outside: Path, name: str) -> None:
-    """Each attack is refused (a ``ConfigError``), or confined: what it writes lands inside
+    """Each attack is refused (an ``ImageError``), or confined: what it writes lands inside
     the root (a symlink's target is resolved as if the root were ``/``)."""
     layers, expected = _attacks(outside)[name]
     before = _listing(outside)
     root = tmp_path / "root"
     if expected == REFUSED:
-        with pytest.raises(ConfigError, match="refused"):
+        with pytest.raises(ImageError, match="refused"):
             _unpack(root, *layers)
     else:
         _unpack(root, *layers)
@@ -123,7 +123,7 @@ def test_zstd_needs_the_zstandard_module(tmp_path: Path) -> None:
     except ImportError:
         stream = io.BytesIO(b"\x28\xb5\x2f\xfd" + b"\0" * 64)
         (tmp_path / "root").mkdir()
-        with pytest.raises(ConfigError, match="zstd-compressed: install the zstandard module"):
+        with pytest.raises(ImageError, match="zstd-compressed: install the zstandard module"):
             unpack_layers(tmp_path / "root", [("layer0", stream)])
     else:
         pytest.skip("zstandard is installed here")
@@ -131,7 +131,7 @@ def test_zstd_needs_the_zstandard_module(tmp_path: Path) -> None:
 
 def test_a_corrupt_layer_is_refused_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "root").mkdir()
-    with pytest.raises(ConfigError, match="layer0 is not a readable tar"):
+    with pytest.raises(ImageError, match="layer0 is not a readable tar"):
         unpack_layers(tmp_path / "root", [("layer0", io.BytesIO(b"\x1f\x8bnot gzip at all"))])
 
 
@@ -204,7 +204,7 @@ def test_a_layer_past_the_size_limit_is_refused(
     monkeypatch.setenv("DEEPGYM_IMAGE_MAX_MB", "2")
     root = tmp_path / "root"
     root.mkdir()
-    with pytest.raises(ConfigError, match=r"layer bomb: the image unpacks past 2 MiB .* 'z/2'"):
+    with pytest.raises(ImageError, match=r"layer bomb: the image unpacks past 2 MiB .* 'z/2'"):
         unpack_layers(root, [("bomb", io.BytesIO(bomb))])
     monkeypatch.setenv("DEEPGYM_IMAGE_MAX_MB", "3")
     fits = tmp_path / "fits"

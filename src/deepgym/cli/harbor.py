@@ -15,8 +15,7 @@ from pathlib import Path
 import click
 
 from deepgym.cli.common import load_env
-from deepgym.envs.harbor import export_harbor_task, import_harbor_task
-from deepgym.envs.harbor_folder import import_harbor_folder
+from deepgym.envs.harbor import export_harbor_task, import_harbor_folder, import_harbor_task
 
 __all__ = ["harbor_cmd"]
 

@@ -47,8 +47,8 @@ def image_cmd() -> None:
 @click.option("--platform", default="linux/amd64", show_default=True)
 def pull_cmd(ref: str, registry: str | None, platform: str) -> None:
     """Pull REF (such as debian:bookworm or 127.0.0.1:5000/team/task:1) into the store."""
+    from deepgym.images.distribution import pull
     from deepgym.images.reference import parse_reference
-    from deepgym.images.registry import pull
     from deepgym.images.store import ImageStore
 
     parsed = parse_reference(ref, default_registry=registry)

@@ -38,19 +38,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepgym.envs import dockerfile as df
 from deepgym.exceptions import ConfigError, ImageError
 from deepgym.images import diff, mapped
-from deepgym.images.layout import OCI_CONFIG, OCI_LAYER, OCI_MANIFEST
+from deepgym.images.blobs import BlobStore
+from deepgym.images.dockerfile import parse as parse_dockerfile
 from deepgym.images.network import DNS, network_mode, outbound
+from deepgym.images.oci import (
+    OCI_CONFIG,
+    OCI_LAYER_GZIP,
+    OCI_MANIFEST,
+    Descriptor,
+    image_manifest,
+    parse_json,
+)
 from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
-from deepgym.images.reference import parse_reference
+from deepgym.images.reference import DEFAULT_REGISTRY, parse_reference
 from deepgym.images.store import ImageStore
 from deepgym.validation import optional_seconds
 
 __all__ = ["BuildResult", "StepResult", "build", "debian_suite"]
 
-OCI_LAYER_GZIP = f"{OCI_LAYER}+gzip"
 _NUMBERED = {"10": "buster", "11": "bullseye", "12": "bookworm", "13": "trixie", "14": "forky"}
 _TAIL = 2000
 
@@ -78,50 +85,18 @@ class BuildResult:
 
 def debian_suite(image: str) -> str | None:
     """The Debian suite ``mmdebstrap`` builds for ``image`` (``debian:12`` -> ``bookworm``,
-    ``debian:stable-slim`` -> ``stable``), or None for an image that is not Debian's."""
-    name, _, tag = image.partition(":")
-    if df.repository(name) != "debian" or "@" in image:
+    ``debian:stable-slim`` -> ``stable``), or None for an image that is not Debian's (Docker
+    Hub's official ``debian``, by tag: not by digest, not on another registry)."""
+    try:
+        ref = parse_reference(image, default_registry=DEFAULT_REGISTRY)
+    except ConfigError:
         return None
-    tag = (tag or "stable").removesuffix("-slim")
+    if not ref.on_docker_hub or ref.repository.removeprefix("library/") != "debian" or ref.digest:
+        return None
+    tag = (ref.tag or "stable").removesuffix("-slim")
     if tag == "latest":
         return "stable"
     return _NUMBERED.get(tag.split(".")[0], tag) if tag[:1].isdigit() else tag
-
-
-class _Blobs:
-    """Writes blobs into the store's content (``sha256/HEX``), each once."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root / "sha256"
-        self.root.mkdir(parents=True, exist_ok=True)
-
-    def path(self, digest: str) -> Path:
-        return self.root / digest.removeprefix("sha256:")
-
-    def put_file(self, tmp: Path, digest: str) -> None:
-        target = self.path(digest)
-        if target.exists():
-            tmp.unlink()
-        else:
-            os.replace(tmp, target)
-
-    def put_json(self, obj: object) -> tuple[str, int]:
-        data = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        if not self.path(digest).exists():
-            tmp = self.root / f".tmp-{os.getpid()}-{digest[7:19]}"
-            tmp.write_bytes(data)
-            os.replace(tmp, self.path(digest))
-        return digest, len(data)
-
-    def read_json(self, digest: str) -> dict[str, Any]:
-        try:
-            obj = json.loads(self.path(digest).read_bytes())
-        except (OSError, ValueError) as exc:
-            raise ImageError(f"blob {digest}: unreadable ({exc})") from None
-        if not isinstance(obj, dict):
-            raise ImageError(f"blob {digest}: not a JSON object")
-        return obj
 
 
 @dataclass(frozen=True)
@@ -134,26 +109,23 @@ class _Run:
 
 @dataclass
 class _Image:
-    """An image being built: its layers (descriptors) and their diff ids, and its config."""
+    """An image being built: its layers and their diff ids, and its config."""
 
-    layers: list[dict[str, Any]]
+    layers: list[Descriptor]
     diff_ids: list[str]
     config: dict[str, Any]
 
 
-def _read_image(blobs: _Blobs, digest: str) -> _Image:
-    manifest = blobs.read_json(digest)
-    if "layers" not in manifest or "config" not in manifest:
-        raise ImageError(f"image {digest}: its manifest has no layers (an index?)")
-    config = blobs.read_json(manifest["config"]["digest"])
-    layers = [
-        {"mediaType": d["mediaType"], "digest": d["digest"], "size": d["size"]}
-        for d in manifest["layers"]
-    ]
-    return _Image(layers, list(config.get("rootfs", {}).get("diff_ids", [])), config)
+def _read_image(blobs: BlobStore, digest: str) -> _Image:
+    manifest = image_manifest(blobs.read(blobs.stored(digest)), None, f"image {digest}")
+    config = parse_json(blobs.read(manifest.config), f"image {digest}: config")
+    rootfs = config.get("rootfs")
+    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    layers = [Descriptor(d.media_type, d.digest, d.size) for d in manifest.layers]
+    return _Image(layers, list(diff_ids or []), config)
 
 
-def _write_image(blobs: _Blobs, image: _Image) -> str:
+def _write_image(blobs: BlobStore, image: _Image) -> str:
     """Store ``image``'s config and manifest; its manifest's digest."""
     config = {
         **image.config,
@@ -161,14 +133,13 @@ def _write_image(blobs: _Blobs, image: _Image) -> str:
         "os": image.config.get("os", "linux"),
         "rootfs": {"type": "layers", "diff_ids": image.diff_ids},
     }
-    config_digest, config_size = blobs.put_json(config)
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": config_size},
-        "layers": image.layers,
+        "config": blobs.write_json(config, OCI_CONFIG).to_json(),
+        "layers": [d.to_json() for d in image.layers],
     }
-    return blobs.put_json(manifest)[0]
+    return blobs.write_json(manifest, OCI_MANIFEST).digest
 
 
 def _step_text(step: Step) -> str:
@@ -329,7 +300,7 @@ def _apply(
         (root / step.path.lstrip("/")).mkdir(parents=True, exist_ok=True)
 
 
-def _debian_base(suite: str, blobs: _Blobs, work: Path) -> str:
+def _debian_base(suite: str, blobs: BlobStore, work: Path) -> str:
     """Build Debian ``suite`` (minbase) with mmdebstrap; the one-layer image's digest."""
     tool = shutil.which("mmdebstrap")
     if tool is None:
@@ -352,9 +323,8 @@ def _debian_base(suite: str, blobs: _Blobs, work: Path) -> str:
             inner = diff.HashingWriter(gz)
             while chunk := src.read(1 << 20):
                 inner.write(chunk)
-    digest = "sha256:" + outer.sha.hexdigest()
-    blobs.put_file(gz_path, digest)
-    layer = {"mediaType": OCI_LAYER_GZIP, "digest": digest, "size": outer.size}
+    layer = Descriptor(OCI_LAYER_GZIP, "sha256:" + outer.sha.hexdigest(), outer.size)
+    blobs.adopt(gz_path, layer)
     path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     config = {"config": {"Env": [f"PATH={path}"], "Cmd": ["bash"]}}
     return _write_image(blobs, _Image([layer], ["sha256:" + inner.sha.hexdigest()], config))
@@ -372,14 +342,14 @@ def _scratch(store: ImageStore) -> Iterator[Path]:
 
 
 def _base(
-    ref: str, store: ImageStore, blobs: _Blobs, work: Path, say: Callable[[str], None]
+    ref: str, store: ImageStore, blobs: BlobStore, work: Path, say: Callable[[str], None]
 ) -> str:
     """The base image's manifest digest: in the store, pulled, or built from Debian."""
     with contextlib.suppress(ConfigError):
         return str(store.lookup(ref))
     pull_error: Exception | None = None
     try:
-        from deepgym.images.registry import pull
+        from deepgym.images.distribution import pull
 
         say(f"FROM {ref}: pulling")
         pulled = pull(ref, store.blobs_dir)
@@ -419,12 +389,12 @@ def build(
         raise ConfigError(f"{ctx}: the build context is not a folder")
     step_timeout = optional_seconds(step_timeout, "step_timeout")
     net = network_mode(network)
-    plan = recipe(df.parse(text))
+    plan = recipe(parse_dockerfile(text))
     store = store or ImageStore()
     name = ref or f"{ctx.resolve().name.lower()}:latest"
     parse_reference(name)  # a name the store and a registry take
     say = progress or (lambda line: None)
-    blobs = _Blobs(Path(store.blobs_dir))
+    blobs = store.blobs
     out = BuildResult(name, "")
     with store.writing(), _scratch(store) as work:
         base = _base(plan.base, store, blobs, work, say)
@@ -442,7 +412,7 @@ def _build_steps(
     base: str,
     ctx: Path,
     store: ImageStore,
-    blobs: _Blobs,
+    blobs: BlobStore,
     work: Path,
     run: _Run,
     say: Callable[[str], None],
@@ -457,11 +427,12 @@ def _build_steps(
         entry = cache / key.removeprefix("sha256:")
         what = _step_text(step)
         t0 = time.monotonic()
-        layer = json.loads(entry.read_text()) if entry.exists() else None
-        if layer is not None and blobs.path(layer["digest"]).exists():
-            image.layers.append({k: layer[k] for k in ("mediaType", "digest", "size")})
+        layer: dict[str, Any] = json.loads(entry.read_text()) if entry.exists() else {}
+        cached = Descriptor(layer["mediaType"], layer["digest"], layer["size"]) if layer else None
+        if cached is not None and blobs.has(cached):
+            image.layers.append(cached)
             image.diff_ids.append(layer["diff_id"])
-            out.steps.append(StepResult(step.line, what, True, 0.0, layer["digest"], layer["size"]))
+            out.steps.append(StepResult(step.line, what, True, 0.0, cached.digest, cached.size))
             say(f"step {n}/{len(plan.steps)}: {what[:70]} (cached)")
             continue
         if root is None:
@@ -471,9 +442,9 @@ def _build_steps(
         _apply(step, root, ctx, run.timeout, work / "step.log", run.network)
         tmp = work / "layer.tar.gz"
         got = diff.write_layer(root, before, tmp)
-        blobs.put_file(tmp, got.digest)
-        record = {"mediaType": OCI_LAYER_GZIP, "digest": got.digest, "size": got.size}
-        entry.write_text(json.dumps({**record, "diff_id": got.diff_id}))
+        record = Descriptor(OCI_LAYER_GZIP, got.digest, got.size)
+        blobs.adopt(tmp, record)
+        entry.write_text(json.dumps({**record.to_json(), "diff_id": got.diff_id}))
         image.layers.append(record)
         image.diff_ids.append(got.diff_id)
         seconds = time.monotonic() - t0
@@ -485,7 +456,7 @@ def _build_steps(
     return _write_image(blobs, image)
 
 
-def _working_root(image: _Image, store: ImageStore, blobs: _Blobs, work: Path) -> Path:
+def _working_root(image: _Image, store: ImageStore, blobs: BlobStore, work: Path) -> Path:
     """A private, writable copy of ``image``'s root (unpacked by the store, then copied)."""
     digest = _write_image(blobs, image)
     unpacked = store.resolve(digest).rootfs

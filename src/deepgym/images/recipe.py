@@ -1,6 +1,6 @@
 """What a Dockerfile builds, as steps a daemonless build runs (``deepgym.images.build``).
 
-Pure: ``recipe(instructions)`` turns ``deepgym.envs.dockerfile.parse``'s instructions into a
+Pure: ``recipe(instructions)`` turns ``deepgym.images.dockerfile.parse``'s instructions into a
 ``Recipe``: the base image, the steps that make layers, and the image's config. The subset,
 precisely; any other instruction or form raises ``ConfigError`` naming its line and keyword:
 
@@ -23,8 +23,9 @@ import json
 import posixpath
 from dataclasses import dataclass, field
 
-from deepgym.envs import dockerfile as df
 from deepgym.exceptions import ConfigError
+from deepgym.images import dockerfile as df
+from deepgym.text import clip
 
 __all__ = ["CopyStep", "MkdirStep", "Recipe", "RunStep", "Step", "recipe"]
 
@@ -111,12 +112,12 @@ def _command(args: str, where: str) -> list[str]:
 
 
 def recipe(instructions: list[df.Instruction]) -> Recipe:
-    """The build of ``instructions`` (``deepgym.envs.dockerfile.parse``); ``ConfigError``
+    """The build of ``instructions`` (``deepgym.images.dockerfile.parse``); ``ConfigError``
     naming the line and keyword of the first one outside the subset."""
     variables: dict[str, str] = {"PATH": df.DOCKER_PATH}
     out: Recipe | None = None
     for ins in instructions:
-        where = f"line {ins.line}: {ins.keyword} {df.short(ins.args)}"
+        where = f"line {ins.line}: {ins.keyword} {clip(ins.args, 60)}"
         key = ins.keyword
         if key == "ARG":
             for name, value in df.pairs(ins.args, ins.line):

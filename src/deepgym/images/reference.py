@@ -12,7 +12,7 @@ Docker's defaulting rules, so a name means here what it means to ``docker pull``
 Invariants: parsing is pure (the environment is read only when no default is given) and total: any
 string either parses or raises one ``ConfigError`` naming it; ``str(ref)`` parses back to ``ref``.
 Only ``sha256`` digests are accepted: a digest is also a file name in the image store, so its form
-is checked here once.
+is ``oci.is_digest``'s, the one digest rule.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ import re
 from dataclasses import dataclass
 
 from deepgym.exceptions import ConfigError
+from deepgym.images.oci import is_digest
 from deepgym.validation import is_loopback
 
 __all__ = [
     "DEFAULT_REGISTRY",
     "REGISTRY_ENV",
     "Reference",
-    "check_digest",
     "default_registry",
     "parse_reference",
 ]
@@ -42,7 +42,6 @@ _HOST_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _HOST = re.compile(rf"(?:{_HOST_LABEL}(?:\.{_HOST_LABEL})*|\[[0-9a-fA-F:.]+\])(?::[0-9]{{1,5}})?")
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _MAX_NAME = 255
 
 
@@ -70,6 +69,11 @@ class Reference:
         return _DOCKER_HUB_API if self.registry in _DOCKER_HUB_ALIASES else self.registry
 
     @property
+    def on_docker_hub(self) -> bool:
+        """True for Docker Hub (``docker.io``, ``index.docker.io`` or its API host)."""
+        return self.api_host == _DOCKER_HUB_API
+
+    @property
     def target(self) -> str:
         """What the manifest URL names: the digest when there is one, else the tag."""
         return self.digest or self.tag or "latest"
@@ -80,13 +84,6 @@ class Reference:
         host = self.registry
         host = host[1 : host.index("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
         return is_loopback(host)
-
-
-def check_digest(digest: str, *, what: str = "digest") -> str:
-    """``digest`` when it is ``sha256:`` and 64 lower-case hex digits, else ``ConfigError``."""
-    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
-        raise ConfigError(f"{what} {digest!r}: expected sha256: and 64 lower-case hex digits")
-    return digest
 
 
 def default_registry(registry: str | None = None) -> str:
@@ -122,7 +119,7 @@ def _split_digest(text: str, original: str) -> tuple[str, str | None]:
         raise ConfigError(
             f"image reference {original!r}: digest algorithm {algorithm!r} unsupported"
         )
-    if not _DIGEST.fullmatch(digest):
+    if not is_digest(digest):
         raise ConfigError(
             f"image reference {original!r}: bad digest (sha256: and 64 lower-case hex digits)"
         )

@@ -10,8 +10,11 @@ Layout on disk::
 
 Invariants:
 
-- A blob's file holds exactly the bytes of its digest: it is written to a temporary file,
-  verified, then renamed into place. A layer is verified again as it is unpacked.
+- A blob's file holds exactly the bytes of its digest (``blobs.BlobStore``: written to a
+  temporary file, verified, then renamed into place). A layer is verified again as it is
+  unpacked.
+- A broken image in the store (a blob missing, or not its digest's bytes) is ``ImageError``, as
+  from any other source (``oci``); a name or digest the store does not hold is ``ConfigError``.
 - A root exists only complete: it is built in ``tmp/`` and renamed into ``roots/`` in one step,
   under a lock per digest, so two processes resolving one image unpack it once, and a crash
   leaves only a temporary directory, which the next resolve of that image (or ``prune``) removes.
@@ -35,30 +38,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, ImageError
 from deepgym.home import deepgym_home
-from deepgym.images.layout import (
-    INDEX_TYPES,
+from deepgym.images.blobs import BlobStore
+from deepgym.images.layout import ImageSource, open_image
+from deepgym.images.oci import (
+    OCI_INDEX,
     REF_ANNOTATION,
     Descriptor,
     ImageConfig,
-    ImageSource,
+    Index,
     Manifest,
     Platform,
-    VerifiedReader,
     check_digest,
     host_platform,
-    open_image,
+    image_manifest,
+    is_digest,
     parse_config,
     parse_manifest,
-    read_verified,
-    select_manifest,
+    select_platform,
 )
 from deepgym.images.unpack import remove_tree, unpack_layers
 
 __all__ = ["ImageEntry", "ImageRoot", "ImageStore"]
 
-_OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 _Entries = list[dict[str, Any]]  # index.json's manifests (``list`` is a method below)
 
 
@@ -95,6 +98,7 @@ class ImageStore:
         self.blobs_dir = self.layout_dir / "blobs"
         self.roots_dir = self.path / "roots"
         self.platform = platform or host_platform()
+        self.blobs = BlobStore(self.blobs_dir, f"image store {self.path}")
         self._tmp = self.path / "tmp"
         self._locks = self.path / "locks"
 
@@ -133,26 +137,21 @@ class ImageStore:
     def add_blobs_manifest(self, digest: str, ref: str | None) -> str:
         """Name ``ref`` the manifest ``digest`` whose blobs are already in ``blobs_dir`` (an
         image index is followed to this store's platform); returns the manifest digest."""
+        if not is_digest(digest):
+            raise ConfigError(f"manifest digest {digest!r}: not sha256: and 64 hex digits")
         with self.writing():
-            desc = self._stored(check_digest(digest, "manifest digest"))
-            raw = self._read(desc)
-            try:
-                doc = json.loads(raw)
-            except ValueError as exc:
-                raise ConfigError(f"manifest {digest} is not JSON: {exc}") from exc
-            if isinstance(doc, dict) and (
-                doc.get("mediaType") in INDEX_TYPES or "manifests" in doc
-            ):
-                desc = select_manifest(doc, self.platform, f"image index {digest}")
-                raw = self._read(desc)
-            manifest = parse_manifest(raw, desc)
-            parse_config(self._read(manifest.config))
-            for layer in manifest.layers:
-                blob = self._blob(layer.digest)
-                if not blob.is_file() or blob.stat().st_size != layer.size:
-                    raise ConfigError(f"manifest {desc.digest}: layer {layer.digest} is missing")
-            self._set_ref(ref, Descriptor(manifest.media_type, desc.digest, len(raw)))
-            return desc.digest
+            desc = self.blobs.stored(digest)
+            parsed = parse_manifest(self.blobs.read(desc), None, f"manifest {digest}")
+            if isinstance(parsed, Index):
+                entry = select_platform(parsed.manifests, self.platform, f"image index {digest}")
+                where = f"manifest {entry.digest}"
+                parsed = image_manifest(self.blobs.read(entry), entry.media_type, where)
+            parse_config(self.blobs.read(parsed.config), f"config {parsed.config.digest}")
+            for layer in parsed.layers:
+                if not self.blobs.has(layer):
+                    raise ImageError(f"manifest {parsed.digest}: layer {layer.digest} is missing")
+            self._set_ref(ref, parsed.descriptor())
+            return parsed.digest
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -165,11 +164,10 @@ class ImageStore:
         manifest = source.manifest
         with self.writing():
             for layer in manifest.layers:
-                self._put(source.open_blob(layer), layer)
-            self._put_bytes(source.config_raw, manifest.config)
-            self._put_bytes(manifest.raw, Descriptor("", manifest.digest, len(manifest.raw)))
-            top = Descriptor(manifest.media_type, manifest.digest, len(manifest.raw))
-            self._set_ref(ref if ref is not None else source.name, top)
+                self.blobs.write(layer, source.open_blob(layer))
+            self.blobs.write(manifest.config, io.BytesIO(source.config_raw))
+            self.blobs.write(manifest.descriptor(), io.BytesIO(manifest.raw))
+            self._set_ref(ref if ref is not None else source.name, manifest.descriptor())
         return manifest.digest
 
     # -- using images -----------------------------------------------------------------------
@@ -179,7 +177,9 @@ class ImageStore:
         digest = self._lookup(ref_or_digest)
         with self.writing():
             manifest = self._manifest(digest)
-            config = parse_config(self._read(manifest.config), f"config {manifest.config.digest}")
+            config = parse_config(
+                self.blobs.read(manifest.config), f"config {manifest.config.digest}"
+            )
             root = self.roots_dir / digest[7:]
             if not root.is_dir():
                 with self._lock(f"root-{digest[7:]}", exclusive=True):
@@ -194,7 +194,7 @@ class ImageStore:
         work = self._tmp / f"{hex_}.{uuid.uuid4().hex}"
         work.mkdir(mode=0o755)
         try:
-            layers = ((d.digest, self._open(d)) for d in manifest.layers)
+            layers = ((d.digest, self.blobs.open(d)) for d in manifest.layers)
             unpack_layers(work, layers)
             work.chmod(0o755)
             os.rename(work, root)
@@ -209,7 +209,7 @@ class ImageStore:
             digest = str(entry.get("digest"))
             ref = (entry.get("annotations") or {}).get(REF_ANNOTATION)
             root = self.roots_dir / digest[7:]
-            size = sum(_disk(self._blob(d)) for d in self._reaches(digest)) + _du(root)
+            size = sum(_disk(self.blobs.path(d)) for d in self._reaches(digest)) + _du(root)
             out.append(ImageEntry(ref, digest, size, root.is_dir()))
         return out
 
@@ -261,7 +261,7 @@ class ImageStore:
         return [e for e in entries if isinstance(e, dict)]
 
     def _write_index(self, entries: _Entries) -> None:
-        doc = {"schemaVersion": 2, "mediaType": _OCI_INDEX, "manifests": entries}
+        doc = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
         _write_atomic(self.layout_dir / "index.json", json.dumps(doc, indent=1).encode())
 
     def _set_ref(self, ref: str | None, desc: Descriptor) -> None:
@@ -284,10 +284,11 @@ class ImageStore:
 
     def _lookup(self, name: str) -> str:
         if name.startswith("sha256:"):
-            digest = check_digest(name, "image digest")
-            if not self._blob(digest).is_file():
-                raise ConfigError(f"no image {digest} in the store {self.path}")
-            return digest
+            if not is_digest(name):
+                raise ConfigError(f"image digest {name!r}: not sha256: and 64 hex digits")
+            if not self.blobs.path(name).is_file():
+                raise ConfigError(f"no image {name} in the store {self.path}")
+            return name
         for entry in reversed(self._entries()):
             if _ref(entry) == name:
                 return check_digest(entry.get("digest"), f"{self.path}: index.json")
@@ -305,58 +306,15 @@ class ImageStore:
         out = {digest}
         try:
             manifest = self._manifest(digest)
-        except (ConfigError, OSError):
+        except (ImageError, OSError):
             return out
         out.add(manifest.config.digest)
         out.update(layer.digest for layer in manifest.layers)
         return out
 
-    # -- blobs --------------------------------------------------------------------------------
-
-    def _blob(self, digest: str) -> Path:
-        return self.blobs_dir / "sha256" / check_digest(digest, "blob digest")[7:]
-
-    def _stored(self, digest: str) -> Descriptor:
-        blob = self._blob(digest)
-        if not blob.is_file():
-            raise ConfigError(f"blob {digest} is not in the store {self.path}")
-        return Descriptor("", digest, blob.stat().st_size)
-
-    def _open(self, desc: Descriptor) -> VerifiedReader:
-        try:
-            handle = self._blob(desc.digest).open("rb")
-        except FileNotFoundError:
-            raise ConfigError(f"blob {desc.digest} is not in the store {self.path}") from None
-        return VerifiedReader(handle, desc, f"image store {self.path}")
-
-    def _read(self, desc: Descriptor) -> bytes:
-        try:
-            handle = self._blob(desc.digest).open("rb")
-        except FileNotFoundError:
-            raise ConfigError(f"blob {desc.digest} is not in the store {self.path}") from None
-        return read_verified(handle, desc, f"image store {self.path}")
-
     def _manifest(self, digest: str) -> Manifest:
-        desc = self._stored(digest)
-        return parse_manifest(self._read(desc), desc)
-
-    def _put(self, source: io.RawIOBase, desc: Descriptor) -> None:
-        """Copy a blob in (verified as it is read), unless it is there already."""
-        final = self._blob(desc.digest)
-        with source:
-            if final.is_file() and final.stat().st_size == desc.size:
-                return
-            tmp = final.with_name(f".tmp-{uuid.uuid4().hex}")
-            try:
-                with tmp.open("wb") as out:
-                    while chunk := source.read(1 << 20):
-                        out.write(chunk)
-                os.replace(tmp, final)
-            finally:
-                tmp.unlink(missing_ok=True)
-
-    def _put_bytes(self, data: bytes, desc: Descriptor) -> None:
-        self._put(VerifiedReader(io.BytesIO(data), desc, "image"), desc)
+        desc = self.blobs.stored(digest)
+        return image_manifest(self.blobs.read(desc), None, f"manifest {digest}")
 
     # -- the directories and locks -------------------------------------------------------------
 

@@ -36,6 +36,9 @@ later give anyone more than the unpacking user has. How each kind of entry is ha
 Layers may be uncompressed, gzip, bzip2 or xz; zstd needs the ``zstandard`` module and is
 refused in one line without it. The stream is read to its end, so a ``VerifiedReader`` under it
 checks the layer's digest; a caller that gets an exception must discard the root.
+
+Every refusal is one ``ImageError`` line naming the layer and the entry: a bad image, as
+``oci`` says, whatever its source (only a bad ``DEEPGYM_IMAGE_MAX_MB`` is ``ConfigError``).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, cast
 
-from deepgym.exceptions import ConfigError
+from deepgym.exceptions import ConfigError, ImageError
 
 __all__ = ["Unpacker", "remove_tree", "unpack_layers"]
 
@@ -112,7 +115,7 @@ class Unpacker:
                 for member in tar:
                     self._entry(tar, member)
         except (tarfile.TarError, EOFError) as exc:
-            raise ConfigError(f"layer {name} is not a readable tar: {exc}") from exc
+            raise ImageError(f"layer {name} is not a readable tar: {exc}") from exc
         while buffered.read(1 << 20):  # the rest (tar padding): the digest covers it too
             pass
 
@@ -136,7 +139,7 @@ class Unpacker:
         self._entries += 1
         self._bytes += max(member.size, 0) if member.isfile() else 0
         if self._bytes > self._max_bytes or self._entries > MAX_ENTRIES:
-            raise ConfigError(
+            raise ImageError(
                 f"layer {self._layer}: the image unpacks past {self._max_bytes >> 20} MiB or "
                 f"{MAX_ENTRIES} entries (at {member.name!r}; {MAX_MB_ENV} raises the size)"
             )
@@ -159,17 +162,17 @@ class Unpacker:
         except OSError as exc:
             if exc.errno in _HOST_ERRORS:
                 raise
-            raise ConfigError(f"layer {self._layer}: {member.name}: {exc.strerror}") from exc
+            raise ImageError(f"layer {self._layer}: {member.name}: {exc.strerror}") from exc
 
     def _create(
         self, tar: tarfile.TarFile, member: tarfile.TarInfo, dirs: list[str], base: str
     ) -> None:
         if member.ischr() or member.isblk():
-            raise ConfigError(f"layer {self._layer}: {member.name} is a device node: refused")
+            raise ImageError(f"layer {self._layer}: {member.name} is a device node: refused")
         if not (member.isdir() or member.isreg() or member.issym() or member.islnk()) and not (
             member.isfifo()
         ):
-            raise ConfigError(f"layer {self._layer}: {member.name} has an unknown type: refused")
+            raise ImageError(f"layer {self._layer}: {member.name} has an unknown type: refused")
         parent, fd = self._resolve(dirs)
         try:
             self._written.update(parent[:i] for i in range(1, len(parent) + 1))
@@ -204,7 +207,7 @@ class Unpacker:
         *dirs, target = self._parts(member.linkname) or [""]
         found = self._find(dirs) if target else None
         if found is None:
-            raise ConfigError(
+            raise ImageError(
                 f"layer {self._layer}: hardlink {member.name} -> {member.linkname}: "
                 "the target is not in the root: refused"
             )
@@ -212,7 +215,7 @@ class Unpacker:
         try:
             st = _lstat(src_fd, target)
             if st is None or stat.S_ISDIR(st.st_mode):
-                raise ConfigError(
+                raise ImageError(
                     f"layer {self._layer}: hardlink {member.name} -> {member.linkname}: "
                     "the target is not a file in the root: refused"
                 )
@@ -226,7 +229,7 @@ class Unpacker:
 
     def _whiteout(self, dirs: list[str], name: str, entry: str) -> None:
         if name in ("", ".", ".."):
-            raise ConfigError(f"layer {self._layer}: whiteout {entry!r} names nothing: refused")
+            raise ImageError(f"layer {self._layer}: whiteout {entry!r} names nothing: refused")
         found = self._find(dirs)
         if found is None:
             return
@@ -265,9 +268,9 @@ class Unpacker:
     def _parts(self, name: str) -> list[str]:
         parts = [p for p in name.split("/") if p not in ("", ".")]
         if ".." in parts:
-            raise ConfigError(f"layer {self._layer}: {name!r} climbs out with '..': refused")
+            raise ImageError(f"layer {self._layer}: {name!r} climbs out with '..': refused")
         if len(parts) > _MAX_DEPTH or "\0" in name:
-            raise ConfigError(f"layer {self._layer}: {name[:200]!r} is not a usable path: refused")
+            raise ImageError(f"layer {self._layer}: {name[:200]!r} is not a usable path: refused")
         return parts
 
     def _open(self, path: Path_) -> int:
@@ -286,7 +289,7 @@ class Unpacker:
         its missing parents) if it is missing."""
         found = self._walk(dirs, create=True)
         if found is None:  # _walk makes what is missing, or raises
-            raise ConfigError(f"layer {self._layer}: {'/'.join(dirs)}: not a directory")
+            raise ImageError(f"layer {self._layer}: {'/'.join(dirs)}: not a directory")
         return found
 
     def _find(self, dirs: list[str]) -> tuple[Path_, int] | None:
@@ -317,7 +320,7 @@ class Unpacker:
                 elif stat.S_ISLNK(st.st_mode):
                     hops += 1
                     if hops > _MAX_HOPS:
-                        raise ConfigError(f"layer {self._layer}: too many symlinks in {dirs}")
+                        raise ImageError(f"layer {self._layer}: too many symlinks in {dirs}")
                     target = os.readlink(comp, dir_fd=fd)
                     if target.startswith("/"):
                         path = []
@@ -328,11 +331,11 @@ class Unpacker:
                     if not create:
                         os.close(fd)
                         return None
-                    raise ConfigError(f"layer {self._layer}: {'/'.join(dirs)}: not a directory")
+                    raise ImageError(f"layer {self._layer}: {'/'.join(dirs)}: not a directory")
                 fd = _swap(fd, os.open(comp, _DIR_FLAGS, dir_fd=fd))
                 path.append(comp)
                 if len(path) > _MAX_DEPTH:
-                    raise ConfigError(f"layer {self._layer}: {'/'.join(dirs)} is too deep")
+                    raise ImageError(f"layer {self._layer}: {'/'.join(dirs)} is too deep")
         except BaseException:
             os.close(fd)
             raise
@@ -391,7 +394,7 @@ def _zstd(stream: IO[bytes], name: str) -> IO[bytes]:
     try:
         zstandard = importlib.import_module("zstandard")
     except ImportError:
-        raise ConfigError(
+        raise ImageError(
             f"layer {name} is zstd-compressed: install the zstandard module to read it"
         ) from None
     reader: IO[bytes] = zstandard.ZstdDecompressor().stream_reader(stream, closefd=False)

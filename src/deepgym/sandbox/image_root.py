@@ -228,7 +228,7 @@ def refuse_image(env: Environment, backend: str) -> None:
 
 def store_resolver(ref: str) -> RootImage:
     """``ref`` through deepgym's image store (``deepgym.images.store.ImageStore``): the stored
-    image, else pulled from its registry first (``deepgym.images.registry.pull``; an image that
+    image, else pulled from its registry first (``deepgym.images.distribution.pull``; an image that
     cannot be pulled is ``ImageError``, ours: no verdict, naming the commands that build or
     load it)."""
     from deepgym.images.store import ImageStore
@@ -239,7 +239,7 @@ def store_resolver(ref: str) -> RootImage:
     except ConfigError:
         if ref.startswith("sha256:"):
             raise
-        from deepgym.images.registry import pull
+        from deepgym.images.distribution import pull
 
         try:
             with store.writing():

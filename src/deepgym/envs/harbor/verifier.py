@@ -1,8 +1,8 @@
 """The final verifier of an imported Harbor task: run its ``tests/test.sh``, read its reward.
 
-``deepgym.envs.harbor`` copies this file into each imported task's folder as ``verifier.py``; the
-session's final verifier sandbox runs ``verify(work, tests)`` over a copy of the agent's work dir.
-Standard library only (it runs there, outside the deepgym package).
+``deepgym.envs.harbor.import_task`` copies this file into each imported task's folder as
+``verifier.py``; the session's final verifier sandbox runs ``verify(work, tests)`` over a copy of
+the agent's work dir. Standard library only (it runs there, outside the deepgym package).
 
 ``tests`` holds ``harbor.json`` (the test script's name, its ``timeout`` in seconds and its
 environment variables) and ``harbor/``, the task's ``tests/`` with Harbor's paths rewritten to

@@ -1,7 +1,7 @@
 """A folder of Harbor tasks imported at once: each that can run here, and why each other cannot.
 
 ``import_harbor_folder(folder, out_dir)`` imports every subfolder of ``folder`` that holds a
-``task.toml`` into ``out_dir/<task>`` (``deepgym.envs.harbor.import_harbor_task``: on the host
+``task.toml`` into ``out_dir/<task>`` (``import_task.import_harbor_task``: on the host
 sandbox, or on the task's image, built first). A task that fails leaves nothing in ``out_dir``
 and its reason, one line, in the report; the others go on. Only bad input as a whole (not a
 folder, no task in it, an ``out_dir`` that is not new or empty) raises ``ConfigError``.
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepgym.envs.harbor import import_harbor_task
+from deepgym.envs.harbor.import_task import import_harbor_task
 from deepgym.exceptions import ConfigError, DeepGymError
 
 __all__ = ["FolderImport", "import_harbor_folder", "task_folders"]

@@ -1,6 +1,6 @@
 """Harbor tasks whose Dockerfile only a container image gives: the image, built here.
 
-``deepgym.envs.harbor`` imports a task on the host sandbox where ``deepgym.envs.dockerfile``
+``import_task`` imports a task on the host sandbox where ``plan``
 says the host stands in for its image. Otherwise, where the Dockerfile lies in the subset that
 ``deepgym.images.build`` builds without a daemon (``deepgym.images.recipe``), the import builds
 the image and the session runs on it (``Environment.image``); a Dockerfile outside that subset
@@ -15,7 +15,7 @@ is refused in one ``ConfigError`` line naming its instruction.
   and says, in one line, to build it: ``deepgym image build ENV_DIR/image -t harbor/<task>:<hash>``.
 - **The work dir**: Harbor's tests and solution use the image's ``WORKDIR`` (often ``/app``),
   but a session's work, the part the final verifier sees, is ``/work``. So the import maps the
-  ``WORKDIR`` onto ``/work`` as for a host task (``harbor.path_map``): the work dir is seeded
+  ``WORKDIR`` onto ``/work`` as for a host task (``paths.path_map``): the work dir is seeded
   with what the built image holds in its ``WORKDIR`` (files copied and made by its ``RUN``
   lines), its text rewritten like the rest, the image's variables that name the ``WORKDIR`` are
   set again rewritten, and the setup script starts the agent's shell in ``/work``. What the
@@ -33,8 +33,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from deepgym.envs import dockerfile, harbor_files
+from deepgym.envs.harbor import files as harbor_files
+from deepgym.envs.harbor.plan import DEFAULT_WORKDIR, inside
 from deepgym.exceptions import ConfigError
+from deepgym.images.dockerfile import Instruction
 from deepgym.images.recipe import Recipe, recipe
 
 __all__ = ["build_image", "context_hash", "image_recipe", "image_ref", "image_setup", "seed_work"]
@@ -44,7 +46,7 @@ HASH_CHARS = 12
 _FORBIDDEN_WORKDIRS = ("/logs", "/tests", "/solution", "/proc", "/work", "/tmp")
 
 
-def image_recipe(instructions: list[dockerfile.Instruction], task: str) -> Recipe:
+def image_recipe(instructions: list[Instruction], task: str) -> Recipe:
     """The build of a task's Dockerfile; ``ConfigError`` (one line: the task, the line and the
     instruction) for one outside the subset deepgym builds, or a ``WORKDIR`` that a session's
     work dir cannot stand for."""
@@ -54,8 +56,8 @@ def image_recipe(instructions: list[dockerfile.Instruction], task: str) -> Recip
         raise ConfigError(
             f"{task}: environment/Dockerfile {exc}, and needs a container build deepgym does not do"
         ) from None
-    work = built.workdir or dockerfile.DEFAULT_WORKDIR
-    if work == "/" or any(dockerfile.inside(work, d) for d in _FORBIDDEN_WORKDIRS):
+    work = built.workdir or DEFAULT_WORKDIR
+    if work == "/" or any(inside(work, d) for d in _FORBIDDEN_WORKDIRS):
         raise ConfigError(
             f"{task}: environment/Dockerfile WORKDIR {work}: not a folder a session's work dir "
             "can stand for"

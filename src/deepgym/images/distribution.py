@@ -1,4 +1,5 @@
-"""Pull and push images over the OCI distribution API (standard library HTTP, no daemon).
+"""Pull and push images over the OCI distribution API (standard library HTTP, no daemon): the
+client of a registry (``deepgym.envs.registry`` is another thing: the environments' registry).
 
 ``pull(ref, blobs_dir)`` fetches an image's manifest (choosing the platform's entry of an index or
 manifest list), config and layers into ``<blobs_dir>/sha256/<hex>`` and returns what it pulled; the
@@ -8,9 +9,10 @@ Failure rules and guarantees:
 
 - **Nothing unverified is stored.** Each blob and manifest streams into a temporary file beside
   its final place while its sha256 is computed, and is renamed into place only when digest and
-  size match its descriptor; a mismatch raises ``ImageError`` naming the digest and leaves nothing.
-  A registry cannot send more than the descriptor's size, nor a digest that is not a plain file
-  name (``manifests.parse_manifest`` checks them).
+  size match its descriptor (``blobs.BlobStore.write``); a mismatch raises ``ImageError`` naming
+  the digest and leaves nothing. A registry cannot send more than the descriptor's size, nor a
+  digest that is not a plain file name (``oci.parse_manifest`` checks them). A manifest that
+  breaks the format is ``ImageError`` too, as from any other source (``oci``).
 - **Present blobs are not fetched again** (a file of the right size under its digest: the store
   writes only verified files).
 - **Auth**: a 401 with a ``Bearer`` challenge fetches a token from the challenge's realm
@@ -23,7 +25,8 @@ Failure rules and guarantees:
   is down is infrastructure, never the answer's fault).
 - **Plain http** only when asked (``insecure=True``) or for a registry on this host.
 
-Foreign errors (``urllib``, ``http.client``, ``OSError``) are translated once, in ``_Session``.
+Foreign errors (``urllib``, ``http.client``, ``OSError``) are translated once, in ``_Session``
+(and, mid-transfer, in ``_Body``).
 """
 
 from __future__ import annotations
@@ -34,37 +37,52 @@ import hashlib
 import http.client
 import json
 import os
-import tempfile
+import re
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from deepgym.exceptions import ConfigError, ImageError, RegistryError
-from deepgym.images.manifests import (
-    ACCEPT,
-    MAX_MANIFEST_BYTES,
-    Challenge,
+from deepgym.images.blobs import CHUNK, BlobStore
+from deepgym.images.oci import (
+    DOCKER_LIST,
+    DOCKER_MANIFEST,
+    MAX_JSON_BYTES,
+    OCI_INDEX,
+    OCI_MANIFEST,
     Descriptor,
-    ImageManifest,
     Index,
-    choose_platform,
-    parse_challenge,
+    Manifest,
+    Platform,
+    VerifiedReader,
+    is_digest,
     parse_manifest,
+    select_platform,
 )
-from deepgym.images.reference import Reference, check_digest, parse_reference
+from deepgym.images.reference import Reference, parse_reference
 from deepgym.retry import RetryPolicy, retry_delay, retryable_status
 from deepgym.validation import bounded_int, optional_seconds
 
-__all__ = ["PASSWORD_ENV", "USER_ENV", "Pulled", "blob_path", "pull", "push"]
+__all__ = [
+    "ACCEPT",
+    "PASSWORD_ENV",
+    "USER_ENV",
+    "Challenge",
+    "Pulled",
+    "parse_challenge",
+    "pull",
+    "push",
+]
 
 USER_ENV = "DEEPGYM_REGISTRY_USER"
 PASSWORD_ENV = "DEEPGYM_REGISTRY_PASSWORD"
-CHUNK = 1 << 20
+ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
+"""The ``Accept`` header of a manifest request: both formats, lists and single images."""
 _MAX_REDIRECTS = 5
 REGISTRY_RETRY = RetryPolicy(base_s=0.25, max_s=8.0)
 """The backoff between a registry's tries (how many: ``retries``): 0.25 s doubling, 8 s at most."""
@@ -93,52 +111,36 @@ class Pulled:
         return Descriptor(self.media_type, self.digest, self.size)
 
 
-def blob_path(blobs_dir: Path, digest: str) -> Path:
-    """``<blobs_dir>/sha256/<hex>`` for a checked ``sha256:`` digest."""
-    return Path(blobs_dir) / "sha256" / check_digest(digest).split(":", 1)[1]
+@dataclass(frozen=True)
+class Challenge:
+    """A ``WWW-Authenticate`` challenge: ``scheme`` lower-cased (``bearer``, ``basic``) and its
+    parameters (``realm``, ``service``, ``scope``)."""
+
+    scheme: str
+    params: dict[str, str]
 
 
-def _present(blobs_dir: Path, desc: Descriptor) -> bool:
-    path = blob_path(blobs_dir, desc.digest)
-    try:
-        return path.stat().st_size == desc.size
-    except OSError:
-        return False
+_PARAM = re.compile(r'\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))\s*,?')
 
 
-def _store_verified(
-    blobs_dir: Path,
-    digest: str,
-    size: int | None,
-    chunks: Iterator[bytes],
-    seen: Callable[[int], None] | None = None,
-) -> int:
-    """Write ``chunks`` to a temporary file, check sha256 (and ``size``), rename into place."""
-    final = blob_path(blobs_dir, digest)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".partial-", dir=final.parent)
-    hasher, written = hashlib.sha256(), 0
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in chunks:
-                written += len(chunk)
-                if size is not None and written > size:
-                    raise ImageError(f"blob {digest}: the registry sent more than {size} bytes")
-                hasher.update(chunk)
-                out.write(chunk)
-                if seen is not None:
-                    seen(len(chunk))
-        got = f"sha256:{hasher.hexdigest()}"
-        if got != digest or (size is not None and written != size):
-            raise ImageError(
-                f"blob {digest}: the registry sent {written} bytes hashing to {got}; refused"
-            )
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, final)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return written
+def parse_challenge(header: str) -> Challenge | None:
+    """``Bearer realm="...",service="...",scope="..."`` -> ``Challenge``; None when unreadable.
+    Pure and total."""
+    scheme, _, rest = header.strip().partition(" ")
+    if not scheme or "=" in scheme:
+        return None
+    params: dict[str, str] = {}
+    pos = 0
+    while pos < len(rest):
+        match = _PARAM.match(rest, pos)
+        if match is None or match.end() == pos:
+            break
+        quoted, bare = match.group(2), match.group(3)
+        params[match.group(1).lower()] = (
+            re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else bare or ""
+        )
+        pos = match.end()
+    return Challenge(scheme.lower(), params)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -276,7 +278,7 @@ class _Session:
                     status_code=resp.status,
                 )
             try:
-                reply = json.loads(resp.read(MAX_MANIFEST_BYTES))
+                reply = json.loads(resp.read(MAX_JSON_BYTES))
             except (ValueError, OSError, http.client.HTTPException) as exc:
                 raise RegistryError(f"token realm {realm}: unreadable reply ({exc})") from exc
         token = reply.get("token") or reply.get("access_token") if isinstance(reply, dict) else None
@@ -346,14 +348,20 @@ def _error_detail(resp: Any) -> str:
             resp.close()
 
 
-def _read_chunks(resp: http.client.HTTPResponse, what: str) -> Iterator[bytes]:
-    try:
-        while chunk := resp.read(CHUNK):
-            yield chunk
-    except (OSError, http.client.HTTPException) as exc:
-        raise RegistryError(f"{what}: connection lost mid-transfer ({exc})") from exc
-    finally:
-        resp.close()
+class _Body:
+    """A response's body as a stream; a connection lost mid-transfer is ``RegistryError``."""
+
+    def __init__(self, resp: http.client.HTTPResponse, what: str) -> None:
+        self._resp, self._what = resp, what
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self._resp.read(n)
+        except (OSError, http.client.HTTPException) as exc:
+            raise RegistryError(f"{self._what}: connection lost mid-transfer ({exc})") from exc
+
+    def close(self) -> None:
+        self._resp.close()
 
 
 def _as_reference(ref: Reference | str) -> Reference:
@@ -364,42 +372,46 @@ class _Puller:
     """One pull: manifests first (verified, stored), then the missing blobs, with progress."""
 
     def __init__(self, session: _Session, blobs_dir: Path, progress: Progress | None) -> None:
-        self.session, self.blobs_dir, self.progress = session, Path(blobs_dir), progress
+        self.session, self.progress = session, progress
+        self.blobs = BlobStore(Path(blobs_dir))
+        self.where = f"registry {session.ref.registry}"
         self.done = self.total = 0
 
-    def manifest(
-        self, target: str, expected: Descriptor | None
-    ) -> tuple[Descriptor, ImageManifest | Index]:
+    def manifest(self, target: str, expected: Descriptor | None) -> Manifest | Index:
         """Fetch (or read, when stored) the manifest ``target`` names, verify and store it."""
-        digest = expected.digest if expected else (target if target.startswith("sha256:") else None)
-        if digest is not None and (expected is None or _present(self.blobs_dir, expected)):
-            path = blob_path(self.blobs_dir, digest)
-            if path.is_file():
-                data = path.read_bytes()
-                parsed = parse_manifest(data)
-                return Descriptor(parsed.media_type, digest, len(data)), parsed
+        digest = expected.digest if expected else (target if is_digest(target) else None)
+        stored = None
+        if expected is not None:
+            stored = expected if self.blobs.has(expected) else None
+        elif digest is not None and self.blobs.path(digest).is_file():
+            stored = self.blobs.stored(digest)
+        if stored is not None:
+            where = f"{self.blobs.where}: manifest {stored.digest}"
+            return parse_manifest(self.blobs.read(stored), stored.media_type or None, where)
         url = self.session.url("manifests", target)
         resp = self.session.request("GET", url, headers={"Accept": ACCEPT})
         content_type = resp.headers.get("Content-Type")
         claimed = resp.headers.get("Docker-Content-Digest")
-        data = _read_limited(resp, MAX_MANIFEST_BYTES, url)
+        data = _read_limited(resp, MAX_JSON_BYTES, url)
         got = f"sha256:{hashlib.sha256(data).hexdigest()}"
         if digest is None and claimed and claimed.startswith("sha256:"):
             digest = claimed
         if digest is not None and got != digest:
             raise ImageError(
-                f"manifest {digest}: the registry sent bytes hashing to {got}; refused"
+                f"{self.where}: manifest {digest}: the registry sent bytes hashing to {got}; "
+                "refused"
             )
         if expected is not None and len(data) != expected.size:
-            raise ImageError(f"manifest {expected.digest}: {len(data)} bytes, not {expected.size}")
-        parsed = parse_manifest(data, content_type)
-        if not _present(self.blobs_dir, Descriptor(parsed.media_type, got, len(data))):
-            _store_verified(self.blobs_dir, got, len(data), iter([data]))
-        return Descriptor(parsed.media_type, got, len(data)), parsed
+            raise ImageError(
+                f"{self.where}: manifest {expected.digest}: {len(data)} bytes, not {expected.size}"
+            )
+        parsed = parse_manifest(data, content_type, f"{self.where}: manifest {got}")
+        self.blobs.write_bytes(data, parsed.media_type)
+        return parsed
 
-    def blobs(self, wanted: list[Descriptor]) -> int:
+    def fetch(self, wanted: list[Descriptor]) -> int:
         """Fetch every blob of ``wanted`` not already stored; the bytes downloaded."""
-        missing = [d for d in dict.fromkeys(wanted) if not _present(self.blobs_dir, d)]
+        missing = [d for d in dict.fromkeys(wanted) if not self.blobs.has(d)]
         self.total = sum(d.size for d in missing)
         self._tick(0)
         fetched = 0
@@ -413,10 +425,9 @@ class _Puller:
         for attempt in range(attempts):
             start = self.done
             resp = self.session.request("GET", url)
+            body = VerifiedReader(_Body(resp, url), desc, self.where)  # type: ignore[arg-type]
             try:
-                return _store_verified(
-                    self.blobs_dir, desc.digest, desc.size, _read_chunks(resp, url), self._tick
-                )
+                return self.blobs.write(desc, body, self._tick)
             except RegistryError:  # the connection broke mid-blob: that blob again, whole
                 if attempt == attempts - 1:
                     raise
@@ -432,13 +443,16 @@ class _Puller:
 
 def _read_limited(resp: http.client.HTTPResponse, limit: int, url: str) -> bytes:
     """The whole body, or ``ImageError`` as soon as it passes ``limit`` bytes."""
+    body = _Body(resp, url)
     parts, total = [], 0
-    for chunk in _read_chunks(resp, url):
-        total += len(chunk)
-        if total > limit:
-            resp.close()
-            raise ImageError(f"{url}: manifest over the {limit} byte limit")
-        parts.append(chunk)
+    try:
+        while chunk := body.read(CHUNK):
+            total += len(chunk)
+            if total > limit:
+                raise ImageError(f"{url}: manifest over the {limit} byte limit")
+            parts.append(chunk)
+    finally:
+        body.close()
     return b"".join(parts)
 
 
@@ -446,7 +460,7 @@ def pull(
     ref: Reference | str,
     blobs_dir: Path,
     *,
-    platform: str = "linux/amd64",
+    platform: str | Platform = "linux/amd64",
     insecure: bool | None = None,
     progress: Progress | None = None,
     timeout: float | None = 30.0,
@@ -454,30 +468,34 @@ def pull(
 ) -> Pulled:
     """Pull ``ref`` into ``<blobs_dir>/sha256/``: manifests and blobs, each verified.
 
+    ``platform``: the entry an image index gives (``oci.select_platform``'s rule).
     ``insecure``: plain http (default: only for a registry on this host). ``progress(done,
     total)``: blob bytes downloaded so far, of those missing. ``timeout``: seconds per socket
     operation; ``retries``: further tries after a connection error, 408, 429 or 5xx.
     """
     ref = _as_reference(ref)
+    want = Platform.parse(platform) if isinstance(platform, str) else platform
     puller = _Puller(
         _Session(ref, insecure=insecure, timeout=timeout, retries=retries), blobs_dir, progress
     )
-    top, parsed = puller.manifest(ref.target, None)
+    top = puller.manifest(ref.target, None)
     index_digest = None
-    if isinstance(parsed, Index):
+    if isinstance(top, Index):
         index_digest = top.digest
-        entry = choose_platform(parsed, platform)
-        top, parsed = puller.manifest(entry.digest, entry)
-        if isinstance(parsed, Index):
-            raise ImageError(f"index {index_digest}: entry {entry.digest} is another index")
-    fetched = puller.blobs([parsed.config, *parsed.layers])
+        entry = select_platform(top.manifests, want, f"{puller.where}: index {index_digest}")
+        top = puller.manifest(entry.digest, entry)
+        if isinstance(top, Index):
+            raise ImageError(
+                f"{puller.where}: index {index_digest}: entry {entry.digest} is another index"
+            )
+    fetched = puller.fetch([top.config, *top.layers])
     return Pulled(
         reference=ref,
         digest=top.digest,
         media_type=top.media_type,
-        size=top.size,
-        config_digest=parsed.config.digest,
-        layer_digests=tuple(d.digest for d in parsed.layers),
+        size=len(top.raw),
+        config_digest=top.config.digest,
+        layer_digests=tuple(d.digest for d in top.layers),
         index_digest=index_digest,
         fetched_bytes=fetched,
     )
@@ -496,13 +514,14 @@ class _Pusher:
     """One push: blobs the registry lacks (monolithic or chunked), then manifests, leaves first."""
 
     def __init__(self, session: _Session, blobs_dir: Path, chunk_size: int | None) -> None:
-        self.session, self.blobs_dir, self.chunk_size = session, blobs_dir, chunk_size
+        self.session, self.chunk_size = session, chunk_size
+        self.blobs = BlobStore(blobs_dir)
 
     def blob(self, digest: str) -> None:
         """Upload one blob unless the registry has it (``HEAD`` answers 200)."""
-        path = blob_path(self.blobs_dir, digest)
+        path = self.blobs.path(digest)
         if not path.is_file():
-            raise ImageError(f"blob {digest}: not in {self.blobs_dir}")
+            raise ImageError(f"{self.blobs.where}: no blob {digest}")
         url = self.session.url("blobs", digest)
         head = self.session.request("HEAD", url, ok=frozenset({200, 404}))
         head.close()
@@ -556,8 +575,8 @@ class _Pusher:
 
     def manifest(self, digest: str, target: str) -> None:
         """Push the manifest ``digest`` (an index's entries and every blob first) as ``target``."""
-        data = blob_path(self.blobs_dir, digest).read_bytes()
-        parsed = parse_manifest(data)
+        data = self.blobs.read(self.blobs.stored(digest))
+        parsed = parse_manifest(data, None, f"{self.blobs.where}: manifest {digest}")
         if isinstance(parsed, Index):
             for entry in parsed.manifests:
                 self.manifest(entry.digest, entry.digest)
@@ -591,7 +610,10 @@ def push(
     ``chunk_size``, in ``PATCH`` chunks of that many bytes and a closing ``PUT``.
     """
     ref = _as_reference(ref)
-    check_digest(manifest_digest, what="manifest_digest")
+    if not is_digest(manifest_digest):
+        raise ConfigError(
+            f"manifest_digest {manifest_digest!r}: expected sha256: and 64 lower-case hex digits"
+        )
     if ref.digest is not None and ref.digest != manifest_digest:
         raise ConfigError(f"push: reference {ref} names another digest than {manifest_digest}")
     if chunk_size is not None and chunk_size <= 0:

@@ -13,9 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deepgym.exceptions import ImageError, RegistryError, is_infrastructure_failure
-from deepgym.images.registry import PASSWORD_ENV, USER_ENV, blob_path, pull, push
+from deepgym.images.blobs import BlobStore
+from deepgym.images.distribution import (
+    PASSWORD_ENV,
+    USER_ENV,
+    parse_challenge,
+    pull,
+    push,
+)
 from tests.images.registry_fixtures import (
     LocalRegistry,
     TokenProxy,
@@ -28,6 +37,10 @@ from tests.images.registry_fixtures import (
 )
 
 __all__ = ["registry", "rootfs_tar"]  # fixtures, imported by name
+
+
+def blob_path(blobs_dir: Path, digest: str) -> Path:
+    return BlobStore(blobs_dir).path(digest)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +123,7 @@ def test_a_manifest_list_gives_the_platforms_image(
     on_amd = pull(ref, tmp_path, platform="linux/x86_64")
     assert on_amd.digest == busybox["digest"]
     assert blob_path(tmp_path, index["digest"]).is_file()  # the index is stored too
-    with pytest.raises(ImageError, match=r"'linux/s390x'.*linux/amd64, linux/arm64"):
+    with pytest.raises(ImageError, match=r"no manifest for linux/s390x .*linux/amd64, linux/arm64"):
         pull(ref, tmp_path, platform="linux/s390x")
 
 
@@ -249,3 +262,34 @@ def test_a_manifest_past_the_size_limit_is_refused(tmp_path: Path) -> None:
         server.server_close()
         thread.join()
     assert not (tmp_path / "sha256").exists()
+
+
+def test_challenges_are_parsed() -> None:
+    bearer = parse_challenge(
+        'Bearer realm="https://auth.example/token",service="registry.example",'
+        'scope="repository:a/b:pull,push"'
+    )
+    assert bearer is not None
+    assert bearer.scheme == "bearer"
+    assert bearer.params == {
+        "realm": "https://auth.example/token",
+        "service": "registry.example",
+        "scope": "repository:a/b:pull,push",
+    }
+    basic = parse_challenge('Basic realm="basic-realm"')
+    assert basic is not None
+    assert (basic.scheme, basic.params) == ("basic", {"realm": "basic-realm"})
+    bare = parse_challenge('bearer realm=http://x/t, error="insufficient_scope"')
+    assert bare is not None
+    assert bare.params == {"realm": "http://x/t", "error": "insufficient_scope"}
+    escaped = parse_challenge(r'Bearer realm="a\"b"')
+    assert escaped is not None
+    assert escaped.params["realm"] == 'a"b'
+    assert parse_challenge("") is None
+    assert parse_challenge('realm="x"') is None
+
+
+@given(st.text(max_size=200))
+def test_challenge_parsing_is_total(header: str) -> None:
+    parsed = parse_challenge(header)
+    assert parsed is None or parsed.scheme == parsed.scheme.lower()

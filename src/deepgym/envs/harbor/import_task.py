@@ -1,4 +1,4 @@
-"""Harbor tasks as session environments, and session environments as Harbor tasks.
+"""Harbor tasks as session environments: ``deepgym harbor import``.
 
 A Harbor task (harborframework.com) is a folder: ``task.toml`` (``[metadata]``; ``[verifier]``
 ``timeout_sec`` and ``env``; ``[agent] timeout_sec``; ``[solution] env``; ``[environment]``
@@ -10,10 +10,11 @@ A Harbor task (harborframework.com) is a folder: ``task.toml`` (``[metadata]``; 
 ``import_harbor_task(task_dir, out_dir)`` writes a session environment folder and loads it:
 
 - the work dir is seeded with the files the Dockerfile copies into its ``WORKDIR``, and its
-  variables and ``RUN`` lines become ``setup.sh`` (``deepgym.envs.dockerfile`` says precisely
-  which Dockerfiles the host stands in for);
-- ``verifier.py`` is ``deepgym.envs.harbor_verifier``: it runs ``tests/test.sh`` in the final
-  verifier's sandbox and reads its reward (the verdicts are in its docstring);
+  variables and ``RUN`` lines become ``setup.sh`` (``plan`` says precisely which Dockerfiles
+  the host stands in for);
+- ``verifier.py`` is ``VERIFIER`` (``verifier.py`` of this package, standard library only): it
+  runs ``tests/test.sh`` in the final verifier's sandbox and reads its reward (the verdicts are
+  in its docstring);
 - ``reference_agent.json`` writes ``solution/`` to ``/tmp/harbor/solution``, then runs
   ``solve.sh`` in the work dir: the oracle is the reference agent;
 - ``[agent] timeout_sec`` is the session's ``lifetime`` and ``step_timeout`` (Harbor limits the
@@ -22,133 +23,72 @@ A Harbor task (harborframework.com) is a folder: ``task.toml`` (``[metadata]``; 
 A Dockerfile beyond the host subset but within the subset deepgym builds
 (``deepgym.images.recipe``) imports on its image: built by the import, named
 ``harbor/<task>:<hash of environment/>``, its ``WORKDIR`` mapped onto the work dir
-(``deepgym.envs.harbor_image`` says how, and how the image is rebuilt on another machine).
+(``image`` says how, and how the image is rebuilt on another machine).
 
 Refused, with one ``ConfigError`` line: a Dockerfile outside the build subset (the line and its
 instruction), a ``docker_image`` in task.toml or a compose file (a prebuilt image or services:
 it "cannot run on the host sandbox"); also a GPU, a Windows task, a multi-step task, and a
 variable read from the host (``${VAR}``: the sandbox passes none of the host's).
 
-Paths. Tasks hard-code paths of Harbor's container; the sandbox's root is read-only, and only
-``/work`` and ``/tmp`` are writable. So in ``instruction.md``, in the ``RUN`` lines and variables,
-and in every UTF-8 file of the work dir, ``tests/`` and ``solution/``, a path starting with one of
-these is rewritten (``path_map``): ``/logs`` -> ``/tmp/harbor/logs``, ``/tests`` ->
-``/tmp/harbor/tests``, ``/solution`` -> ``/tmp/harbor/solution``, the ``WORKDIR`` -> ``/work``.
+Paths: Harbor's container paths are rewritten to where a session has them (``paths``).
 
 Threat model: the agent's sandbox never holds ``tests/`` or ``solution/``. The tests reach only
 the final verifier's sandbox (they are the environment's hidden tests); the solution is only in
 ``reference_agent.json``, which only the reference agent plays. Every file read from the task
-folder is checked before it is read (``harbor_files``: a link out of it, a named pipe, a file or
+folder is checked before it is read (``files``: a link out of it, a named pipe, a file or
 a task past the limits are refused: a task must not carry host files into a sandbox, nor fill
 the memory or the disk), and the output is written beside ``out_dir`` and renamed into place
-once whole: a refused task leaves nothing there.
-
-``export_harbor_task(env, out_dir)`` writes a session environment in Harbor's layout: a
-Dockerfile that copies its ``repo/`` into ``/work`` (and runs its ``setup.sh`` there), a
-``tests/test.sh`` that runs its verifier (``deepgym.envs.harbor_runner``) and writes the score to
-``reward.txt``, and a ``solution/solve.sh`` made of its reference agent's actions. Importing the
-export gives the environment back: the same task, verifier and reference agent.
+once whole (``output.staged``): a refused task leaves nothing there.
 """
 
 from __future__ import annotations
 
-import atexit
-import base64
 import contextlib
 import glob
 import json
 import math
-import os
 import posixpath
 import re
-import secrets
 import shlex
 import shutil
-import tempfile
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from deepgym.envs import dockerfile, harbor_files, harbor_image
-from deepgym.envs.qa.session_check import reference_actions
-from deepgym.envs.registry import load_folder, resolve
+from deepgym.envs.harbor import files as harbor_files
+from deepgym.envs.harbor import image as harbor_image
+from deepgym.envs.harbor.output import staged, write_command
+from deepgym.envs.harbor.paths import HARBOR_ROOT, WORK, path_map, rewrite, rewrite_tree
+from deepgym.envs.harbor.plan import DEFAULT_WORKDIR, Plan
+from deepgym.envs.harbor.plan import plan as host_plan
+from deepgym.envs.registry import load_folder
 from deepgym.exceptions import ConfigError
+from deepgym.images.dockerfile import parse as parse_dockerfile
 from deepgym.images.recipe import Recipe
 from deepgym.models import Environment
 
 __all__ = [
-    "HARBOR_ROOT",
-    "WORK",
-    "export_harbor_task",
+    "DEFAULT_AGENT_S",
+    "DEFAULT_VERIFIER_S",
+    "VERIFIER",
+    "VERIFIER_GRACE_S",
     "import_harbor_task",
-    "path_map",
-    "rewrite",
 ]
 
-HARBOR_ROOT = "/tmp/harbor"
-"""Where Harbor's own paths (``/logs``, ``/tests``, ``/solution``) are in a session."""
-WORK = "/work"
-"""A session's work dir."""
-EXPORT_BASE = "python:3.12"
-"""The base of an exported task's image: Debian with python3, git, make and a C compiler, the
-toolchain the built-in session environments use."""
 VERIFIER_GRACE_S = 15.0
 """The final verifier's limit past the test script's own: it reports the script's timeout."""
 DEFAULT_AGENT_S = 600.0
 """The agent's time where task.toml gives none."""
 DEFAULT_VERIFIER_S = 600.0
 """The test script's time where task.toml gives none (Harbor's default)."""
-_HERE = Path(__file__).resolve().parent
+VERIFIER = Path(__file__).resolve().parent / "verifier.py"
+"""The file an import writes as the environment's ``verifier.py`` (standard library only: it
+runs in the final verifier's sandbox, outside the deepgym package)."""
 _COMPOSE = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 _READ = ("task.toml", "instruction.md", "environment", "tests", "solution")
 """What the import reads of a task folder (``harbor_files.inventory`` checks it first)."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-# ---------------------------------------------------------------------------------------------
-# Paths
-# ---------------------------------------------------------------------------------------------
-
-
-def path_map(workdir: str) -> dict[str, str]:
-    """Harbor's fixed paths, and the task's ``workdir``, to where a session has them."""
-    out = {
-        "/logs": f"{HARBOR_ROOT}/logs",
-        "/tests": f"{HARBOR_ROOT}/tests",
-        "/solution": f"{HARBOR_ROOT}/solution",
-    }
-    if workdir != WORK:
-        out[workdir] = WORK
-    return out
-
-
-def rewrite(text: str, mapping: dict[str, str]) -> str:
-    """``text`` with each path that starts with a key of ``mapping`` (the key whole, then the
-    end of the path or a ``/``) starting with its value instead."""
-    keys = sorted(mapping, key=len, reverse=True)
-    pattern = re.compile(
-        r"(?<![\w.~$/})-])(" + "|".join(re.escape(k) for k in keys) + r")(?![\w.-])"
-    )
-    return pattern.sub(lambda m: mapping[m[1]], text)
-
-
-def _rewrite_tree(folder: Path, mapping: dict[str, str]) -> None:
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or path.is_symlink():
-            continue
-        try:
-            text = harbor_files.read(path).decode("utf-8")
-        except UnicodeDecodeError:
-            continue  # binary data is kept as it is
-        new = rewrite(text, mapping)
-        if new != text:
-            path.write_text(new, encoding="utf-8")
-
-
-# ---------------------------------------------------------------------------------------------
-# Import
-# ---------------------------------------------------------------------------------------------
 
 
 def _needs_image(task: Path, why: str) -> ConfigError:
@@ -221,7 +161,7 @@ def _memory_mb(environment: dict[str, Any], where: Path) -> int | None:
     return value
 
 
-def _plan(task: Path, config: dict[str, Any]) -> tuple[dockerfile.Plan, Recipe | None]:
+def _plan(task: Path, config: dict[str, Any]) -> tuple[Plan, Recipe | None]:
     """What the task's environment builds and, where only an image gives it, the image's build
     (``harbor_image``); or the one-line refusal of a task that cannot run here."""
     environment = config.get("environment", {})
@@ -239,19 +179,19 @@ def _plan(task: Path, config: dict[str, Any]) -> tuple[dockerfile.Plan, Recipe |
             raise _needs_image(task, f"environment/{name} defines its services")
     docker = task / "environment" / "Dockerfile"
     if not docker.is_file():
-        return dockerfile.Plan(base="", workdir=dockerfile.DEFAULT_WORKDIR), None
+        return Plan(base="", workdir=DEFAULT_WORKDIR), None
     try:
-        instructions = dockerfile.parse(harbor_files.read(docker).decode("utf-8"))
+        instructions = parse_dockerfile(harbor_files.read(docker).decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{docker}: not UTF-8 text") from None
     with contextlib.suppress(ConfigError):  # the host stands in for the image
-        return dockerfile.plan(instructions), None
+        return host_plan(instructions), None
     built = harbor_image.image_recipe(instructions, task.name)
-    workdir = built.workdir or dockerfile.DEFAULT_WORKDIR
-    return dockerfile.Plan(base=built.base, workdir=workdir, env=dict(built.env)), built
+    workdir = built.workdir or DEFAULT_WORKDIR
+    return Plan(base=built.base, workdir=workdir, env=dict(built.env)), built
 
 
-def _seed(plan: dockerfile.Plan, context: Path, repo: Path) -> None:
+def _seed(plan: Plan, context: Path, repo: Path) -> None:
     """The files a plan copies, where they land under its work dir, in ``repo``."""
     for c in plan.copies:
         matched: list[Path] = []
@@ -271,7 +211,7 @@ def _seed(plan: dockerfile.Plan, context: Path, repo: Path) -> None:
                         p.chmod(c.chmod)
 
 
-def _setup(plan: dockerfile.Plan, variables: dict[str, str], mapping: dict[str, str]) -> str:
+def _setup(plan: Plan, variables: dict[str, str], mapping: dict[str, str]) -> str:
     """The setup script: the task's variables exported, then its ``RUN`` lines in their
     folders ("" when there is neither)."""
     if not variables and not plan.runs:
@@ -290,30 +230,6 @@ def _setup(plan: dockerfile.Plan, variables: dict[str, str], mapping: dict[str, 
         lines.append(f"(cd {shlex.quote(cwd)} && {rewrite(run.command, mapping)})")
     lines.append(f"cd {WORK}")
     return "\n".join(lines) + "\n"
-
-
-def _delimiter(text: str, tag: str) -> str:
-    lines = set(text.splitlines())
-    while tag in lines:
-        tag += "_"
-    return tag
-
-
-def _write_command(path: str, data: bytes, executable: bool = False) -> str:
-    """A bash command that writes ``data`` to ``path`` exactly (a here-document; base64 for
-    bytes that are not newline-terminated UTF-8 text)."""
-    out = f"mkdir -p {shlex.quote(posixpath.dirname(path))} && "
-    try:
-        text: str | None = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None and text.endswith("\n"):
-        tag = _delimiter(text, "HARBOR_EOF")
-        out += f"cat > {shlex.quote(path)} <<'{tag}'\n{text}{tag}"
-    else:
-        encoded = base64.encodebytes(data).decode()
-        out += f"base64 -d > {shlex.quote(path)} <<'HARBOR_EOF'\n{encoded}HARBOR_EOF"
-    return out + (f"\nchmod +x {shlex.quote(path)}" if executable else "")
 
 
 def _reference(
@@ -337,7 +253,7 @@ def _reference(
         with contextlib.suppress(UnicodeDecodeError):  # binary data is kept as it is
             data = rewrite(data.decode("utf-8"), mapping).encode("utf-8")
         target = f"{HARBOR_ROOT}/solution/{path.relative_to(solution).as_posix()}"
-        command = _write_command(target, data, executable=bool(path.stat().st_mode & 0o111))
+        command = write_command(target, data, executable=bool(path.stat().st_mode & 0o111))
         actions.append({"tool": "bash", "command": command})
     env = "".join(f"{k}={shlex.quote(v)} " for k, v in variables.items())
     run = f"bash {HARBOR_ROOT}/solution/solve.sh"
@@ -381,40 +297,6 @@ def _metadata(
     return meta
 
 
-@contextlib.contextmanager
-def _staged(out_dir: str | Path | None) -> Iterator[tuple[Path, Path]]:
-    """``(stage, out)``: an empty folder to write into, and the folder it becomes.
-
-    ``out_dir`` must be missing or an empty folder. The stage is a new hidden folder beside it,
-    renamed onto it when the block ends without an exception and removed when it raises: a
-    refused import or export leaves nothing in ``out_dir`` (nor ``out_dir``, nor the folders
-    made to hold it, where they were missing). With no ``out_dir``, the stage is a temporary
-    folder, removed when the interpreter exits.
-    """
-    if out_dir is None:
-        stage = out = Path(tempfile.mkdtemp(prefix="harbor-import-"))
-        atexit.register(shutil.rmtree, stage, True)
-        made: list[Path] = []
-    else:
-        out = Path(out_dir)
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise ConfigError(f"{out}: exists and is not an empty folder")
-        made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
-        out.parent.mkdir(parents=True, exist_ok=True)
-        stage = out.parent / f".{out.name}.partial-{secrets.token_hex(4)}"
-        stage.mkdir()
-    try:
-        yield stage, out
-        if stage != out:
-            os.rename(stage, out)  # replaces an empty out_dir
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        for folder in made:  # the deepest first
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
-
-
 def import_harbor_task(
     task_dir: str | Path,
     out_dir: str | Path | None = None,
@@ -431,7 +313,7 @@ def import_harbor_task(
     """
     task = Path(task_dir)
     _task_folder(task)
-    with _staged(out_dir) as (stage, out):
+    with staged(out_dir) as (stage, out):
         loaded = _import(task, stage, progress)
     return loaded if stage == out else load_folder(out)
 
@@ -461,144 +343,22 @@ def _import(task: Path, out: Path, progress: Callable[[str], None] | None) -> En
     verifier_env = {**variables, **_variables(config, "verifier", toml)}
     if rootfs is not None:
         if harbor_image.seed_work(rootfs, plan.workdir, out / "repo"):
-            _rewrite_tree(out / "repo", mapping)
+            rewrite_tree(out / "repo", mapping)
         harbor_files.copy_in(task / "environment", out / "image", task)
     elif plan.copies:
         (out / "repo").mkdir()
         _seed(plan, task / "environment", out / "repo")
-        _rewrite_tree(out / "repo", mapping)
+        rewrite_tree(out / "repo", mapping)
     instruction = harbor_files.read(task / "instruction.md").decode("utf-8", errors="replace")
     (out / "task.md").write_text(rewrite(instruction, mapping), encoding="utf-8")
     (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
     if setup:
         (out / "setup.sh").write_text(setup)
-    shutil.copyfile(_HERE / "harbor_verifier.py", out / "verifier.py")
+    shutil.copyfile(VERIFIER, out / "verifier.py")
     harbor_files.copy_in(task / "tests", out / "tests" / "harbor", task)
-    _rewrite_tree(out / "tests" / "harbor", mapping)
+    rewrite_tree(out / "tests" / "harbor", mapping)
     harbor = {"script": "test.sh", "timeout": verifier_s, "env": verifier_env}
     (out / "tests" / "harbor.json").write_text(json.dumps(harbor, indent=2) + "\n")
     if reference is not None:
         (out / "reference_agent.json").write_text(json.dumps(reference, indent=2) + "\n")
     return load_folder(out)
-
-
-# ---------------------------------------------------------------------------------------------
-# Export
-# ---------------------------------------------------------------------------------------------
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(float(value)) if isinstance(value, float) else str(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(str(value))  # a JSON string (ASCII, escaped) is a TOML basic string
-
-
-def _task_toml(env: Environment) -> str:
-    name = "deepgym/" + re.sub(r"[^A-Za-z0-9._-]+", "-", env.name).strip("-.")
-    sections: dict[str, dict[str, Any]] = {
-        "task": {"name": name, "description": env.description, "keywords": list(env.tags)},
-        "metadata": {"source": "deepgym", "deepgym_env": env.name, "tags": list(env.tags)},
-        "verifier": {"timeout_sec": float(env.timeout)},
-        "agent": {"timeout_sec": float(env.lifetime)},
-        "environment": {
-            "build_timeout_sec": 600.0,
-            "cpus": 1,
-            "memory_mb": env.memory_mb,
-            "allow_internet": False,
-        },
-    }
-    if env.difficulty:
-        sections["metadata"]["difficulty"] = env.difficulty
-    lines = ['schema_version = "1.1"']
-    for section, values in sections.items():
-        lines += ["", f"[{section}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
-    return "\n".join(lines) + "\n"
-
-
-def _dockerfile(env: Environment) -> str:
-    lines = [
-        f"# deepgym's session environment {env.name}: the work dir is {WORK}.",
-        f"FROM {EXPORT_BASE}",
-        f"WORKDIR {WORK}",
-    ]
-    if env.repo_path is not None:
-        lines.append(f"COPY repo/ {WORK}/")
-    if env.setup_script:
-        lines += [
-            f"COPY setup.sh {WORK}/.deepgym-setup.sh",
-            "RUN bash .deepgym-setup.sh && rm .deepgym-setup.sh",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-_TEST_SH = f"""#!/bin/bash
-# deepgym's final verifier: verify(work, tests) of verifier.py over the work dir, with the hidden
-# tests in hidden/. Its score is the reward; no reward file means the verifier itself failed.
-mkdir -p /logs/verifier
-cd {WORK}
-python3 /tests/deepgym_verify.py /tests/verifier.py {WORK} /tests/hidden /logs/verifier/reward.txt
-"""
-
-
-def _solve_sh(env: Environment) -> str:
-    lines = [
-        "#!/bin/bash",
-        f"# deepgym's reference agent for {env.name}: its actions, in order, in one shell.",
-        "exec </dev/null",
-        f"cd {WORK}",
-    ]
-    for i, action in enumerate(reference_actions(env), 1):
-        if action.tool == "done":
-            break
-        if action.tool == "bash":
-            lines += [f"# step {i}", action.command]
-        else:
-            path = posixpath.normpath(posixpath.join(WORK, action.path))
-            write = _write_command(path, action.content.encode())
-            lines += [f"# step {i}: write {action.path}", write]
-    return "\n".join(lines) + "\n"
-
-
-def export_harbor_task(env: Environment | str | Path, out_dir: str | Path) -> Path:
-    """Write the session environment ``env`` (an ``Environment``, a name or a folder) to
-    ``out_dir`` in Harbor's task layout; the folder written."""
-    environment = resolve(env)
-    if environment.kind != "session":
-        raise ConfigError(f"{environment.name} is a {environment.kind} task, not a session")
-    verifier = environment.verifier_code
-    if verifier is None and environment.verifier_path is not None:
-        verifier = environment.verifier_path.read_text()
-    solve = _solve_sh(environment) if environment.reference_solution else None
-    with _staged(out_dir) as (stage, out):
-        _export(environment, verifier, solve, stage)
-    return out
-
-
-def _export(environment: Environment, verifier: str | None, solve: str | None, out: Path) -> None:
-    """Write ``environment``'s Harbor task into the empty folder ``out``."""
-    (out / "task.toml").write_text(_task_toml(environment))
-    (out / "instruction.md").write_text(environment.task)
-    context = out / "environment"
-    context.mkdir()
-    (context / "Dockerfile").write_text(_dockerfile(environment))
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    if environment.repo_path is not None:
-        shutil.copytree(environment.repo_path, context / "repo", ignore=ignore, symlinks=True)
-    if environment.setup_script:
-        (context / "setup.sh").write_text(environment.setup_script)
-    tests = out / "tests"
-    (tests / "hidden").mkdir(parents=True)
-    if environment.tests_path is not None:
-        shutil.copytree(environment.tests_path, tests / "hidden", ignore=ignore, dirs_exist_ok=True)
-    (tests / "test.sh").write_text(_TEST_SH)
-    (tests / "test.sh").chmod(0o755)
-    shutil.copyfile(_HERE / "harbor_runner.py", tests / "deepgym_verify.py")
-    (tests / "verifier.py").write_text(verifier or "")
-    if solve is not None:
-        (out / "solution").mkdir()
-        (out / "solution" / "solve.sh").write_text(solve)
-        (out / "solution" / "solve.sh").chmod(0o755)

@@ -1,4 +1,4 @@
-"""Reading a Harbor task's files within limits: what ``deepgym.envs.harbor`` reads and copies.
+"""Reading a Harbor task's files within limits: what the import reads and copies.
 
 A task folder is untrusted input: a 300 MB ``instruction.md``, a sparse 1 TB file in ``tests/``,
 a named pipe in ``environment/`` or a link to the host's files must be refused before the import

@@ -1,16 +1,18 @@
 """What a Harbor task's ``environment/Dockerfile`` builds, and whether the host sandbox gives it.
 
-Pure: ``parse`` reads a Dockerfile's text into instructions; ``plan`` decides whether the image
-they build is one the host sandbox stands in for and, if it is, returns what a session starts
-from (``Plan``: the work dir, the files copied into it, the environment variables, the commands
-run in it). Nothing here reads a file or starts a process: ``deepgym.envs.harbor`` does that.
+Pure: ``plan`` decides whether the image a Dockerfile's instructions build (``parse``, of
+``deepgym.images.dockerfile``, the one Dockerfile reader) is one the host sandbox stands in for
+and, if it is, returns what a session starts from (``Plan``: the work dir, the files copied into
+it, the environment variables, the commands run in it). Nothing here reads a file or starts a
+process: ``import_task`` does that.
 
 Host-runnable, precisely. Every instruction is one of these, or ``plan`` raises ``ConfigError``
 naming the line and why the task needs a container image:
 
-- one ``FROM``, of a plain OS or Python base (``HOST_BASES``, any tag): the sandbox's own system
-  (bash, coreutils, git, make, cc, python3) stands in for it. Any other image, a second stage, or
-  ``scratch`` needs the image;
+- one ``FROM``, of a plain OS or Python base (``host_base``: one of ``HOST_BASES`` on Docker Hub,
+  any tag, the reference read by ``deepgym.images.reference.parse_reference``): the sandbox's own
+  system (bash, coreutils, git, make, cc, python3) stands in for it. Any other image, a second
+  stage, or ``scratch`` needs the image;
 - ``WORKDIR``: the last one is the work dir (``DEFAULT_WORKDIR``, Harbor's convention, when the
   Dockerfile sets none);
 - ``COPY`` and ``ADD`` of files of the build context (``environment/``) into the work dir. Not
@@ -35,26 +37,28 @@ import shlex
 from dataclasses import dataclass, field
 
 from deepgym.exceptions import ConfigError
+from deepgym.images.dockerfile import (
+    DOCKER_PATH,
+    HEREDOC,
+    Copy,
+    Instruction,
+    copy_of,
+    pairs,
+    substitute,
+)
+from deepgym.images.reference import DEFAULT_REGISTRY, parse_reference
+from deepgym.text import clip
 
 __all__ = [
     "DEFAULT_WORKDIR",
-    "DOCKER_PATH",
     "FETCHES",
-    "HEREDOC",
     "HOST_BASES",
     "INSTALLERS",
-    "Copy",
-    "Instruction",
     "Plan",
     "Run",
-    "copy_of",
+    "host_base",
     "inside",
-    "pairs",
-    "parse",
     "plan",
-    "repository",
-    "short",
-    "substitute",
 ]
 
 HOST_BASES = frozenset({"ubuntu", "debian", "python", "buildpack-deps"})
@@ -85,37 +89,7 @@ IGNORED = frozenset(
     }
 )  # fmt: skip
 """Instructions with no effect on a session here."""
-_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst")
-_VAR = re.compile(r"\\\$|\$\{(\w+)(?::([-+])([^}]*))?\}|\$(\w+)")
-HEREDOC = re.compile(r"(?<!<)<<-?\s*[\"']?[A-Za-z_]\w*[\"']?")
 _WORD_BREAK = re.compile(r"[\s;&|()<>`'\"]+")
-DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-@dataclass(frozen=True)
-class Instruction:
-    """One instruction: its first line's number, its keyword (upper case), the rest as written
-    (continuation lines joined)."""
-
-    line: int
-    keyword: str
-    args: str
-
-
-@dataclass(frozen=True)
-class Copy:
-    """Files of the build context copied into the image."""
-
-    line: int
-    sources: tuple[str, ...]
-    """Paths in the build context (normalised; glob patterns kept)."""
-    dest: str
-    """The absolute destination in the image."""
-    into: bool
-    """Whether ``dest`` is a folder the sources go into (it ends with ``/``, or names ``.``)."""
-    chmod: int | None = None
-    chown: str | None = None
-    """``--chown=user[:group]`` as written (an image build applies it; a session ignores it)."""
 
 
 @dataclass(frozen=True)
@@ -143,83 +117,14 @@ def inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def parse(text: str) -> list[Instruction]:
-    """The instructions of a Dockerfile: comments dropped, continuation lines joined (the
-    escape character is ``\\``, or the one a ``# escape=`` directive names)."""
-    escape = "\\"
-    lines = text.splitlines()
-    for raw in lines:  # parser directives come first, before any other line
-        m = re.match(r"\s*#\s*(\w+)\s*=\s*(\S+)\s*$", raw)
-        if m is None:
-            break
-        if m[1].lower() == "escape":
-            escape = m[2]
-    out: list[Instruction] = []
-    pending: list[str] = []
-    start = 0
-    for number, raw in enumerate(lines, 1):
-        stripped = raw.strip()
-        if stripped.startswith("#") or (not stripped and not pending):
-            continue
-        if not pending:
-            start = number
-        body = raw.rstrip()
-        if body.endswith(escape):
-            pending.append(body[: -len(escape)])
-            continue
-        pending.append(body)
-        out.append(_instruction(start, " ".join(p.strip() for p in pending if p.strip())))
-        pending = []
-    if pending:
-        out.append(_instruction(start, " ".join(p.strip() for p in pending if p.strip())))
-    return out
-
-
-def _instruction(line: int, text: str) -> Instruction:
-    keyword, _, args = text.partition(" ")
-    return Instruction(line, keyword.upper(), args.strip())
-
-
-def substitute(text: str, variables: dict[str, str]) -> str:
-    """Docker's variable substitution: unset variables are empty, ``\\$`` is a dollar."""
-
-    def one(m: re.Match[str]) -> str:
-        if m[0] == "\\$":
-            return "$"
-        name = m[1] or m[4]
-        value = variables.get(name, "")
-        if m[2] == "-":
-            return value or m[3]
-        if m[2] == "+":
-            return m[3] if value else ""
-        return value
-
-    return _VAR.sub(one, text)
-
-
-def pairs(args: str, line: int) -> list[tuple[str, str]]:
-    """``ENV`` / ``ARG`` / ``LABEL`` pairs: ``k=v k2="v 2"``, or the legacy ``k value``."""
+def host_base(image: str) -> bool:
+    """Whether ``image`` names one of ``HOST_BASES``: Docker Hub's official image, any tag or
+    digest (``python:3``, ``docker.io/library/python:3``), never another registry's."""
     try:
-        words = shlex.split(args)
-    except ValueError as exc:
-        raise ConfigError(f"line {line}: cannot read {args!r} ({exc})") from None
-    if not words:
-        raise ConfigError(f"line {line}: names no variable")
-    if "=" not in words[0]:
-        return [(words[0], " ".join(words[1:]))] if len(words) > 1 else [(words[0], "")]
-    return [(w.partition("=")[0], w.partition("=")[2]) for w in words]
-
-
-def repository(image: str) -> str:
-    """An image reference's repository on Docker Hub (``docker.io/library/python:3`` ->
-    ``python``); another registry's keeps its host (never a host base)."""
-    name = image.lower().split("@", 1)[0]
-    last = name.rsplit("/", 1)
-    if ":" in last[-1]:
-        name = name[: name.rfind(":")]
-    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
-        name = name.removeprefix(prefix)
-    return name.removeprefix("library/")
+        ref = parse_reference(image, default_registry=DEFAULT_REGISTRY)
+    except ConfigError:
+        return False
+    return ref.on_docker_hub and ref.repository.removeprefix("library/") in HOST_BASES
 
 
 def _installs(command: str) -> str | None:
@@ -236,11 +141,6 @@ def _installs(command: str) -> str | None:
     return None
 
 
-def short(text: str, limit: int = 60) -> str:
-    """``text``, cut to ``limit`` characters with an ellipsis (for a message)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def plan(instructions: list[Instruction]) -> Plan:
     """The session a Dockerfile's image stands for; ``ConfigError`` (its line and why) where
     only a container image gives what it builds."""
@@ -252,13 +152,13 @@ def plan(instructions: list[Instruction]) -> Plan:
     copies: list[Copy] = []
     runs: list[Run] = []
     for ins in instructions:
-        where = f"line {ins.line}: {ins.keyword} {short(ins.args)}"
+        where = f"line {ins.line}: {ins.keyword} {clip(ins.args, 60)}"
         if ins.keyword == "FROM":
             if base is not None:
                 raise ConfigError(f"{where}: a second stage (a multi-stage build)")
             words = [w for w in ins.args.split() if not w.startswith("--")]
             image = substitute(words[0], variables) if words else ""
-            if repository(image) not in HOST_BASES:
+            if not host_base(image):
                 bases = ", ".join(sorted(HOST_BASES))
                 raise ConfigError(f"{where}: {image or '(none)'} is not a plain base ({bases})")
             base = image
@@ -289,46 +189,6 @@ def plan(instructions: list[Instruction]) -> Plan:
         if not inside(r.cwd, work):
             raise ConfigError(f"line {r.line}: RUN in {r.cwd}, outside the work dir {work}")
     return Plan(base=base, workdir=work, copies=copies, env=env, runs=runs)
-
-
-def copy_of(ins: Instruction, where: str, cwd: str, variables: dict[str, str]) -> Copy:
-    """A ``COPY``/``ADD`` of context files, its destination resolved against ``cwd``;
-    ``ConfigError`` (``where``) for a copy from a stage, a URL, an archive or outside."""
-    words: list[str]
-    if ins.args.startswith("["):
-        try:
-            words = [str(w) for w in json.loads(ins.args)]
-        except ValueError:
-            raise ConfigError(f"{where}: an unreadable JSON list") from None
-    else:
-        words = ins.args.split()
-    flags = [w for w in words if w.startswith("--")]
-    paths = [substitute(w, variables) for w in words if not w.startswith("--")]
-    chmod = None
-    chown = None
-    for flag in flags:
-        name, _, value = flag.partition("=")
-        if name == "--from":
-            raise ConfigError(f"{where}: copies from another stage or image")
-        if name == "--chmod":
-            if not re.fullmatch(r"[0-7]{3,4}", value):
-                raise ConfigError(f"{where}: --chmod={value} (only octal modes are read)")
-            chmod = int(value, 8)
-        if name == "--chown":
-            chown = value
-    if len(paths) < 2 or HEREDOC.search(ins.args):
-        raise ConfigError(f"{where}: not a copy of context files (a source and a destination)")
-    *sources, dest = paths
-    for src in sources:
-        if "://" in src or src.startswith("git@"):
-            raise ConfigError(f"{where}: fetches {src}")
-        if ins.keyword == "ADD" and src.lower().endswith(_ARCHIVES):
-            raise ConfigError(f"{where}: ADD unpacks the archive {src}")
-    normal = tuple(posixpath.normpath(s.lstrip("/") or ".") for s in sources)
-    if any(s == ".." or s.startswith("../") for s in normal):
-        raise ConfigError(f"{where}: copies from outside the build context")
-    into = dest.endswith("/") or posixpath.basename(dest) in (".", "")
-    return Copy(ins.line, normal, posixpath.normpath(posixpath.join(cwd, dest)), into, chmod, chown)
 
 
 def _run(ins: Instruction, where: str, cwd: str) -> Run:
