@@ -390,3 +390,36 @@ def test_ping(served: Served) -> None:
     by_url = httpx.get(served.url + f"/v1/ping?token={TOKEN}")  # the URL a client was given
     assert by_url.status_code == 200 and by_url.json() == "pong"
     assert httpx.get(served.url + "/v1/ping").status_code == 401
+
+
+def test_one_set_endpoint_with_the_token_in_the_path_serves_both_routes(served: Served) -> None:
+    """The ``sandbox-fusion`` client appends each route's path to the one URL ``set_endpoint``
+    gives it: ``?token=T&_=`` served only ``/run_code`` (its ``submit`` posted to /run_code,
+    a 400); ``/t/<token>`` serves both, and the token never reaches the log."""
+    import sandbox_fusion as client
+    from sandbox_fusion import config
+
+    from deepgym.server.logs import redact
+
+    saved = (config.SANDBOX_ENDPOINT, config.DATASET_ENDPOINT)
+    client.set_endpoint(f"{served.url}/t/{TOKEN}")
+    try:
+        ran = client.run_code(client.RunCodeRequest(code="print(6 * 7)", language="python"))
+        assert ran.status == "Success" and ran.run_result.stdout == "42\n", ran
+        request = client.SubmitRequest(
+            dataset="d",
+            id=1,
+            completion="```python\nprint(int(input()) * 2)\n```",
+            config=client.TestConfig(provided_data={"inputs": ["2", "5"], "outputs": ["4", "10"]}),
+        )
+        assert client.submit(request).accepted
+        client.set_endpoint(f"{served.url}/t/wrong-token")
+        with pytest.raises(Exception, match="401"):
+            client.run_code(
+                client.RunCodeRequest(code="print(1)", language="python"), max_attempts=1
+            )
+    finally:
+        config.SANDBOX_ENDPOINT, config.DATASET_ENDPOINT = saved
+    assert TOKEN not in redact(f'"POST /t/{TOKEN}/run_code HTTP/1.1" 200')
+    # the path form is for these routes only: the rest of the API keeps its bearer token
+    assert httpx.get(f"{served.url}/t/{TOKEN}/v1/environments").status_code in (401, 404)

@@ -98,6 +98,23 @@ ROUTES = (
 _SESSION_PREFIX = "/v1/sessions/"
 OPENRLHF_PREFIX = "/openrlhf"
 FUSION_PATHS = ("/run_code", "/submit")
+TOKEN_PREFIX = "/t/"
+"""``/t/<token>/run_code``, ``/t/<token>/submit``, ``/t/<token>/v1/ping``: the SandboxFusion
+routes with the token in the path, so that one base URL serves them all (the ``sandbox-fusion``
+client's ``set_endpoint`` appends each route's path to the one URL it is given)."""
+_TOKEN_KEY = "deepgym.path_token"
+
+
+def _take_path_token(scope: Scope) -> None:
+    """``/t/<token>/<route>`` of a SandboxFusion route: the token set aside (where
+    ``_authorized`` reads it) and the path made the route's own."""
+    token, sep, rest = scope["path"][len(TOKEN_PREFIX) :].partition("/")
+    route = "/" + rest
+    if not (token and sep and route in (*FUSION_PATHS, "/v1/ping")):
+        return
+    scope[_TOKEN_KEY] = token
+    scope["path"] = route
+    scope["raw_path"] = route.encode()
 """SandboxFusion's routes (``deepgym.server.fusion``): guarded as ``/v1`` is."""
 
 
@@ -152,7 +169,7 @@ class _Guard:
         path = scope["path"]
         if path.startswith(OPENRLHF_PREFIX + "/") or path in (*FUSION_PATHS, "/v1/ping"):
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            given_q = query.get("token", [""])[0]
+            given_q = scope.get(_TOKEN_KEY) or query.get("token", [""])[0]
             return bool(given_q) and secrets.compare_digest(given_q.encode(), want)
         return False
 
@@ -160,6 +177,8 @@ class _Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if scope["path"].startswith(TOKEN_PREFIX):
+            _take_path_token(scope)
         path: str = scope["path"]
         route = _route_label(path)
         metrics = self.service.metrics

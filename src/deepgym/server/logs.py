@@ -7,8 +7,9 @@ verl's SandboxFusion client, the console's link), and uvicorn's access log write
 path with its query. So every line the service logs passes ``redact`` first:
 
 - the value of a ``token`` (or ``access_token``) query parameter (``?token=...``,
-  ``&token=...``) becomes ``REDACTED``, as does the credential after ``Bearer`` or ``Basic``
-  (an ``Authorization`` header, wherever one is written);
+  ``&token=...``), and a token in a path (``/t/<token>/run_code``), becomes ``REDACTED``, as
+  does the credential after ``Bearer`` or ``Basic`` (an ``Authorization`` header, wherever one
+  is written);
 - ``log_config`` is uvicorn's own logging configuration with ``RedactTokens`` on both of its
   handlers (the access log and the error log: uvicorn's and deepgym's lines alike) and on the
   ``deepgym.server`` logger.
@@ -29,6 +30,8 @@ __all__ = ["REDACTED", "RedactTokens", "log_config", "redact"]
 REDACTED = "REDACTED"
 """What a token is written as."""
 _QUERY = re.compile(r"(?i)([?&;](?:access_)?token=)[^&;#\s\"']*")
+_PATH = re.compile(r"(/t/)[^/\s?#\"']+(?=/)")
+"""A token in a path: the SandboxFusion routes' ``/t/<token>/run_code`` (``server.app``)."""
 _SCHEME = re.compile(r"\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*")
 """A credential as an ``Authorization`` header carries it (RFC 9110's token68, eight characters
 or more, so that prose such as "Bearer token required" stays as it is)."""
@@ -38,6 +41,7 @@ def redact(text: str) -> str:
     """``text`` with every token in it (a ``token`` query value, a Bearer or Basic credential)
     replaced by ``REDACTED``."""
     text = _QUERY.sub(rf"\g<1>{REDACTED}", text)
+    text = _PATH.sub(rf"\g<1>{REDACTED}", text)
     return _SCHEME.sub(rf"\g<1>\g<2>{REDACTED}", text)
 
 
