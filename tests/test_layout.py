@@ -9,6 +9,7 @@ mounted in the sandbox as ``deepgym_judge``: its relative imports resolve inside
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -56,8 +57,9 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the deepgym modules it imports."""
+    """Module -> the deepgym modules it imports (read once: every rule reads the same tree)."""
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
@@ -155,13 +157,17 @@ LAYERS: dict[str, int] = {  # top to bottom; a module may import only its own la
     "deepgym.chat_agent": 7,  # an agent loop
     "deepgym.reward_function": 6,  # rewards
     "deepgym.grpo": 6,
-    "deepgym.completions": 6,
+    "deepgym.envs.qa": 6,  # environment QA: it drives a client
+    "deepgym.envs.harbor": 6,  # Harbor's import and export (the QA's reference agent)
     "deepgym.client": 5,  # the client facade
     "deepgym.session": 5,
+    "deepgym.eval": 5,  # evaluating a model: the client's eval_model
     "deepgym.engines": 4,
+    "deepgym.envs": 4,  # environment folders, the registry, benchmark importers
     "deepgym.scheduling": 3,  # the scheduler and its per-environment time limits
     "deepgym.time_limits": 3,
     "deepgym.sandbox": 2,  # sandbox backends, and the raw run -> RunResult they hand up
+    "deepgym.images": 2,  # the roots some sandboxes run on
     "deepgym.results": 2,
     "deepgym.judge": 1,
 }
@@ -173,6 +179,17 @@ BESIDE_ON_TOP = (
     "deepgym.__main__",
     "deepgym.latency",
 )
+# Beside the stack, under all of it: helpers any layer may import, which import only each other
+# and the contract.
+HELPERS = (
+    "deepgym.blocking",
+    "deepgym.completions",
+    "deepgym.home",
+    "deepgym.identity",
+    "deepgym.languages",
+    "deepgym.protocol",
+    "deepgym.retry",
+)
 # The contract: pure modules that import only each other (and pydantic).
 PURE = (
     "deepgym.exceptions",
@@ -183,14 +200,43 @@ PURE = (
     "deepgym.types",
     "deepgym.judge.codes",  # the closed set of error types, standard library only
 )
+SHIPPED = (
+    "deepgym.envs.verifiers",
+    "deepgym.envs.harbor.verifier",
+    "deepgym.envs.harbor.runner",
+)
+"""Files that run inside a sandbox, as the judge does (besides ``_*.py`` child scripts)."""
 
 
 def _under(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
+FACADE = 7
+"""The layer of ``deepgym`` itself, the public API (its names load lazily): the adapters' only
+way in."""
+
+
 def _layer(module: str) -> int | None:
-    return next((rank for p, rank in LAYERS.items() if _under(module, p)), None)
+    """The layer of the most specific package or module of ``LAYERS`` that holds ``module``."""
+    if module == "deepgym":
+        return FACADE
+    homes = [p for p in LAYERS if _under(module, p)]
+    return LAYERS[max(homes, key=len)] if homes else None
+
+
+def _home(module: str) -> str | None:
+    """Where ``module`` stands: a layer, beside the stack (on top, or as a helper), or the
+    contract; None where no rule places it."""
+    if module in PURE:
+        return "contract"
+    if _layer(module) is not None:
+        return "stack"
+    if any(_under(module, h) for h in HELPERS):
+        return "helper"
+    if any(_under(module, p) for p in BESIDE_ON_TOP):
+        return "on top"
+    return None
 
 
 def _external(path: Path) -> set[str]:
@@ -213,9 +259,32 @@ def _violations(graph: dict[str, set[str]], rule: Callable[[str, str], bool]) ->
     return found
 
 
+def test_every_module_has_a_place() -> None:
+    # a new module or package joins a layer, the helpers, or the top, by name
+    unplaced = sorted(m for m in import_graph() if _home(m) is None)
+    assert unplaced == [], f"no layer for {unplaced}: add each to LAYERS, HELPERS or BESIDE_ON_TOP"
+
+
+def test_the_helpers_import_only_each_other_and_the_contract() -> None:
+    def rule(module: str, target: str) -> bool:
+        return _home(module) == "helper" and _home(target) not in ("helper", "contract")
+
+    assert _violations(import_graph(), rule) == []
+
+
+def test_images_never_import_an_environment_folder() -> None:
+    def rule(module: str, target: str) -> bool:
+        return _under(module, "deepgym.images") and _under(target, "deepgym.envs")
+
+    assert _violations(import_graph(), rule) == []
+
+
 def test_the_layer_rules_catch_what_they_forbid() -> None:
     assert _layer("deepgym.sandbox.sessions") == 2 and _layer("deepgym.judge") == 1
     assert _layer("deepgym.sandboxes") is None and _layer("deepgym.models") is None
+    assert _layer("deepgym.envs.qa.check") == 6 and _layer("deepgym.envs.registry") == 4
+    assert _home("deepgym.newthing") is None and _home("deepgym.retry") == "helper"
+    assert _home("deepgym") == "stack" and _home("deepgym.models") == "contract"
     graph = {"deepgym.judge.rpc": {"deepgym.engines.local"}, "deepgym.engines.x": {"deepgym.judge"}}
     assert _violations(graph, _upward) == ["deepgym.judge.rpc imports deepgym.engines.local"]
 
@@ -233,8 +302,7 @@ def test_no_layer_imports_a_higher_one() -> None:
 
 def test_the_stack_never_imports_the_service_the_store_the_cli_or_latency() -> None:
     def rule(module: str, target: str) -> bool:
-        on_top = any(_under(target, p) for p in BESIDE_ON_TOP)
-        return _layer(module) is not None and on_top
+        return _layer(module) is not None and _home(target) == "on top"
 
     assert _violations(import_graph(), rule) == []
 
@@ -247,13 +315,26 @@ def test_the_sandbox_and_the_judge_know_no_environment_folder() -> None:
     assert _violations(import_graph(), rule) == []
 
 
-def test_the_judge_needs_only_the_standard_library() -> None:
-    # it runs inside the sandbox under ``python -I -S``: no site-packages, no deepgym outside it
-    modules = {m: p for m, p in _modules().items() if _under(m, "deepgym.judge")}
-    assert modules
+def _shipped(module: str, path: Path) -> bool:
+    """Whether ``module`` runs inside a sandbox: the judge, a verifier or runner shipped into
+    one, or a ``_*.py`` child script (started with ``python -I -S``)."""
+    child = path.name.startswith("_") and path.name not in ("__init__.py", "__main__.py")
+    return _under(module, "deepgym.judge") or any(_under(module, s) for s in SHIPPED) or child
+
+
+def test_what_runs_in_a_sandbox_needs_only_the_standard_library() -> None:
+    # it runs under ``python -I -S``: no site-packages, no deepgym outside the judge (which a
+    # sandbox mounts as ``deepgym_judge``)
+    graph = import_graph()
+    modules = {m: p for m, p in _modules().items() if _shipped(m, p)}
+    assert {"deepgym.judge", "deepgym.envs.verifiers.differential", "deepgym.images._mapped"} <= (
+        set(modules)
+    )
     for module, path in sorted(modules.items()):
-        outside = _external(path) - set(sys.stdlib_module_names)
+        outside = _external(path) - set(sys.stdlib_module_names) - {"deepgym_judge"}
         assert not outside, f"{module} imports {sorted(outside)}"
+        beyond = {t for t in graph[module] if not _under(t, "deepgym.judge")}
+        assert not beyond, f"{module} imports {sorted(beyond)}"
 
 
 def test_no_integration_imports_another() -> None:
