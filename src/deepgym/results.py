@@ -6,22 +6,13 @@ import dataclasses
 from typing import Any
 
 from deepgym.exceptions import DeepGymTimeoutError, SandboxDiedError, SandboxError, VerifierError
-from deepgym.judge.report import MAX_CASES
+from deepgym.judge.report import MAX_CASES, ends
 from deepgym.models import CaseOutput, CaseResult, Evidence, RunResult, Scoring, ServiceTime
 from deepgym.sandbox.base import RawRun
 from deepgym.verdict import Classification, classify
 
 MAX_ERROR_CHARS = 4000
 """The longest ``RunResult.error`` kept (the judge sends a traceback of at most 3000)."""
-
-
-def _ends(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters, keeping its first line (a traceback's header,
-    or what leads it) and its last lines (the error itself)."""
-    if len(text) <= limit:
-        return text
-    tail = text[-(limit - 400) :]
-    return text[: text.find("\n") + 1][:400] + "  ...\n" + tail[tail.find("\n") + 1 :]
 
 
 def _cases(raw: Any) -> list[CaseResult]:
@@ -115,7 +106,7 @@ def build_result(
     report = raw.report or {}
     judged_ok = c.has_verdict and c.error_type is None
     solution_ms = raw.solution_cpu_ms or 0.0
-    error = _ends(c.message, MAX_ERROR_CHARS)
+    error = ends(c.message, MAX_ERROR_CHARS)
     if raw.limit_fired == "memory" and not c.passed and not raw.in_compile:
         error = memory_cause(error, memory_mb, c.error_type)  # (a compiler's names its own)
     result = RunResult(

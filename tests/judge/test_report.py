@@ -310,3 +310,19 @@ def test_a_report_past_the_line_sheds_output_before_cases() -> None:
     assert len(line) < codes.REPORT_MAX_BYTES and len(wire.dumps(got)) > 10 * len(line)
     assert [c["passed"] for c in back["cases"]] == [False] * 30  # every case is still there
     assert all(0 < len(c["output"]["stderr"]) < 2**16 for c in back["cases"])
+
+
+@given(st.text(max_size=3000), st.integers(min_value=20, max_value=2000))
+def test_ends_keeps_the_first_line_and_the_end_within_about_the_limit(
+    text: str, limit: int
+) -> None:
+    from deepgym.judge.report import ends
+
+    cut = ends(text, limit)
+    if len(text) <= limit:
+        assert cut == text
+        return
+    assert len(cut) <= limit + 8  # the marker's few characters
+    assert "  ...\n" in cut
+    last = text.rsplit("\n", 1)[-1]
+    assert cut.endswith(last[-(limit - limit // 10 - 1) :]) or not last

@@ -54,6 +54,7 @@ from deepgym.images.oci import (
 from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
 from deepgym.images.reference import DEFAULT_REGISTRY, parse_reference
 from deepgym.images.store import ImageStore
+from deepgym.text import clip
 from deepgym.validation import optional_seconds
 
 __all__ = ["BuildResult", "StepResult", "build", "debian_suite"]
@@ -249,11 +250,11 @@ def _run(step: RunStep, root: Path, timeout: float | None, log: Path, net: str) 
             proc.kill()
             proc.wait()
             raise ConfigError(
-                f"line {step.line}: {_step_text(step)[:60]} ran past {timeout:g} s"
+                f"line {step.line}: {clip(_step_text(step), 60)} ran past {timeout:g} s"
             ) from None
     if code != 0:
         tail = log.read_bytes()[-_TAIL:].decode(errors="replace").strip()
-        raise ConfigError(f"line {step.line}: {_step_text(step)[:60]} exited {code}:\n{tail}")
+        raise ConfigError(f"line {step.line}: {clip(_step_text(step), 60)} exited {code}:\n{tail}")
     resolv = root / "etc/resolv.conf"
     with contextlib.suppress(OSError):  # bwrap's mount point, when the image had none
         if resolv.is_file() and resolv.stat().st_size == 0:
@@ -433,11 +434,11 @@ def _build_steps(
             image.layers.append(cached)
             image.diff_ids.append(layer["diff_id"])
             out.steps.append(StepResult(step.line, what, True, 0.0, cached.digest, cached.size))
-            say(f"step {n}/{len(plan.steps)}: {what[:70]} (cached)")
+            say(f"step {n}/{len(plan.steps)}: {clip(what, 70)} (cached)")
             continue
         if root is None:
             root = _working_root(image, store, blobs, work)
-        say(f"step {n}/{len(plan.steps)}: {what[:70]}")
+        say(f"step {n}/{len(plan.steps)}: {clip(what, 70)}")
         before = diff.snapshot(root)
         _apply(step, root, ctx, run.timeout, work / "step.log", run.network)
         tmp = work / "layer.tar.gz"

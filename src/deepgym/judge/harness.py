@@ -20,7 +20,7 @@ from . import compare, wire
 from .codes import REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
-from .report import fit, report_from_value
+from .report import ends, fit, report_from_value
 from .rpc import Session, SolutionProxy, call_request
 from .solution_host import write_all
 
@@ -126,15 +126,6 @@ def _plain(x: Any) -> Any:
     if isinstance(x, dict):
         return {str(k): _plain(v) for k, v in x.items()}
     return repr(x)
-
-
-def _ends(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters, keeping its first line (a traceback's header)
-    and its last lines (the frames nearest the error, and the error)."""
-    if len(text) <= limit:
-        return text
-    tail = text[-(limit - 200) :]
-    return text[: text.find("\n") + 1][:200] + "  ...\n" + tail[tail.find("\n") + 1 :]
 
 
 def _case(i: int, passed: bool, message: str = "") -> dict[str, Any]:
@@ -503,7 +494,7 @@ def judge(
         import traceback
 
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        report = {"status": "verifier_error", "message": _ends(tb, 3000)}
+        report = {"status": "verifier_error", "message": ends(tb, 3000)}
     finally:
         j.session.close()
     if j.session.timed_out and report.get("status") in ("verifier_error", "invalid_score"):

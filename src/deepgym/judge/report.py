@@ -245,3 +245,15 @@ def fit(report: dict[str, Any], limit: int, dumps: Callable[[Any], str]) -> str:
     if isinstance(solution, dict):
         bare["solution"] = {k: solution[k] for k in ("cpu_ms", "limit") if k in solution}
     return dumps(bare)
+
+
+def ends(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its first line (a traceback's
+    header, or what leads it: at most a tenth of ``limit``) and its last lines (the frames
+    nearest the error, and the error). The one cut of a message's middle, for the judge and
+    the host alike."""
+    if len(text) <= limit:
+        return text
+    head = max(limit // 10, 1)
+    tail = text[-(limit - head) :]
+    return text[: text.find("\n") + 1][:head] + "  ...\n" + tail[tail.find("\n") + 1 :]

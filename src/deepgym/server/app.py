@@ -115,6 +115,8 @@ def _take_path_token(scope: Scope) -> None:
     scope[_TOKEN_KEY] = token
     scope["path"] = route
     scope["raw_path"] = route.encode()
+
+
 """SandboxFusion's routes (``deepgym.server.fusion``): guarded as ``/v1`` is."""
 
 
