@@ -14,15 +14,17 @@ def tree_pids(pid: int) -> set[int]:
     return _tree(pid)[0]
 
 
-def read_tree(pid: int) -> tuple[float, list[str]]:
+def read_tree(pid: int, *more: int) -> tuple[float, list[str]]:
     """CPU milliseconds of ``pid`` and its descendants, and the states of the descendants, read
-    from ``/proc`` (wait4 counts only reaped children: this is what a tree used before a kill)."""
-    tree, info = _tree(pid)
+    from ``/proc`` (wait4 counts only reaped children: this is what a tree used before a kill).
+    ``more``: other roots whose trees count too, their own states included (a pool's solution
+    process beside its namespace's init, ``pid``)."""
+    tree, info = _tree(pid, *more)
     cpu = sum(info[p][0] for p in tree if p in info)
     return cpu, [info[p][1] for p in tree if p in info and p != pid]
 
 
-def _tree(pid: int) -> tuple[set[int], dict[int, tuple[float, str]]]:
+def _tree(*roots: int) -> tuple[set[int], dict[int, tuple[float, str]]]:
     ppid: dict[int, int] = {}
     info: dict[int, tuple[float, str]] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -38,7 +40,7 @@ def _tree(pid: int) -> tuple[set[int], dict[int, tuple[float, str]]]:
         p = int(name)
         ppid[p] = int(fields[1])
         info[p] = ((int(fields[11]) + int(fields[12])) * 1000.0 / tick, fields[0])
-    tree = {pid}
+    tree = set(roots)
     changed = True
     while changed:
         changed = False

@@ -13,6 +13,10 @@ SETUP_FAILED = 121
 """The exit code of a solution process whose own set-up failed (before any of the answer ran):
 the sandbox's failure, never the answer's."""
 
+STATUS_FD_ENV = "DEEPGYM_STATUS_FD"
+"""The variable that names, to a strict solution sandbox's init (``judge.init.supervise``), the
+pipe on which it writes the solution process's wait status for the host."""
+
 SOLUTION_UID = 65534
 """The uid (and gid) every solution process runs as, in every sandbox: never the verifier's, so
 the answer cannot read the verifier's memory (``/proc/<pid>/mem``; there is no Yama LSM)."""
