@@ -14,14 +14,14 @@ def tree_pids(pid: int) -> set[int]:
     return _tree(pid)[0]
 
 
-def read_tree(pid: int, *more: int) -> tuple[float, list[str]]:
-    """CPU milliseconds of ``pid`` and its descendants, and the states of the descendants, read
-    from ``/proc`` (wait4 counts only reaped children: this is what a tree used before a kill).
-    ``more``: other roots whose trees count too, their own states included (a pool's solution
-    process beside its namespace's init, ``pid``)."""
-    tree, info = _tree(pid, *more)
+def read_tree(*roots: int) -> tuple[float, list[str]]:
+    """CPU milliseconds of the processes ``roots`` and their descendants, and the states of the
+    descendants, read from ``/proc`` (wait4 counts only reaped children: this is what a tree
+    used before a kill). Several roots: a pool's solution process and the init beside it, to
+    which what the answer orphans goes."""
+    tree, info = _tree(*roots)
     cpu = sum(info[p][0] for p in tree if p in info)
-    return cpu, [info[p][1] for p in tree if p in info and p != pid]
+    return cpu, [info[p][1] for p in tree if p in info and p not in roots]
 
 
 def _tree(*roots: int) -> tuple[set[int], dict[int, tuple[float, str]]]:

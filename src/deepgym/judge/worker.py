@@ -206,7 +206,7 @@ class ZygoteLauncher(ServedLauncher):
     def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
         """Whether the timed-out solution used its own time, read from this /proc over its
         whole namespace: its own tree and its init's, which holds what the answer's processes
-        left there (every state counts but the init's, which is ours)."""
+        orphaned there (the states of every process below the two count)."""
         if proc.proc_pid is None:  # in our /proc too: the tree is read here
             proc.proc_pid = _proc_pid(proc.pidfd)
         init_fd = self.inits.get(proc.pid)
@@ -332,6 +332,8 @@ class Zygote:
         ]
         self.children: dict[int, tuple[int, int, int]] = {}
         """Each handed-out process by pid: its pidfd, and its init's pid and pidfd."""
+        self.dying: list[tuple[int, int]] = []
+        """Inits killed, to be reaped (``bury``): pid and pidfd."""
         self.standby: tuple[int, int, int, list[int], tuple[int, int]] | None = None
 
     def seal(self) -> None:
@@ -438,17 +440,29 @@ class Zygote:
                 os.close(fd)
 
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
-        """Reap (``kill``: kill first) a solution, then end its namespace (its init, and what
-        the answer left there); the solution's wait status and CPU ms."""
+        """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
+        now, whose end takes whatever the answer left there, and reaped by ``bury``. The
+        solution's wait status and CPU ms."""
         pidfd, init_pid, init_fd = self.children.pop(pid)
-        if kill:  # its init's end takes every process of the namespace with it
-            _kill(init_fd)
+        _kill(init_fd)
+        if kill:
+            _kill(pidfd)  # now, not once its init's end reaches it
+        self.dying.append((init_pid, init_fd))
         try:
             _, status, usage = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
-            _end_init(init_pid, init_fd)  # (the init's end waits for the solution's reaping)
         return status, (usage.ru_utime + usage.ru_stime) * 1000.0
+
+    def bury(self) -> None:
+        """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
+        it), and before any other request is read: nothing of a run's namespace outlives the
+        request that ended it. (Each init ends once every other process of its namespace is
+        gone, the solution reaped by ``end`` included.)"""
+        while self.dying:
+            init_pid, init_fd = self.dying.pop()
+            os.waitpid(init_pid, 0)
+            os.close(init_fd)
 
     def serve(self) -> None:
         """Answer the worker's requests until it closes the socket."""
@@ -466,6 +480,7 @@ class Zygote:
                     self.ctl.send(b"ok")
             except (OSError, KeyError, ValueError) as exc:
                 self.ctl.send(b"E" + str(exc).encode(errors="replace") if op == b"S" else b"-1 0")
+            self.bury()
             if self.standby is None and op != b"S":
                 # the next standby, forked once a process has ended: a run's own processes
                 # do not wait for it, and the next run finds it ready
