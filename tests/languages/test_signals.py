@@ -26,6 +26,7 @@ from .conftest import need
 pytestmark = pytest.mark.sandbox
 
 SIGABRT = 6
+SIGPIPE = 13
 SIGTERM = 15
 
 
@@ -201,6 +202,52 @@ def test_the_answer_is_not_pid_1_and_its_own_sigterm_ends_it(
     else:
         killed_by(r, body, SIGTERM)
         assert "survived" not in stdout, body
+
+
+# -- a program starts with the signal dispositions a shell gives it --------------------------------
+
+C_DISPOSITIONS = """
+    #include <signal.h>
+    #include <stdio.h>
+    int main(void) {
+        struct sigaction action;
+        for (int sig = 1; sig < 32; sig++)
+            if (sigaction(sig, 0, &action) == 0 && action.sa_handler == SIG_IGN)
+                printf("ignored %d\\n", sig);
+        sigset_t mask;
+        sigprocmask(SIG_BLOCK, 0, &mask);
+        for (int sig = 1; sig < 32; sig++)
+            if (sigismember(&mask, sig)) printf("blocked %d\\n", sig);
+        return 0;
+    }
+    """
+C_SIGPIPE = """
+    #include <stdio.h>
+    #include <unistd.h>
+    int main(void) {
+        int ends[2];
+        if (pipe(ends) != 0) return 3;
+        close(ends[0]);
+        write(ends[1], "x", 1);  /* no reader: SIGPIPE */
+        puts("survived");
+        return 0;
+    }
+    """
+
+
+def test_a_program_starts_with_no_signal_ignored_or_blocked(dg: DeepGym, host: HostGuard) -> None:
+    """The interpreter that starts it ignores SIGPIPE and SIGXFSZ; the program does not."""
+    need("c")
+    _, body = run_code(dg, "c", C_DISPOSITIONS)
+    assert body["run_result"]["return_code"] == 0, body
+    assert body["run_result"]["stdout"] == "", body
+
+
+def test_a_write_to_a_closed_pipe_ends_a_program_by_sigpipe(dg: DeepGym, host: HostGuard) -> None:
+    need("c")
+    r, body = run_code(dg, "c", C_SIGPIPE)
+    killed_by(r, body, SIGPIPE)
+    assert body["run_result"]["stdout"] == "", body
 
 
 # -- the exit status passes through as it was ------------------------------------------------------
