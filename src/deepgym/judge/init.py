@@ -98,6 +98,7 @@ def _wait(child: int, status_fd: int | None) -> NoReturn:
     code = SETUP_FAILED  # the init itself failed: ours, and the answer ends with it
     try:
         isolate.set_process_name(NAME)
+        isolate.die_with_parent()  # (bwrap asked it too: --die-with-parent)
         _close_all_but(status_fd)
         while True:
             pid, status = os.waitpid(-1, 0)  # it has a child until the end: no signal wakes it
