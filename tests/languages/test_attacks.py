@@ -427,8 +427,9 @@ PTRACE = """
 
 def test_ptrace_of_the_parent_fails(dg: DeepGym, host: HostGuard) -> None:
     """PTRACE_ATTACH on its parent (and on every low pid of its namespace) is refused: the
-    answer is pid 1 of its namespace in both sandboxes (strict: ``--as-pid-1``), with no
-    process of its uid above it to attach to."""
+    only process of its uid above the answer there is its init (pid 1), non-dumpable in both
+    sandboxes (strict: ``--as-pid-1``, so bwrap's own init, which was not, never starts).
+    ``test_signals.py`` attacks the init by name, in C and in Python."""
     need("c")
     r = dg.run(env_for("c", "ptrace"), c_source(PTRACE))
     ran_and_lost(r)

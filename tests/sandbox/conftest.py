@@ -132,10 +132,29 @@ def busy_pool_slots(backend: Backend | None) -> set[str]:
     return out
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _started(pid: int) -> int:
+    """When ``pid`` started (clock ticks since boot; 0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return 0
+    return int(raw[raw.rfind(b")") + 2 :].split()[19])
+
+
 def live_pool_pids(backend: Backend | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
-    worker's bwrap, the worker, its zygote and the zygote's standby (a process forked ahead of
-    the next run, named ``dg-standby`` until it has one), never a solution process."""
+    worker's bwrap, the worker, its zygote, the zygote's standby (a process forked ahead of
+    the next run, named ``dg-standby`` until it has one) and the standby's init (``dg-init``,
+    forked just before it), never a solution process or the init of a run's namespace."""
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}
     tree = children()
@@ -143,15 +162,17 @@ def live_pool_pids(backend: Backend | None) -> set[int]:
     todo = list(roots)
     while todo:
         p = todo.pop()
-        try:
-            with open(f"/proc/{p}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if comm == "dg-solution":
+        comm = _comm(p)
+        if comm in ("", "dg-solution", "dg-init"):
             continue
         out.add(p)
-        todo.extend(tree.get(p, []))
+        kids = tree.get(p, [])
+        todo.extend(kids)
+        # as many inits as standbys are the pool's own: the newest (a run's is older, and
+        # would be left behind)
+        inits = sorted((k for k in kids if _comm(k) == "dg-init"), key=lambda k: (_started(k), k))
+        standbys = sum(1 for k in kids if _comm(k) == "dg-standby")
+        out.update(inits[len(inits) - standbys :] if standbys else [])
     return out
 
 

@@ -24,7 +24,7 @@ HOSTILE = {SOLUTION, BUILD, SESSION}
 
 EXPECTED_ROLES: dict[str, set[str]] = {
     "namespaces": EVERY,
-    "answer_is_pid_1": {SOLUTION, BUILD},
+    "init_of_ours": {SOLUTION, BUILD},
     "own_user_namespace": HOSTILE,
     "no_user_namespaces": HOSTILE,
     "no_capabilities": HOSTILE,

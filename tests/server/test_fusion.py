@@ -221,6 +221,23 @@ def test_a_run_our_backstop_cuts_short_is_a_504(
     assert r.status_code == 200 and sf.EvalResult.parse_obj(r.json()).accepted, r.text
 
 
+CPP_RAISE = '#include <csignal>\n#include <cstdio>\nint main(){raise(SIGTERM);std::puts("x");}\n'
+CPP_ABORT = "#include <cstdlib>\nint main(){std::abort();}\n"
+
+
+@pytest.mark.parametrize(("code", "signal"), [(CPP_RAISE, 15), (CPP_ABORT, 6)])
+def test_a_program_ended_by_a_signal_has_minus_it_as_return_code(
+    served: Served, code: str, signal: int
+) -> None:
+    """As SandboxFusion reports it: the answer is no pid 1, so its own signal ends it."""
+    r = served.post("/run_code", {"code": code, "language": "cpp"})
+    assert r.status_code == 200, r.text
+    reply = _reply(r)
+    assert summary_run_code_result(reply, SUMMARY) == "RunFailed", r.text
+    assert reply.status == "Failed" and reply.run_result.status == "Finished", r.text
+    assert reply.run_result.return_code == -signal and reply.run_result.stdout == "", r.text
+
+
 LANGUAGES = {  # SandboxFusion's name (and deepgym's own "c") -> a program printing 42
     "nodejs": "console.log(6 * 7);\n",
     "java": "public class Main {\n"

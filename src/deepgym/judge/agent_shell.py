@@ -21,7 +21,6 @@ Standard library only.
 from __future__ import annotations
 
 import base64
-import ctypes
 import io
 import json
 import os
@@ -34,12 +33,12 @@ import tarfile
 import time
 from typing import Any
 
+from . import isolate
 from .solution_host import join_cgroups
 
 WORK = "/work"
 SEED = "/seed"
 STATE = "/tmp/.deepgym-shell"
-PR_SET_DUMPABLE = 4
 GRACE_S = 0.05
 """After a command's shell exits, how long output still held open by a background process is
 read before the step returns."""
@@ -56,11 +55,6 @@ _SAVE = (
     "{{ declare -p; declare -f; }} > {s}/vars 2>/dev/null; "
     "return $__dg_rc; }}\ntrap __dg_save EXIT\n"
 )
-
-
-def _not_dumpable() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def _inside(path: str) -> str:
@@ -251,7 +245,7 @@ def _apply_limits(limits: dict[str, int]) -> None:
 def main(argv: list[str]) -> int:
     """Serve the host's requests until stdin closes."""
     join_cgroups(os.environ.pop("DEEPGYM_CGROUP_PROCS", ""))
-    _not_dumpable()
+    isolate.dumpable(False)
     _apply_limits(json.loads(argv[0]) if argv else {})
     os.makedirs(STATE, exist_ok=True)
     if os.path.isdir(SEED):

@@ -38,11 +38,13 @@ def tree_pids(pid: int) -> set[int]:
     return _tree(pid)[0]
 
 
-def read_tree(pid: int) -> tuple[float, list[str]]:
-    """CPU milliseconds of ``pid`` and its descendants (the live ones', and what each has
-    reaped of its children), and the states of all their threads, read from ``/proc`` (wait4
-    counts only reaped children: this is what a tree used before a kill)."""
-    tree, info = _tree(pid)
+def read_tree(*roots: int) -> tuple[float, list[str]]:
+    """CPU milliseconds of the processes ``roots`` and their descendants (the live ones', and
+    what each has reaped of its children), and the states of all their threads, read from
+    ``/proc`` (wait4 counts only reaped children: this is what a tree used before a kill).
+    Several roots: a pool's solution process and the init beside it, to which what the answer
+    orphans goes."""
+    tree, info = _tree(*roots)
     cpu = sum(info[p][0] for p in tree if p in info)
     return cpu, [s for p in tree if p in info for s in _thread_states(p, info[p][1])]
 
@@ -66,7 +68,7 @@ def _thread_states(pid: int, state: str) -> list[str]:
     return states or [state]
 
 
-def _tree(pid: int) -> tuple[set[int], dict[int, tuple[float, str]]]:
+def _tree(*roots: int) -> tuple[set[int], dict[int, tuple[float, str]]]:
     ppid: dict[int, int] = {}
     info: dict[int, tuple[float, str]] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -83,7 +85,7 @@ def _tree(pid: int) -> tuple[set[int], dict[int, tuple[float, str]]]:
         ppid[p] = int(fields[1])
         ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         info[p] = (ticks * 1000.0 / tick, fields[0])
-    tree = {pid}
+    tree = set(roots)
     changed = True
     while changed:
         changed = False

@@ -34,6 +34,7 @@ leading ``NAME=value`` words set the program's environment (as ``env`` takes the
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums: no start-up cost)
 import os
 
 from . import wire
@@ -150,6 +151,11 @@ def run_program(path: str, argv: list[str]) -> int:
         os.write(2, b"exec: no command line\n")
         return SETUP_FAILED
     os.closerange(3, 5)  # the call pipes: a program serves no calls
+    # Python ignores SIGPIPE and SIGXFSZ, and an exec keeps what is ignored: the program gets
+    # them back as a shell or ``subprocess`` would start it (a write to a closed pipe, or past
+    # the file size limit, ends it by the signal, as on any host).
+    for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
+        _signal.signal(sig, _signal.SIG_DFL)
     try:
         os.execv(words[0], words)
     except OSError as exc:  # ours: the program's own code has not run

@@ -18,6 +18,9 @@ STOP_SIGNALS = frozenset({1, 2, 9, 15})
 that end a process only when another process (or the kernel's OOM killer) sends them. A
 process's own faults end it with others (SIGSEGV, SIGBUS, SIGABRT, SIGXCPU, ...). The contract
 (``deepgym.verdict``) and a compiled language's build (``build``) read the same set."""
+STATUS_FD_ENV = "DEEPGYM_STATUS_FD"
+"""The variable that names, to a strict solution sandbox's init (``judge.init.supervise``), the
+pipe on which it writes the solution process's wait status for the host."""
 
 SOLUTION_UID = 65534
 """The uid (and gid) every solution process runs as, in every sandbox: never the verifier's, so

@@ -5,7 +5,8 @@ worker's zygote and the solution processes it forks: new pid, mount and ipc name
 with no capabilities (an empty bounding set included) and no-new-privileges, a seccomp filter
 against new user namespaces, a size-capped tmpfs work dir holding only the answer, tmpfs over
 every folder of the verifier's (``/judge``, ``/proc``, ``/cg``) and everything else read-only,
-and death with its parent.
+and death with its parent. (The init above each solution, ``judge.init``, is made non-dumpable
+here too: ``dumpable``.)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MS_BIND = 4096
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 CAP_LAST_CAP = 63
@@ -103,6 +105,14 @@ def new_user_namespace(uid: int, gid: int, inner_id: int, extra_flags: int = 0) 
 def die_with_parent() -> None:
     """Be killed (SIGKILL) when the parent dies: nothing outlives its supervisor."""
     _check(libc().prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+
+
+def dumpable(flag: bool) -> None:
+    """Whether this process is dumpable. A process that is not cannot be traced, nor its memory
+    or descriptors reached (``ptrace``, ``process_vm_readv``, ``pidfd_getfd``, ``/proc/<pid>``),
+    by a process without ``CAP_SYS_PTRACE``, even of its own uid. A fork inherits the flag; an
+    exec sets it again."""
+    _check(libc().prctl(PR_SET_DUMPABLE, int(flag), 0, 0, 0), "prctl(DUMPABLE)")
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:

@@ -24,7 +24,6 @@ turn the agent's failure into no verdict.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -34,13 +33,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from . import isolate
 from .codes import REPORT_MAX_BYTES
 from .report import fit, report_from_value
 
 WORK = "/work"
 SNAPSHOT = "/snapshot"
 ENV = "/judge/env"
-PR_SET_DUMPABLE = 4
 
 
 class _Marker:
@@ -96,8 +95,7 @@ def main(argv: list[str]) -> int:
     if step:
         source_name, function = "step_verifier.py", "verify_step"
     os.set_inheritable(report_fd, False)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    isolate.dumpable(False)
     marker = _Marker(report_fd, t0)
     try:
         if os.path.isdir(SNAPSHOT):  # the snapshot is capped: copying it is ours to get right

@@ -7,7 +7,9 @@ the answer and serves calls on fds 3 (requests) and 4 (replies) (``module`` mode
 (``repo`` mode: a patch task, whose verifier first sends the patched files with ``write_files``
 and then calls ``"package.module:function"`` names), or builds or runs a compiled language's
 program (``build`` and ``exec`` modes: ``judge.build``). The answer cannot raise a hard limit
-back.
+back. Started as pid 1 of its sandbox (``strict``), it first forks itself under an init of ours
+(``judge.init.supervise``) and goes on as pid 2: the answer is never a pid 1, which would ignore
+its own signals.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import resource
 import sys
 
 from . import wire
-from .codes import SETUP_FAILED
+from .codes import SETUP_FAILED, STATUS_FD_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -298,6 +300,13 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
     mode, path, limits_json, *args = argv
     try:
         if not prepared:
+            status_fd = os.environ.pop(STATUS_FD_ENV, "")
+            if os.getpid() == 1:  # a strict sandbox's: its init is ours, the answer runs as pid 2
+                from . import init
+
+                init.supervise(int(status_fd) if status_fd else None)
+            elif status_fd:
+                os.close(int(status_fd))
             _take_host_setup()
         apply_limits(wire.loads(limits_json))
         if not prepared:

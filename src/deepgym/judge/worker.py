@@ -9,15 +9,19 @@ namespace for every child. The worker then drops its capabilities and serves job
 The zygote seals once what every solution shares (``Zygote.seal``: a mount namespace of its own
 with the verifier's folders covered and the rest read-only, the hostname, an empty bounding set,
 no-new-privileges, the seccomp filter) and keeps one solution process forked ahead, a *standby*:
-pid 1 of a fresh pid namespace, in fresh mount and ipc namespaces, waiting for its run.
+pid 2 of a fresh pid namespace whose pid 1 is an init of ours (``judge.init.reap``: non-dumpable,
+forked by the zygote just before it), in fresh mount and ipc namespaces, waiting for its run. The
+standby is the zygote's own child, so the zygote reaps it: its exit status (a signal's included,
+which a pid 1 could not die of) and rusage are the answer's own.
 
 Per job (one at a time, a JSON line on stdin) the worker writes the answer to a file of its own,
 asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
 code, and it loads the test data here. The answer never runs here. The zygote hands over its
-standby (its pipe ends and a pidfd come back over a socket, ``SCM_RIGHTS``), which joins the
-worker's cgroups, reads the answer, mounts its own capped work dir, ``/tmp`` and ``/dev/shm``,
-drops its capabilities and serves the answer from the verifier's first call; the zygote signals
-and reaps it on request. The answer shares the worker's network namespace: no interface but
+standby (its pipe ends, its pidfd and its init's come back over a socket, ``SCM_RIGHTS``),
+which joins the worker's cgroups, reads the answer, mounts its own capped work dir, ``/tmp`` and
+``/dev/shm``, drops its capabilities and serves the answer from the verifier's first call; the
+zygote signals and reaps it on request, and its init with it (which ends whatever the answer
+left in the namespace). The answer shares the worker's network namespace: no interface but
 loopback, nothing listening.
 
 Events go to the host on the result fd: ``ready`` once, then per job the report and a ``done``
@@ -35,7 +39,8 @@ import signal
 import socket
 import sys
 
-from . import build, harness, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
+from . import build, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
+from .blame import read_tree, tree_used_its_time
 from .codes import ANSWER_PATH, MSG_MAX, SETUP_FAILED, SOLUTION_UID
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
@@ -143,18 +148,27 @@ class ZygoteLauncher(ServedLauncher):
     ) -> None:
         super().__init__(job, on_start, ctl)
         self.live: set[int] = set()
+        self.inits: dict[int, int] = {}
+        """Each live process's init's pidfd, by the process's pid."""
         self.ahead = ahead
 
     def _reply(self) -> tuple[int, int | None, list[int]]:
         with _zygote_alive():
-            data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+            data, fds = recv_fds(self.ctl, MSG_MAX, 7)
             if not data:
                 raise ConnectionError("the zygote is gone")
-        if not data.isdigit() or len(fds) != 6:
+        if not data.isdigit() or len(fds) != 7:
             close_all(fds)
             raise OSError(f"no solution process: {data[1:].decode(errors='replace')}")
-        self.live.add(int(data))
-        return int(data), None, fds  # numbered in the zygote's pid namespace: looked up if needed
+        pid = int(data)
+        self.live.add(pid)
+        self.inits[pid] = fds.pop()  # its init's pidfd: the root of its namespace's tree
+        return pid, None, fds  # numbered in the zygote's pid namespace: looked up if needed
+
+    def _forget(self, pid: int) -> None:
+        fd = self.inits.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
 
     def settle(self) -> None:
         """Read the reply to a request sent ahead and never taken (its process ends with the
@@ -162,9 +176,11 @@ class ZygoteLauncher(ServedLauncher):
         if self.ahead is not None:
             self.ahead = None
             try:
-                close_all(self._reply()[2])
+                pid, _, fds = self._reply()
             except OSError:
-                pass
+                return
+            close_all(fds)
+            self._forget(pid)
 
     def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
         if self.ahead is not None:
@@ -184,19 +200,26 @@ class ZygoteLauncher(ServedLauncher):
         proc.status = int(status)
         proc.rusage_cpu_ms = float(cpu_ms)
         self.live.discard(proc.pid)
+        self._forget(proc.pid)
         keep_tree_cpu(proc)
 
     def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
-        """Whether the timed-out solution used its own time (read from this /proc)."""
-        if proc.proc_pid is None:  # in our /proc too: the tree is read here, as the base does
+        """Whether the timed-out solution used its own time, read from this /proc over its
+        whole namespace: its own tree and its init's, which holds what the answer's processes
+        orphaned there (the states of every process below the two count)."""
+        if proc.proc_pid is None:  # in our /proc too: the tree is read here
             proc.proc_pid = _proc_pid(proc.pidfd)
-        return super().timeout_blame(proc, limit_ms)
+        init_fd = self.inits.get(proc.pid)
+        roots = (proc.proc_pid,) if init_fd is None else (_proc_pid(init_fd), proc.proc_pid)
+        cpu_ms, states = read_tree(*roots)
+        proc.tree_cpu_ms = cpu_ms
+        return tree_used_its_time(cpu_ms, states, limit_ms)
 
 
 # -- the zygote ---------------------------------------------------------------------------------
 def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
-    """Runs in the forked child, pid 1 of a fresh pid namespace: isolate, wait for its run (the
-    request arrives on ``go``), then serve the answer.
+    """Runs in the forked child, pid 2 of a fresh pid namespace (beside its init): isolate,
+    wait for its run (the request arrives on ``go``), then serve the answer.
 
     The zygote prepared what every solution shares (``Zygote.seal``): the verifier's folders
     covered, the rest read-only, an empty bounding set, no-new-privileges and the seccomp
@@ -293,7 +316,8 @@ def _proc_pid(pidfd: int) -> int:
 
 
 class Zygote:
-    """Forks solution processes from clean memory, each pid 1 of a fresh pid namespace.
+    """Forks solution processes from clean memory, each pid 2 of a fresh pid namespace whose
+    pid 1 is an init of ours.
 
     Everything this process touches after a fork is copied (the child shares its pages), so its
     loop is kept to a few system calls: it never decodes a request (the child does) and never
@@ -306,8 +330,11 @@ class Zygote:
         self.cgroup_fds = [
             int(p[1:]) if p.startswith("&") else os.open(p, os.O_WRONLY) for p in cgroup_procs
         ]
-        self.children: dict[int, int] = {}
-        self.standby: tuple[int, int, int, list[int]] | None = None
+        self.children: dict[int, tuple[int, int, int]] = {}
+        """Each handed-out process by pid: its pidfd, and its init's pid and pidfd."""
+        self.dying: list[tuple[int, int]] = []
+        """Inits killed, to be reaped (``bury``): pid and pidfd."""
+        self.standby: tuple[int, int, int, list[int], tuple[int, int]] | None = None
 
     def seal(self) -> None:
         """Once, what every solution shares: a mount namespace of the zygote's own with the
@@ -331,16 +358,35 @@ class Zygote:
         isolate.no_new_privileges()
         isolate.no_new_user_namespaces()
 
-    def fork(self) -> int:
-        """Fork a solution process as pid 1 of a new pid namespace; its pid here."""
+    def fork(self) -> tuple[int, tuple[int, int]]:
+        """Fork a solution process into a new pid namespace, as its pid 2: its pid here (0 in
+        the child), and its init's pid and pidfd (``init.reap``, pid 1, forked first)."""
         isolate.unshare(isolate.CLONE_NEWPID)
+        pid = -1
+        try:
+            init_pid = self._fork_init()
+            init_fd = os.pidfd_open(init_pid)
+            try:
+                pid = os.fork()
+            except BaseException:
+                _end_init(init_pid, init_fd)
+                raise
+        finally:
+            if pid:  # (the child stays: its own processes are born in its namespace)
+                isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
+        return pid, (init_pid, init_fd)
+
+    @staticmethod
+    def _fork_init() -> int:
+        """Fork the new namespace's init, non-dumpable from birth: no instant when a process
+        of the answer's could trace it (the zygote is dumpable again at once)."""
+        isolate.dumpable(False)
         try:
             pid = os.fork()
-        except BaseException:
-            isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
-            raise
-        if pid:
-            isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
+            if pid == 0:  # pragma: no cover - the init's whole life
+                init.reap()
+        finally:
+            isolate.dumpable(True)
         return pid
 
     def prepare(self) -> None:
@@ -352,12 +398,13 @@ class Zygote:
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_in, w_in = os.pipe()
-        pid = self.fork()
+        pid, init_of = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             code = SETUP_FAILED
             try:
                 self.ctl.close()
                 os.close(w_go)
+                os.close(init_of[1])
                 pipes = [r_in, w_out, w_err, r_req, w_rep]
                 code = _become_solution(r_go, pipes, self.cgroup_fds)
             except BaseException as exc:
@@ -369,7 +416,7 @@ class Zygote:
                 os._exit(code)
         for fd in (r_go, r_req, w_rep, w_out, w_err, r_in):
             os.close(fd)
-        self.standby = (pid, os.pidfd_open(pid), w_go, [w_req, r_rep, r_out, r_err, w_in])
+        self.standby = (pid, os.pidfd_open(pid), w_go, [w_req, r_rep, r_out, r_err, w_in], init_of)
 
     def spawn(self, payload: bytes) -> None:
         """Hand the standby process its run (or fork one now); the next standby is forked once
@@ -377,32 +424,45 @@ class Zygote:
         if self.standby is None:
             self.prepare()
         assert self.standby is not None
-        pid, pidfd, go, mine = self.standby
+        pid, pidfd, go, mine, (init_pid, init_fd) = self.standby
         self.standby = None
-        self.children[pid] = pidfd
+        self.children[pid] = (pidfd, init_pid, init_fd)
         try:
             try:
                 os.write(go, payload)  # a small request: one write into an empty pipe
             except OSError:
                 pass  # it died waiting: the worker sees it end before it is ready
             os.close(go)
-            fds = array.array("i", (*mine, pidfd))
+            fds = array.array("i", (*mine, pidfd, init_fd))
             self.ctl.sendmsg([b"%d" % pid], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         finally:
             for fd in mine:
                 os.close(fd)
 
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
-        """Reap (``kill``: kill first) a solution; its wait status and CPU ms."""
-        pidfd = self.children.pop(pid)
+        """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
+        now, whose end takes whatever the answer left there, and reaped by ``bury``. The
+        solution's wait status and CPU ms."""
+        pidfd, init_pid, init_fd = self.children.pop(pid)
+        _kill(init_fd)
         if kill:
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _, status, usage = os.wait4(pid, 0)
-        os.close(pidfd)
+            _kill(pidfd)  # now, not once its init's end reaches it
+        self.dying.append((init_pid, init_fd))
+        try:
+            _, status, usage = os.wait4(pid, 0)
+        finally:
+            os.close(pidfd)
         return status, (usage.ru_utime + usage.ru_stime) * 1000.0
+
+    def bury(self) -> None:
+        """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
+        it), and before any other request is read: nothing of a run's namespace outlives the
+        request that ended it. (Each init ends once every other process of its namespace is
+        gone, the solution reaped by ``end`` included.)"""
+        while self.dying:
+            init_pid, init_fd = self.dying.pop()
+            os.waitpid(init_pid, 0)
+            os.close(init_fd)
 
     def serve(self) -> None:
         """Answer the worker's requests until it closes the socket."""
@@ -420,10 +480,26 @@ class Zygote:
                     self.ctl.send(b"ok")
             except (OSError, KeyError, ValueError) as exc:
                 self.ctl.send(b"E" + str(exc).encode(errors="replace") if op == b"S" else b"-1 0")
+            self.bury()
             if self.standby is None and op != b"S":
                 # the next standby, forked once a process has ended: a run's own processes
                 # do not wait for it, and the next run finds it ready
                 self.prepare()
+
+
+def _kill(pidfd: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _end_init(pid: int, pidfd: int) -> None:
+    """Kill a namespace's init and reap it: it ends once every other process of its namespace
+    is gone (the kernel kills them; the zygote must have reaped its own child there first)."""
+    _kill(pidfd)
+    os.waitpid(pid, 0)
+    os.close(pidfd)
 
 
 def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> socket.socket:

@@ -156,11 +156,14 @@ RULES: tuple[Rule, ...] = (
         _fixed("--unshare-all"),
     ),
     Rule(
-        "answer_is_pid_1",
+        "init_of_ours",
         frozenset({SOLUTION, BUILD}),
-        "The answer's process is pid 1 of its pid namespace (no bwrap init above it inside).",
-        "No parent to ptrace or signal inside the sandbox: bwrap's init would be a process of "
-        "the answer's own uid that it could attach to; the pool's solution is pid 1 too.",
+        "bwrap starts no init of its own: pid 1 is the judge's (deepgym.judge.init), which "
+        "makes itself non-dumpable before it forks the solution process, pid 2, and passes "
+        "its exit status on.",
+        "bwrap's init would be a process of the answer's own uid that it could ptrace; and an "
+        "answer that were pid 1 itself would ignore its own signals (raise(SIGTERM) returning, "
+        "abort() ending by SIGSEGV). The pool's solution is pid 2 under an init of ours too.",
         _fixed("--as-pid-1"),
     ),
     Rule(

@@ -10,6 +10,11 @@ the answer on the first request). An unused early process is killed with the run
 
 Blame for a timeout comes from the host's ``/proc`` (the verifier cannot see a sibling sandbox):
 the solution tree's CPU time and whether any of it was runnable (``deepgym.judge.blame``).
+
+Under bwrap, a solution's exit status comes from its sandbox's init (``deepgym.judge.init``),
+which writes it on a pipe of its own before it exits: exactly, where bwrap's exit code would read
+an answer's own exit code above 128 as a signal. A sandbox killed before its init could write is
+read from bwrap's exit code (128 + the signal).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 from deepgym.judge import wire
 from deepgym.judge.blame import read_tree, tree_used_its_time
-from deepgym.judge.codes import MSG_MAX
+from deepgym.judge.codes import MSG_MAX, STATUS_FD_ENV
 from deepgym.sandbox.spawn import end_process, start_process
 
 ArgvFor = Callable[[str, list[str]], tuple[list[str], dict[str, str]]]
@@ -57,6 +62,8 @@ class SolutionServer:
         self.argv_for = argv_for
         self.through_bwrap = through_bwrap
         self.procs: dict[int, asyncio.subprocess.Process] = {}
+        self.statuses: dict[int, int] = {}
+        """The read end of each process's status pipe (under bwrap), by pid."""
         self.ahead: tuple[str, asyncio.subprocess.Process, list[int]] | None = None
 
     async def _spawn(
@@ -64,26 +71,34 @@ class SolutionServer:
     ) -> tuple[asyncio.subprocess.Process, list[int]]:
         pipes = [os.pipe() for _ in range(5)]
         (r_req, w_req), (r_rep, w_rep), (r_out, w_out), (r_err, w_err), (r_in, w_in) = pipes
+        r_status, w_status = os.pipe() if self.through_bwrap else (-1, -1)
+        theirs = [fd for fd in (r_req, w_rep, w_status) if fd >= 0]
         argv, env = self.argv_for(mode, args)
         env = {**env, "DEEPGYM_RPC_FDS": f"{r_req},{w_rep}"}
+        if w_status >= 0:
+            env[STATUS_FD_ENV] = str(w_status)
         try:
             proc = await start_process(
                 *argv,
                 stdin=r_in,
                 stdout=w_out,
                 stderr=w_err,
-                pass_fds=(r_req, w_rep, *self.pass_fds),
+                pass_fds=(*theirs, *self.pass_fds),
                 env=env,
                 start_new_session=True,
             )
         except BaseException:
-            for fd in (w_req, r_rep, r_out, r_err, w_in):
-                os.close(fd)
+            for fd in (w_req, r_rep, r_out, r_err, w_in, r_status):
+                if fd >= 0:
+                    os.close(fd)
             raise
         finally:
-            for fd in (r_req, w_rep, w_out, w_err, r_in):
+            for fd in (*theirs, w_out, w_err, r_in):
                 os.close(fd)
         self.procs[proc.pid] = proc
+        if r_status >= 0:
+            os.set_blocking(r_status, False)
+            self.statuses[proc.pid] = r_status
         return proc, [w_req, r_rep, r_out, r_err, w_in, os.pidfd_open(proc.pid)]
 
     async def start_ahead(self, mode: str) -> None:
@@ -135,8 +150,24 @@ class SolutionServer:
                 os.killpg(proc.pid, signal.SIGKILL)
         code = await proc.wait()
         del self.procs[proc.pid]
-        status = _wait_status(code, self.through_bwrap)
+        status = self._status(proc.pid, code)
         self.sock.send(wire.encode({"status": status, "cpu_ms": cpu_ms}))
+
+    def _status(self, pid: int, returncode: int) -> int:
+        """The ended process's wait status: its init's record where it wrote one (its sandbox
+        has ended, or was killed: what is not there now comes too late), else read from the
+        exit code."""
+        fd = self.statuses.pop(pid, None)
+        if fd is not None:
+            try:
+                said = os.read(fd, 32)
+            except BlockingIOError:
+                said = b""
+            finally:
+                os.close(fd)
+            if said.isdigit() and int(said) < 1 << 16:
+                return int(said)
+        return _wait_status(returncode, self.through_bwrap)
 
     async def close(self) -> None:
         """Kill and reap whatever is left (an unused early process, one the verifier left)."""
@@ -147,4 +178,7 @@ class SolutionServer:
         for proc in list(self.procs.values()):
             await end_process(proc)
         self.procs.clear()
+        for fd in self.statuses.values():
+            os.close(fd)
+        self.statuses.clear()
         self.sock.close()
