@@ -19,12 +19,12 @@ from deepgym.envs.qa.differential import (
     candidate_calls,
     examples,
 )
+from deepgym.envs.qa.digests import digest_of, read_only_actions
 from deepgym.envs.qa.extra_inputs import variations
 from deepgym.envs.qa.mutants import (
     MUTATION_THRESHOLD,
     candidates,
     mutation_test,
-    read_only_actions,
     tally,
 )
 from deepgym.envs.qa.mutate import OPERATORS, equivalent_markers, generate
@@ -292,6 +292,9 @@ def test_candidate_inputs_are_seeded_and_leave_the_examples_range() -> None:
 def test_read_only_actions_are_those_the_digest_did_not_see() -> None:
     assert read_only_actions(["a", "a", "b", "b", "c"]) == {1, 3}
     assert read_only_actions(["a"]) == set()
+    line = "ab" * 32 + "  -\n"
+    assert digest_of(line) == "ab" * 32
+    assert digest_of("sha256sum: command not found") is None
 
 
 def test_a_grid_keeps_its_shape() -> None:
@@ -345,3 +348,17 @@ def test_a_weak_environment_gets_a_survivor_with_its_killing_input() -> None:
     why = {e.description: e.why for e in report.equivalents}
     assert why["line 3: `<` -> `<=`"].startswith("agrees with the reference")
     assert why["line 2: `limit = 10` dropped"].startswith("marked in the reference")
+
+
+@pytest.mark.sandbox
+def test_a_sessions_read_only_actions_are_equivalent_by_their_digests() -> None:
+    """``cat calc.py`` and the final check change nothing the verifier sees: the digests of
+    the work dir and the shell before and after them agree, so dropping them is equivalent
+    (and not played); dropping the fix is killed."""
+    env = load_environment("agent/fix_add")
+    with DeepGym() as dg:
+        report = mutation_test(env, dg)
+    why = {e.description.split(":")[0]: e.why for e in report.equivalents}
+    assert why["action 1 dropped"].startswith("action 1 left the work dir and the shell")
+    assert why["action 3 dropped"].startswith("action 3 left the work dir and the shell")
+    assert report.killed == 1 and report.score == 1.0 and report.ok and report.gated

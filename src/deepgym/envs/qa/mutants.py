@@ -15,10 +15,11 @@ so a survivor and an undecided mutant count alike, against it (the report's shap
   that kills it, a test case with the reference's value; one that agrees on at least
   ``EQUIVALENCE_INPUTS`` distinct inputs, every boundary value among them, is **likely
   equivalent** and left out of the score; one that agrees on fewer is **undecided**;
-- a session's: the reference agent is played once with a digest of the work dir and the shell
-  after each action (``DIGEST_COMMAND``). A mutant that drops an action after which the digest
-  did not change is equivalent by that evidence (and is not played); a played mutant whose work
-  dir ends with the reference's digest is equivalent too (the verifier judges the same files);
+- a session's (``deepgym.envs.qa.digests``): the reference agent is played once with a digest
+  of the work dir and the shell after each action. A mutant that drops an action after which
+  the digest did not change is equivalent by that evidence (and is not played); a played mutant
+  whose work dir ends with the reference's digest is equivalent too (the verifier judges the
+  same files);
 - a script task's: a survivor as it is.
 
 A line of the reference marked ``# deepgym: equivalent-mutant OPERATOR`` declares its mutants
@@ -37,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepgym.envs.qa import differential
+from deepgym.envs.qa import differential, digests
 from deepgym.envs.qa.differential import (
     EQUIVALENCE_INPUTS,
     GENERATED_INPUTS,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from deepgym.client import DeepGym
 
 __all__ = [
-    "DIGEST_COMMAND",
     "EQUIVALENCE_INPUTS",
     "GATED_KINDS",
     "GENERATED_INPUTS",
@@ -69,7 +69,6 @@ __all__ = [
     "mutation_summary",
     "mutation_test",
     "mutation_tests",
-    "read_only_actions",
     "tally",
 ]
 
@@ -83,21 +82,6 @@ MAX_SESSION_MUTANTS = 24
 """The most mutants of a session environment (each is an episode, a sandbox of its own)."""
 SESSION_PARALLEL = 4
 """Session mutant episodes played at once."""
-DIGEST_COMMAND = (
-    "( pwd; declare -p 2>/dev/null | grep -E '^declare -[^ ]* [A-Za-z_][A-Za-z0-9_]*=' | "
-    "grep -Ev '^declare -[^ ]* (_|__dg_[A-Za-z_]*|BASH[A-Z0-9_]*|COMP_WORDBREAKS|DIRSTACK|"
-    "DEEPGYM_SESSION|GROUPS|OLDPWD|RANDOM|SRANDOM|SECONDS|EPOCH[A-Z]*|LINENO|PIPESTATUS|"
-    "FUNCNAME|HISTCMD|SHLVL|PPID|COLUMNS|LINES|SHELLOPTS)='; declare -f; umask; cd /work && "
-    "find . -name __pycache__ -prune -o -printf '%y %m %p %l\\n' | LC_ALL=C sort && "
-    "find . -name __pycache__ -prune -o -type f -print0 | LC_ALL=C sort -z | "
-    "xargs -0 -r sha256sum ) 2>&1 | sha256sum"
-)
-"""A bash command that prints one digest of a session's state: the shell's working dir, the
-variables that hold a value (less those bash, or the session's shell between commands, sets by
-itself: ``BASH*``, ``RANDOM``, ``OLDPWD``, the session's id, ...), functions and umask, and
-every path under the work dir with its type, mode, link target and contents (``__pycache__``
-aside: a cache, not the agent's work). Run in a subshell, it changes nothing."""
-
 
 # -- candidates: mutants as answers to an environment ------------------------------------------
 
@@ -440,46 +424,6 @@ def tally(
     )
 
 
-# -- sessions: the digests of the reference's states -------------------------------------------
-
-
-def read_only_actions(digests: Sequence[str]) -> set[int]:
-    """The actions (numbered from 1) after which the state's digest is what it was before:
-    ``digests[0]`` is the state before the first action, ``digests[i]`` after action ``i``."""
-    return {i for i in range(1, len(digests)) if digests[i] == digests[i - 1]}
-
-
-def _digest(output: str) -> str | None:
-    """A digest line as ``DIGEST_COMMAND`` prints it (``<64 hex>  -``), else None."""
-    word = output.split()[:1]
-    if word and len(word[0]) == 64 and all(ch in "0123456789abcdef" for ch in word[0]):
-        return word[0]
-    return None
-
-
-def _with_digests(actions: Sequence[Any], every: bool) -> list[Any]:
-    """``actions`` with ``DIGEST_COMMAND`` after each (``every``; and before the first), or
-    only after the last."""
-    from deepgym.session import Action
-
-    probe = Action("bash", command=DIGEST_COMMAND)
-    if not every:
-        return [*actions, probe]
-    out: list[Any] = [probe]
-    for a in actions:
-        out += [a, probe]
-    return out
-
-
-def _digests_of(episode: Any) -> list[str | None]:
-    """The digests an episode's digest steps printed, in order."""
-    return [
-        _digest(step.output.stdout)
-        for step in episode.trajectory
-        if step.action.command == DIGEST_COMMAND and step.output is not None
-    ]
-
-
 # -- running -----------------------------------------------------------------------------------
 
 
@@ -495,76 +439,75 @@ def mutation_test(
     the mutation score (see ``tally``).
 
     The mutants run as one pooled batch (``dg.run_batch``; a session's as episodes, a few at a
-    time); a mutant without a verdict is run once more. The survivors of a function or patch
-    task are then compared with the reference (``deepgym.envs.qa.differential``, on up to
-    ``extra_inputs`` generated inputs; 0: not compared). ``progress(done, total)`` follows the
-    mutants' batch.
+    time, after one digested episode of the reference: ``deepgym.envs.qa.digests``); a mutant
+    without a verdict is run once more. The survivors of a function or patch task are then
+    compared with the reference (``deepgym.envs.qa.differential``, on up to ``extra_inputs``
+    generated inputs; 0: not compared). ``progress(done, total)`` follows the mutants' batch.
     """
     start = time.perf_counter()
     found = candidates(env)
-    settled: dict[str, str] = {}
-    final: dict[str, str | None] = {}
-    reference_final: str | None = None
-    if env.kind == "session" and found:
-        digests = _reference_digests(env, dg)
-        reference_final = digests[-1] if digests else None
-        unchanged = read_only_actions(digests) if digests else set()
-        for c in found:
-            if c.mutant.operator == "action" and c.mutant.line in unchanged:
-                settled[c.mutant.id] = (
-                    f"action {c.mutant.line} left the work dir and the shell as they were (the "
-                    "same digest before and after it): dropping it changes nothing"
-                )
+    states = digests.reference_digests(env, dg) if env.kind == "session" and found else []
+    settled = digests.unchanged_drops([c.mutant for c in found], states)
     pending = [c for c in found if not c.marked and c.mutant.id not in settled]
-    results: dict[str, RunResult] = {}
-    for attempt in range(2):
-        if not pending:
-            break
-        answers = [c.answer for c in pending]
-        if env.kind == "session":
-            played = _episodes(env, dg, answers, progress if attempt == 0 else None)
-            batch = [r for r, _ in played]
-            final.update({c.mutant.id: d for c, (_, d) in zip(pending, played, strict=True)})
-        else:
-            batch = dg.run_batch(
-                env,
-                answers,
-                max_parallel=max_parallel,
-                progress=progress if attempt == 0 else None,
-            ).results
-        for c, r in zip(pending, batch, strict=True):
-            results[c.mutant.id] = r
-        pending = [c for c in pending if not results[c.mutant.id].has_verdict]
-    if reference_final is not None:
-        for mid, digest in final.items():
-            if digest == reference_final:
-                settled[mid] = (
-                    "ends with the work dir the reference ends with (the same digest): the "
-                    "verifier judges the same files"
-                )
+    results, final = _run(env, dg, pending, max_parallel, progress)
+    settled.update(digests.same_ending(final, states[-1] if states else None))
     alive = [
         c
         for c in found
-        if c.mutant.id in results
-        and c.mutant.id not in settled
-        and results[c.mutant.id].has_verdict
-        and results[c.mutant.id].passed
+        if c.mutant.id not in settled
+        and (r := results.get(c.mutant.id)) is not None
+        and r.has_verdict
+        and r.passed
     ]
-    agreements: dict[str, Agreement] = {}
-    comparison: Comparison | None = None
-    if differential.comparable(env) and extra_inputs > 0:
-        comparison = Comparison(None, why="no survivor to compare")
-        if alive:
-            comparison = compare_survivors(
-                env, dg, [c.answer for c in alive], count=extra_inputs, max_parallel=max_parallel
-            )
-            if comparison.agreements:
-                ids = [c.mutant.id for c in alive]
-                agreements = dict(zip(ids, comparison.agreements, strict=True))
+    comparison, agreements = _compared(env, dg, alive, extra_inputs, max_parallel)
     seconds = time.perf_counter() - start
     return tally(
         env, found, results, agreements, comparison=comparison, settled=settled, seconds=seconds
     )
+
+
+def _run(
+    env: Environment,
+    dg: DeepGym,
+    pending: list[Candidate],
+    max_parallel: int,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[dict[str, RunResult], dict[str, str | None]]:
+    """Each candidate's result (one without a verdict is run once more), and a session
+    mutant's final digest, by mutant id."""
+    results: dict[str, RunResult] = {}
+    final: dict[str, str | None] = {}
+    for attempt in range(2):
+        if not pending:
+            break
+        answers = [c.answer for c in pending]
+        shown = progress if attempt == 0 else None
+        if env.kind == "session":
+            played = _episodes(env, dg, answers, shown)
+            batch = [r for r, _ in played]
+            final.update({c.mutant.id: d for c, (_, d) in zip(pending, played, strict=True)})
+        else:
+            batch = dg.run_batch(env, answers, max_parallel=max_parallel, progress=shown).results
+        for c, r in zip(pending, batch, strict=True):
+            results[c.mutant.id] = r
+        pending = [c for c in pending if not results[c.mutant.id].has_verdict]
+    return results, final
+
+
+def _compared(
+    env: Environment, dg: DeepGym, alive: list[Candidate], extra_inputs: int, max_parallel: int
+) -> tuple[Comparison | None, dict[str, Agreement]]:
+    """The survivors compared with the reference, where the kind is compared (else None)."""
+    if not differential.comparable(env) or extra_inputs <= 0:
+        return None, {}
+    if not alive:
+        return Comparison(None, why="no survivor to compare"), {}
+    answers = [c.answer for c in alive]
+    comparison = compare_survivors(env, dg, answers, count=extra_inputs, max_parallel=max_parallel)
+    if not comparison.agreements:
+        return comparison, {}
+    ids = [c.mutant.id for c in alive]
+    return comparison, dict(zip(ids, comparison.agreements, strict=True))
 
 
 def mutation_tests(
@@ -584,24 +527,6 @@ def mutation_tests(
     return reports
 
 
-def _turns(env: Environment, actions: int) -> int:
-    return max(env.max_steps, actions + 1)
-
-
-def _reference_digests(env: Environment, dg: DeepGym) -> list[str]:
-    """The digest of the state before the reference agent's first action and after each
-    (``DIGEST_COMMAND``); empty when that episode could not be played."""
-    from deepgym.envs.qa.session_check import scripted
-    from deepgym.session import Action, Budget
-
-    assert env.reference_solution is not None
-    actions = _with_digests([Action.of(a) for a in json.loads(env.reference_solution)], True)
-    budget = Budget(turns=_turns(env, len(actions)))
-    episode = dg.run_episode(env, scripted(actions), budget=budget)
-    digests = [d for d in _digests_of(episode) if d is not None]
-    return digests if len(digests) == len(actions) // 2 + 1 else []
-
-
 def _episodes(
     env: Environment,
     dg: DeepGym,
@@ -609,24 +534,18 @@ def _episodes(
     progress: Callable[[int, int], None] | None,
 ) -> list[tuple[RunResult, str | None]]:
     """Each answer (a JSON list of actions) played as an episode of ``env``, a few at once:
-    its result, and the digest of its final state (``DIGEST_COMMAND``, after its last action)."""
-    from deepgym.envs.qa.session_check import scripted
-    from deepgym.session import Action, Budget
-
+    its result, and the digest of its final state (``deepgym.envs.qa.digests.play``)."""
     done = 0
     lock = threading.Lock()
 
     def play(answer: str) -> tuple[RunResult, str | None]:
         nonlocal done
-        actions = _with_digests([Action.of(a) for a in json.loads(answer)], False)
-        budget = Budget(turns=_turns(env, len(actions)))
-        episode = dg.run_episode(env, scripted(actions), budget=budget)
-        digests = _digests_of(episode)
+        played = digests.play(env, dg, json.loads(answer))
         with lock:
             done += 1
             if progress is not None:
                 progress(done, len(answers))
-        return episode.result, digests[-1] if digests else None
+        return played
 
     with ThreadPoolExecutor(max_workers=SESSION_PARALLEL) as pool:
         return list(pool.map(play, answers))
