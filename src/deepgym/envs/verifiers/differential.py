@@ -89,7 +89,8 @@ class _Bounds:
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[bool, Any]:
         """(True, value) or (False, None) when the call raised or passed a bound."""
         soft, hard = self.old_as
-        limit = _address_space() + HEADROOM_BYTES
+        used = _address_space()
+        limit = soft if used is None else used + HEADROOM_BYTES
         for bound in (soft, hard):
             if bound != resource.RLIM_INFINITY:
                 limit = min(limit, bound)
@@ -107,9 +108,14 @@ class _Bounds:
             return False, None
 
 
-def _address_space() -> int:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[0])
+def _address_space() -> int | None:
+    """This process's address space in bytes; None where ``/proc`` does not say (then the
+    memory bound is the one the process already has)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
     return pages * resource.getpagesize()
 
 
