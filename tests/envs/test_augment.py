@@ -142,3 +142,19 @@ def test_augment_round_trips_a_folder(tmp_path: Path) -> None:
     assert done.written == folder / "test_cases.json" and done.added > 0
     assert done.killed == done.survivors == len(before.survivors) > 0
     assert after.score is not None and after.score > before.score and not after.survivors
+
+
+@pytest.mark.sandbox
+def test_augment_round_trips_a_humaneval_problem_through_its_side_file(tmp_path: Path) -> None:
+    """humaneval/40's tests miss mutants that reuse an element of the triple: their killing
+    inputs, as asserts in a side file, kill every one of them once ``load_suite`` reads it."""
+    side = tmp_path / "humaneval.json"
+    env = load_environment("humaneval/40")
+    with DeepGym() as dg:
+        before = mutation_test(env, dg)
+        done = augment(env, before, dg, path=side)
+        after = mutation_test(load_suite("humaneval", augmented=side)[40], dg)
+    assert before.survivors and all(s.killing_input for s in before.survivors)
+    assert done.written == side and done.added > 0 and done.killed == len(before.survivors)
+    assert list(read_side_file(side)) == ["humaneval/40"]
+    assert after.killed > before.killed and not after.survivors
