@@ -135,7 +135,8 @@ class Mutation(_Model):
     threshold: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     ok: bool
     gated: bool = True
-    """Whether the threshold decides the exit (false for a session: reported as it is)."""
+    """Whether the threshold decides the exit: every kind now (a report kept before sessions'
+    scores were gated says false for a session's, reported as it was)."""
     survivors: list[Survivor]
     undecideds: list[Undecided] = Field(default_factory=list)
     equivalents: list[Equivalent]
