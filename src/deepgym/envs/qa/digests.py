@@ -9,8 +9,9 @@ mutant played gets a digest of its final state too (``play``), and one that ends
 reference's final digest is equivalent (``same_ending``): the verifier judges the same files.
 
 The digest covers what a later action or the verifier can read: the work dir (each path's type,
-mode, link target and contents, ``__pycache__`` aside) and the persistent shell's state (working
-dir, variables, functions, umask). Not covered: processes an action leaves running, files
+mode, link target and contents, ``__pycache__`` aside; a git index by what it stages, not by the
+file stat cache that ``git status`` refreshes) and the persistent shell's state (working dir,
+variables, functions, umask). Not covered: processes an action leaves running, files
 outside the work dir. The digest command runs in a subshell and reads only.
 """
 
@@ -43,14 +44,16 @@ DIGEST_COMMAND = (
     "DEEPGYM_SESSION|GROUPS|OLDPWD|RANDOM|SRANDOM|SECONDS|EPOCH[A-Z]*|LINENO|PIPESTATUS|"
     "FUNCNAME|HISTCMD|SHLVL|PPID|COLUMNS|LINES|SHELLOPTS)='; declare -f; umask; cd /work && "
     "find . -name __pycache__ -prune -o -printf '%y %m %p %l\\n' | LC_ALL=C sort && "
-    "find . -name __pycache__ -prune -o -type f -print0 | LC_ALL=C sort -z | "
-    "xargs -0 -r sha256sum ) 2>&1 | sha256sum"
+    "find . -name __pycache__ -prune -o -path ./.git/index -prune -o -type f -print0 | "
+    "LC_ALL=C sort -z | xargs -0 -r sha256sum; [ -d .git ] && git ls-files -s; true ) 2>&1 | "
+    "sha256sum"
 )
 """A bash command that prints one digest of a session's state: the shell's working dir, the
 variables that hold a value (less those bash, or the session's shell between commands, sets by
 itself: ``BASH*``, ``RANDOM``, ``OLDPWD``, the session's id, ...), functions and umask, and
 every path under the work dir with its type, mode, link target and contents (``__pycache__``
-aside: a cache, not the agent's work). Run in a subshell, it changes nothing."""
+aside: a cache, not the agent's work; a git index by what it stages: ``git ls-files -s``).
+Run in a subshell, it changes nothing."""
 
 
 def digest_of(output: str) -> str | None:
