@@ -51,10 +51,11 @@ __all__ = ["Augmentation", "amplified_cases", "augment", "suite_of"]
 
 @dataclass(frozen=True)
 class Augmentation:
-    """What ``augment`` did for one environment: the cases it kept (``added``: the new ones;
-    ``cases``: all it checked), how many it dropped because the reference failed them, how many
-    of the ``survivors`` with a killing input the amplified tests kill, where it wrote them
-    (``written``: None when nothing was written) and, where it kept nothing, ``why``."""
+    """What ``augment`` did for one environment: the cases it kept (``cases``; ``added``: those
+    new to where they were written), how many killing inputs it dropped (no form in the
+    environment's tests, or the reference failed them), how many of the ``survivors`` with a
+    killing input the amplified tests kill, where it wrote them (``written``: None when nothing
+    was written) and, where it kept nothing, ``why``."""
 
     env: str
     cases: tuple[AmplifiedCase, ...] = ()
