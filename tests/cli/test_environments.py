@@ -18,9 +18,10 @@ from click.testing import CliRunner, Result
 
 from deepgym import cli
 from deepgym.cli import environments
+from deepgym.envs.qa.augment import Augmentation
 from deepgym.envs.qa.check import Check, CheckReport
 from deepgym.envs.qa.mutants import MUTATION_THRESHOLD, MutationReport
-from deepgym.envs.qa.report import Equivalent, QaReport, Survivor, validate_entries
+from deepgym.envs.qa.report import Equivalent, QaReport, Survivor, Undecided, validate_entries
 from deepgym.envs.registry import (
     BUILTIN_DIR,
     list_environments,
@@ -204,16 +205,24 @@ def mutation(env: Environment, *, score_ok: bool) -> MutationReport:
         **m, diff="--- reference\n+++ reference\n", killing_input='{"args": [9], "expected": 9}'
     )
     equivalent = Equivalent(
-        **m, diff="--- reference\n", why="agrees with the reference on 60 inputs"
+        **m, diff="--- reference\n", why="agrees with the reference on 600 inputs", agreed=600
     )
+    undecided = Undecided(
+        **{**m, "id": "constant-L3-ef567890", "description": "line 3: `1` -> `2`"},
+        diff="--- reference\n+++ reference\n-    x = 1\n+    x = 2\n",
+        why="no input told it apart, but it agreed on only 17 distinct inputs",
+        agreed=17,
+    )
+    killed = 20 if score_ok else 5
     return MutationReport(
         env=env.name,
         kind=env.kind,
-        mutants=11,
-        killed=9 if score_ok else 5,
+        mutants=killed + 3,
+        killed=killed,
         no_verdict=0,
         survivors=(survivor,),
         equivalents=(equivalent,),
+        undecideds=(undecided,),
         seconds=1.5,
     )
 
@@ -243,21 +252,32 @@ def test_check_mutants_json_shape(mutated: list[str]) -> None:
     assert data["kind"] == "function"
     m = data["mutation"]
     assert list(m) == [
-        "env", "kind", "mutants", "killed", "equivalent", "survived", "no_verdict", "score",
-        "seconds", "threshold", "ok", "gated", "survivors", "equivalents",
+        "env", "kind", "mutants", "killed", "equivalent", "survived", "undecided", "no_verdict",
+        "score", "seconds", "threshold", "ok", "gated", "survivors", "undecideds", "equivalents",
     ]  # fmt: skip
-    assert m["score"] == 0.9 and m["ok"] is True and m["threshold"] == MUTATION_THRESHOLD
+    # 20 killed of 23 - 1 equivalent: the undecided counts against the score like the survivor
+    assert m["score"] == 20 / 22 and m["ok"] is True and m["threshold"] == MUTATION_THRESHOLD
     assert m["survivors"][0]["killing_input"] == '{"args": [9], "expected": 9}'
+    assert m["undecided"] == 1 and m["undecideds"][0]["agreed"] == 17
     assert m["equivalents"][0]["why"].startswith("agrees")
 
 
-def test_check_mutants_prints_the_table_and_survivors(mutated: list[str]) -> None:
-    r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, ["check", "--mutants", "two_sum"])
-    assert r.exit_code == 0, r.output
-    for header in ("environment", "kind", "mutants", "equivalent", "killed", "survived", "score"):
+def test_check_mutants_prints_the_table_survivors_and_undecided(
+    mutated: list[str], tmp_path: Path
+) -> None:
+    shutil.copytree(BUILTIN_DIR / "two_sum", tmp_path / "weak_two")
+    meta = json.loads((tmp_path / "weak_two" / "metadata.json").read_text())
+    (tmp_path / "weak_two" / "metadata.json").write_text(json.dumps({**meta, "name": "weak_two"}))
+    args = ["check", "--mutants", str(tmp_path / "weak_two")]
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(cli.cli, args)
+    assert r.exit_code == 1, r.output
+    columns = ("environment", "kind", "mutants", "equivalent", "killed", "survived", "undecided")
+    for header in (*columns, "score"):
         assert header in r.output
     assert "survivor comparison-L2-abcd1234" in r.output
     assert 'killed by this test case: {"args": [9], "expected": 9}' in r.output
+    assert "undecided constant-L3-ef567890 (line 3: `1` -> `2`): no input told it apart" in r.output
+    assert "below: weak_two (1 undecided)" in r.output
 
 
 def test_qa_mutants_fails_below_the_threshold(
@@ -275,26 +295,22 @@ def test_qa_mutants_fails_below_the_threshold(
     assert "mutation" not in json.loads(invoke("qa", "--json").output)[0]
 
 
-def test_a_session_below_the_threshold_is_reported_not_failed(
+def test_a_session_below_the_threshold_fails_too(
     mutated: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A session's dropped read-only action survives (nothing tells it from an equivalent):
-    its score is printed, yellow, and only the answer kinds decide the exit."""
+    """A session's read-only actions are told apart by the digests of its work dir: its score
+    decides the exit like any other kind's."""
     good = Environment(name="fine", entry_point="f", test_cases=[{"expected": 1}])
     session = load_environment("agent/fix_add").model_copy(update={"name": "agent/weak_s"})
     monkeypatch.setattr(environments, "shipped", lambda: [good, session])
     r = invoke("qa", "--mutants")
-    assert r.exit_code == 0, r.output
-    assert "1/1 environments reach the mutation threshold 0.9\n" in r.output
-    assert "reported as they are" in r.output and "agent/weak_s 0.50" in r.output
+    assert r.exit_code == 1, r.output
+    assert "1/2 environments reach the mutation threshold 0.9; below: agent/weak_s" in r.output
     (_, data) = json.loads(invoke("qa", "--mutants", "--json").output)
-    assert data["mutation"]["ok"] is False and data["mutation"]["gated"] is False
-    weak = good.model_copy(update={"name": "weak_one"})
-    monkeypatch.setattr(environments, "shipped", lambda: [weak, session])
-    assert invoke("qa", "--mutants").exit_code == 1
+    assert data["mutation"]["ok"] is False and data["mutation"]["gated"] is True
 
 
-def test_qa_suite_reports_mutation_scores_as_they_are(
+def test_qa_suite_reports_a_registered_suites_scores_as_they_are(
     mutated: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     weak = Environment(name="weak_suite_1", entry_point="f", test_cases=[{"expected": 1}])
@@ -303,6 +319,45 @@ def test_qa_suite_reports_mutation_scores_as_they_are(
     assert r.exit_code == 0, r.output
     assert mutated == ["weak_suite_1"]
     assert "below: weak_suite_1" in r.output
+
+
+def test_qa_suite_of_ones_own_folders_fails_below_the_threshold(
+    mutated: list[str], tmp_path: Path
+) -> None:
+    for name in ("weak_mine", "fine_mine"):
+        shutil.copytree(BUILTIN_DIR / "coin_change", tmp_path / name)
+        meta = json.loads((tmp_path / name / "metadata.json").read_text())
+        (tmp_path / name / "metadata.json").write_text(json.dumps({**meta, "name": name}))
+    r = invoke("qa", "--mutants", "--suite", str(tmp_path))
+    assert r.exit_code == 1, r.output
+    assert "below: weak_mine (1 undecided)\n" in r.output
+    assert 'killed by this test case: {"args": [9]' in r.output
+
+
+def test_augment_adds_the_killing_inputs_and_reports_what_they_kill(
+    mutated: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[tuple[str, Path | None]] = []
+
+    def fake(env: Environment, report: MutationReport, dg: Any, **kwargs: Any) -> Augmentation:
+        seen.append((env.name, kwargs.get("path")))
+        return Augmentation(
+            env.name, (), added=2, survivors=1, killed=1, written=tmp_path / "humaneval.json"
+        )
+
+    monkeypatch.setattr(environments.augmentation, "augment", fake)
+    side = tmp_path / "side.json"
+    r = invoke("check", "--augment", "--augment-file", str(side), "two_sum")
+    assert seen == [("two_sum", side)]
+    assert f"two_sum: 2 test case(s) added to {tmp_path / 'humaneval.json'}" in r.output
+    assert (
+        "--augment: 1/1 environments gained tests (2 cases); the amplified tests kill 1 of 1"
+        in (r.output)
+    )
+    (data,) = json.loads(invoke("check", "--augment", "two_sum", "--json").output)
+    assert data["augmented"]["added"] == 2 and data["mutation"]["mutants"] == 23
+    kept = _kept()[0]
+    assert kept.meta["augment"] is True and kept.meta["mutants"] is True
 
 
 def _kept(path: Path | None = None) -> list[QaReport]:

@@ -10,17 +10,26 @@ import pytest
 from tests.fakes import FakeBackend
 
 from deepgym import DeepGym
+from deepgym.envs.qa.differential import (
+    EQUIVALENCE_INPUTS,
+    Agreement,
+    Call,
+    Comparison,
+    Domain,
+    candidate_calls,
+    examples,
+)
+from deepgym.envs.qa.digests import digest_of, read_only_actions
 from deepgym.envs.qa.extra_inputs import variations
 from deepgym.envs.qa.mutants import (
     MUTATION_THRESHOLD,
     candidates,
-    generated_inputs,
     mutation_test,
     tally,
 )
 from deepgym.envs.qa.mutate import OPERATORS, equivalent_markers, generate
 from deepgym.envs.registry import load_environment
-from deepgym.models import CaseResult, Environment, RunResult
+from deepgym.models import Environment, RunResult
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.verdict import Outcome
 
@@ -191,20 +200,63 @@ def test_a_mutant_without_a_verdict_is_never_counted_killed() -> None:
     assert not report.ok
 
 
-def test_a_survivor_agreeing_on_every_input_is_likely_equivalent() -> None:
-    found = [c for c in candidates(WEAK) if not c.marked][:2]
+def _domain(size: int, boundaries: int = 2) -> Domain:
+    calls = tuple(Call("clamp", (i,), boundary=i < boundaries) for i in range(size))
+    return Domain(calls, tuple(range(size)), tried=size + 10, boundaries=boundaries)
+
+
+def test_a_survivor_is_judged_by_its_comparison_with_the_reference() -> None:
+    """Agreeing on enough inputs, every boundary among them: likely equivalent; on fewer:
+    undecided (counted against the score); disagreeing: a survivor with its killing input;
+    a comparison without a verdict: undecided."""
+    found = [c for c in candidates(WEAK) if not c.marked][:5]
     results = {c.mutant.id: _result(True) for c in found}
-    agree = RunResult(score=1.0, passed=True, cases=[CaseResult(name="input_0", passed=True)])
+    dom = _domain(EQUIVALENCE_INPUTS + 5)
     kill = '{"args": [9], "expected": 9}'
-    disagree = RunResult(
-        score=0.0, passed=False, cases=[CaseResult(name="input_0", passed=False, message=kill)]
-    )
-    compared = {found[0].mutant.id: agree, found[1].mutant.id: disagree}
-    report = tally(WEAK, found, results, compared, inputs=5)
+    agreements = {
+        found[0].mutant.id: Agreement(True, False, EQUIVALENCE_INPUTS + 5, 2, True),
+        found[1].mutant.id: Agreement(True, False, 17, 2, True),
+        found[2].mutant.id: Agreement(True, True, 3, 0, kill=(dom.calls[3], 9), killing_input=kill),
+        found[3].mutant.id: Agreement(False),
+        found[4].mutant.id: Agreement(True, False, EQUIVALENCE_INPUTS + 5, 1, False),
+    }
+    report = tally(WEAK, found, results, agreements, comparison=Comparison(dom))
     assert [e.id for e in report.equivalents] == [found[0].mutant.id]
-    assert "1 of 5 generated inputs" in report.equivalents[0].why
+    assert report.equivalents[0].agreed == EQUIVALENCE_INPUTS + 5
+    assert f"{EQUIVALENCE_INPUTS + 5} distinct generated inputs" in report.equivalents[0].why
+    assert [s.id for s in report.survivors] == [found[2].mutant.id]
     assert report.survivors[0].killing_input == kill
-    assert report.score == 0.0
+    assert report.kills == ((found[2].mutant.id, dom.calls[3], 9),)
+    undecided = {u.id: u for u in report.undecideds}
+    assert list(undecided) == [found[1].mutant.id, found[3].mutant.id, found[4].mutant.id]
+    assert undecided[found[1].mutant.id].agreed == 17
+    assert "only 17 distinct inputs" in undecided[found[1].mutant.id].why
+    assert "had no verdict" in undecided[found[3].mutant.id].why
+    assert "1 of the 2 boundary values" in undecided[found[4].mutant.id].why
+    # undecided and survivors count alike: 0 killed of 5 - 1 equivalent
+    assert report.undecided == 3 and report.survived == 1 and report.score == 0.0
+
+
+def test_a_survivor_of_a_kind_not_compared_is_a_survivor() -> None:
+    found = [c for c in candidates(WEAK) if not c.marked][:1]
+    report = tally(WEAK, found, {found[0].mutant.id: _result(True)})
+    assert report.survivors[0].killing_input is None and not report.undecideds
+
+
+def test_a_survivor_without_a_domain_is_undecided() -> None:
+    found = [c for c in candidates(WEAK) if not c.marked][:1]
+    comparison = Comparison(None, why="the reference accepted none of the 12 inputs")
+    report = tally(WEAK, found, {found[0].mutant.id: _result(True)}, comparison=comparison)
+    assert "accepted none of the 12 inputs" in report.undecideds[0].why
+
+
+def test_a_settled_mutant_is_equivalent_when_it_passed_or_was_not_run() -> None:
+    found = [c for c in candidates(WEAK) if not c.marked][:3]
+    ids = [c.mutant.id for c in found]
+    settled = {i: "the same digest" for i in ids}
+    results = {ids[1]: _result(True), ids[2]: _result(False)}
+    report = tally(WEAK, found, results, settled=settled)
+    assert [e.id for e in report.equivalents] == ids[:2] and report.killed == 1
 
 
 def test_the_json_shape() -> None:
@@ -212,23 +264,37 @@ def test_the_json_shape() -> None:
     results = {c.mutant.id: _result(c is found[0]) for c in found}
     data = tally(WEAK, found, results, {}, seconds=1.23456).to_json()
     assert list(data) == [
-        "env", "kind", "mutants", "killed", "equivalent", "survived", "no_verdict", "score",
-        "seconds", "threshold", "ok", "gated", "survivors", "equivalents",
+        "env", "kind", "mutants", "killed", "equivalent", "survived", "undecided", "no_verdict",
+        "score", "seconds", "threshold", "ok", "gated", "survivors", "undecideds", "equivalents",
     ]  # fmt: skip
     assert data["threshold"] == MUTATION_THRESHOLD
     assert data["seconds"] == 1.235
     assert list(data["survivors"][0]) == [
         "id", "operator", "line", "description", "diff", "killing_input",
     ]  # fmt: skip
-    assert list(data["equivalents"][0]) == ["id", "operator", "line", "description", "diff", "why"]
+    assert list(data["equivalents"][0]) == [
+        "id", "operator", "line", "description", "diff", "why", "agreed",
+    ]  # fmt: skip
     assert json.loads(json.dumps(data)) == data
 
 
-def test_generated_inputs_are_seeded_and_stay_in_the_examples_range() -> None:
-    inputs = generated_inputs(WEAK, 30)
-    assert inputs == generated_inputs(WEAK, 30)
-    assert inputs and all(3 <= args[0] <= 20 for args in inputs)
-    assert generated_inputs(WEAK.model_copy(update={"entry_point": None}), 30) == []
+def test_candidate_inputs_are_seeded_and_leave_the_examples_range() -> None:
+    calls = candidate_calls(WEAK, examples(WEAK))
+    assert calls == candidate_calls(WEAK, examples(WEAK))
+    values = [c.args[0] for c in calls]
+    assert values[:2] == [3, 20]  # the examples first
+    assert {0, 1, -1, 2, 21, 1_000_000} <= set(values)  # the boundaries
+    assert min(values) < -100 and sorted(values)[-2] > 100  # and far past the range
+    assert len(set(values)) == len(values)
+    assert examples(WEAK.model_copy(update={"entry_point": None})) == []
+
+
+def test_read_only_actions_are_those_the_digest_did_not_see() -> None:
+    assert read_only_actions(["a", "a", "b", "b", "c"]) == {1, 3}
+    assert read_only_actions(["a"]) == set()
+    line = "ab" * 32 + "  -\n"
+    assert digest_of(line) == "ab" * 32
+    assert digest_of("sha256sum: command not found") is None
 
 
 def test_a_grid_keeps_its_shape() -> None:
@@ -277,7 +343,22 @@ def test_a_weak_environment_gets_a_survivor_with_its_killing_input() -> None:
     survivor = next(s for s in report.survivors if s.description == "line 2: `10` -> `9`")
     assert survivor.killing_input is not None
     case = json.loads(survivor.killing_input)
-    assert case["args"][0] == 9 and case["expected"] == 9
+    (x,) = case["args"]
+    assert case["expected"] == (x if x < 10 else 10) and x in (9, 10)
     why = {e.description: e.why for e in report.equivalents}
     assert why["line 3: `<` -> `<=`"].startswith("agrees with the reference")
     assert why["line 2: `limit = 10` dropped"].startswith("marked in the reference")
+
+
+@pytest.mark.sandbox
+def test_a_sessions_read_only_actions_are_equivalent_by_their_digests() -> None:
+    """``cat calc.py`` and the final check change nothing the verifier sees: the digests of
+    the work dir and the shell before and after them agree, so dropping them is equivalent
+    (and not played); dropping the fix is killed."""
+    env = load_environment("agent/fix_add")
+    with DeepGym() as dg:
+        report = mutation_test(env, dg)
+    why = {e.description.split(":")[0]: e.why for e in report.equivalents}
+    assert why["action 1 dropped"].startswith("action 1 left the work dir and the shell")
+    assert why["action 3 dropped"].startswith("action 3 left the work dir and the shell")
+    assert report.killed == 1 and report.score == 1.0 and report.ok and report.gated

@@ -30,6 +30,38 @@ def test_a_check_report_without_kind_or_mutation_reads() -> None:
     assert e.kind is None and e.mutation is None
 
 
+def test_a_report_kept_before_undecided_mutants_reads_them_as_none() -> None:
+    """The sample is a report of that time: no ``undecided``, ``undecideds`` or ``agreed``."""
+    entries = sample_entries()
+    assert "undecided" not in entries[0]["mutation"]
+    m = validate_entries(entries)[0].mutation
+    assert m is not None and m.undecided == 0 and m.undecideds == []
+    assert m.equivalents[0].agreed is None
+
+
+def test_undecided_mutants_read_with_their_evidence() -> None:
+    entries = sample_entries()
+    mutation = entries[0]["mutation"]
+    undecided = {
+        "id": "coin_change-u1",
+        "operator": "constant",
+        "line": 3,
+        "description": "`1` to `2`",
+        "diff": "-    x = 1\n+    x = 2\n",
+        "why": "no input told it apart, but it agreed on only 17 distinct inputs",
+        "agreed": 17,
+    }
+    mutation.update(undecided=1, undecideds=[undecided])
+    mutation["equivalents"][0]["agreed"] = 640
+    m = validate_entries(entries)[0].mutation
+    assert m is not None and m.undecided == 1 and m.undecideds[0].agreed == 17
+    assert m.equivalents[0].agreed == 640
+    bad = sample_entries()
+    bad[0]["mutation"].update(undecided=-1)
+    with pytest.raises(ConfigError, match=r"entries\[0\]\.mutation\.undecided"):
+        validate_entries(bad)
+
+
 def test_fields_it_does_not_know_are_kept() -> None:
     entries = sample_entries()
     entries[0]["probes_seconds"] = 1.5

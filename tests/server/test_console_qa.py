@@ -47,7 +47,8 @@ def test_the_report_page_shows_every_environment(console_app: Any, report_id: st
     rows = _rows(page.text)
     assert list(rows) == ["coin_change", "fizzbuzz", "agent/fix_add"]
     # environment, kind, checks, wrong answers, probes, mutants, equivalent, killed, survived,
-    # no verdict, score, threshold, seconds
+    # undecided (none in a report kept before they were counted), no verdict, score,
+    # threshold, seconds
     assert rows["coin_change"] == [
         "coin_change",
         "function",
@@ -59,14 +60,15 @@ def test_the_report_page_shows_every_environment(console_app: Any, report_id: st
         "19",
         "1",
         "0",
+        "0",
         "0.950",
         "0.90",
         "12.5",
     ]
     assert rows["fizzbuzz"][2:5] == ["FAILED (1 of 8)", "2/3 held", "2/2 held"]
-    assert rows["fizzbuzz"][10] == "0.800"
+    assert rows["fizzbuzz"][11] == "0.800"
     assert rows["agent/fix_add"][1:5] == ["session", "ok", "1/1 held", "-"]
-    assert rows["agent/fix_add"][5:] == ["-"] * 8
+    assert rows["agent/fix_add"][5:] == ["-"] * 9
     assert 'class="num fail">0.800' in page.text and 'class="num pass">0.950' in page.text
     # the checks' messages, grouped; each survivor's diff and the input that kills it
     assert "constant[0] scored 0.40" in page.text and "Exploit probes" in page.text
@@ -81,7 +83,7 @@ def test_the_report_page_shows_every_environment(console_app: Any, report_id: st
     assert "<title>coin_change: 0.950</title>" in page.text
 
 
-def test_a_session_below_the_threshold_is_reported_not_failed(
+def test_an_ungated_score_below_the_threshold_is_reported_not_failed(
     console_app: Any, store: RunStore
 ) -> None:
     entries = sample_entries()
@@ -90,7 +92,27 @@ def test_a_session_below_the_threshold_is_reported_not_failed(
     rid = store.save_qa_report(entries, {"command": "qa", "mutants": True})
     (page,) = get(console_app, f"/console/qa/{rid}", cookies=SIGNED)
     assert 'class="num muted">0.800' in page.text and 'class="num fail">0.800' in page.text
-    assert page.text.count("reported as it is (a session") == 1
+    assert page.text.count("below, reported as it is") == 1
+
+
+def test_undecided_mutants_are_shown_apart_with_why(console_app: Any, store: RunStore) -> None:
+    entries = sample_entries()
+    undecided = {
+        "id": "coin_change-u1",
+        "operator": "constant",
+        "line": 3,
+        "description": f"`1` to `2` {HOSTILE}",
+        "diff": "-    x = 1\n+    x = 2\n",
+        "why": "no input told it apart, but it agreed on only 17 distinct inputs",
+        "agreed": 17,
+    }
+    entries[0]["mutation"].update(undecided=1, undecideds=[undecided])
+    rid = store.save_qa_report(entries, {"command": "qa", "mutants": True})
+    (page,) = get(console_app, f"/console/qa/{rid}", cookies=SIGNED)
+    assert _rows(page.text)["coin_change"][9] == "1"
+    assert "1 undecided (counted as survivors)" in page.text
+    assert "Undecided coin_change-u1: constant, line 3" in page.text
+    assert "agreed on only 17 distinct inputs" in page.text and HOSTILE not in page.text
 
 
 def test_hostile_text_in_a_report_is_escaped(console_app: Any, store: RunStore) -> None:

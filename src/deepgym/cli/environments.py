@@ -7,9 +7,11 @@ listed with its kind.
 ``check`` and ``qa`` run ``deepgym.envs.qa.check`` (the reference scores 1.0, wrong answers about 0,
 reruns agree, time limits fit; for a session, ``deepgym.envs.qa.session_check``: the reference
 agent scores 1.0, a no-op, a busy and a random agent about 0 with a verdict) and exit 1 when a
-check fails; the checks are decided there, and only printed here. Each keeps its report, what
-``--json`` prints, in the run store (``--store``, ``--no-store``), where the console's QA page
-shows it.
+check fails; the checks are decided there, and only printed here. With ``--mutants`` they
+measure each verifier's mutation score (``deepgym.envs.qa.mutants``), and with ``--augment``
+add the inputs that killed its survivors to its tests (``deepgym.envs.qa.augment``). Each keeps
+its report, what ``--json`` prints, in the run store (``--store``, ``--no-store``), where the
+console's QA page shows it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.text import Text
@@ -37,6 +40,8 @@ from deepgym.cli.common import (
     store_option,
 )
 from deepgym.cli.tables import Cell, Column, print_table
+from deepgym.envs.qa import augment as augmentation
+from deepgym.envs.qa.augment import Augmentation
 from deepgym.envs.qa.check import CheckReport, check_environment, check_environments
 from deepgym.envs.qa.mutants import (
     MUTATION_THRESHOLD,
@@ -45,10 +50,18 @@ from deepgym.envs.qa.mutants import (
     mutation_test,
     mutation_tests,
 )
-from deepgym.envs.registry import list_session_environments, load_environment, load_suite
+from deepgym.envs.registry import (
+    list_session_environments,
+    list_suites,
+    load_environment,
+    load_suite,
+)
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
 from deepgym.store import save_qa
+
+if TYPE_CHECKING:
+    from deepgym.client import DeepGym
 
 __all__ = ["check", "limits_cmd", "list_cmd", "qa", "shipped", "show"]
 
@@ -97,9 +110,11 @@ def _check_json(
     reports: Sequence[CheckReport],
     envs: Sequence[Environment] = (),
     mutations: Sequence[MutationReport] | None = None,
+    augmented: Sequence[Augmentation] | None = None,
 ) -> str:
     """The reports as JSON: ``{"env", "ok", "checks"}`` each, and with ``mutations`` (one per
-    report) also ``"kind"`` and ``"mutation"`` (``MutationReport.to_json``)."""
+    report) also ``"kind"`` and ``"mutation"`` (``MutationReport.to_json``); with ``augmented``
+    also ``"augmented"`` (``Augmentation.to_json``)."""
     entries: list[dict[str, object]] = []
     for i, r in enumerate(reports):
         entry: dict[str, object] = {
@@ -110,6 +125,8 @@ def _check_json(
         if mutations is not None:
             entry["kind"] = envs[i].kind
             entry["mutation"] = mutations[i].to_json()
+        if augmented is not None:
+            entry["augmented"] = augmented[i].to_json()
         entries.append(entry)
     return json.dumps(entries, indent=2)
 
@@ -131,6 +148,7 @@ def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
         Column("equivalent", justify="right"),
         Column("killed", justify="right"),
         Column("survived", justify="right"),
+        Column("undecided", justify="right"),
         Column("score", justify="right"),
         Column("seconds", justify="right"),
     ]
@@ -142,6 +160,7 @@ def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
             str(len(m.equivalents)),
             str(m.killed),
             str(m.survived) + (f" (+{m.no_verdict} no verdict)" if m.no_verdict else ""),
+            str(m.undecided),
             _score(m),
             f"{m.seconds:.1f}",
         ]
@@ -154,6 +173,45 @@ def _print_mutations(reports: Sequence[MutationReport], title: str) -> None:
             click.echo(s.diff.rstrip("\n"))
             if s.killing_input is not None:
                 click.echo(f"  killed by this test case: {s.killing_input}")
+        for u in m.undecideds:
+            click.echo(f"\n{m.env}: undecided {u.id} ({u.description}): {u.why}")
+            click.echo(u.diff.rstrip("\n"))
+
+
+def _augment_all(
+    envs: Sequence[Environment],
+    mutations: Sequence[MutationReport],
+    dg: DeepGym,
+    path: Path | None,
+    max_parallel: int,
+) -> list[Augmentation]:
+    """``augment`` for each environment with its mutation report."""
+    with progress("augment") as advance:
+        out = []
+        for i, (env, m) in enumerate(zip(envs, mutations, strict=True)):
+            out.append(augmentation.augment(env, m, dg, path=path, max_parallel=max_parallel))
+            advance(i + 1, len(envs))
+    return out
+
+
+def _print_augmented(done: Sequence[Augmentation]) -> None:
+    """What ``--augment`` added, environment by environment, and the totals."""
+    for a in done:
+        if a.written is not None:
+            click.echo(
+                f"{a.env}: {a.added} test case(s) added to {a.written} ({len(a.cases)} checked: "
+                f"the reference passes them; they kill {a.killed} of {a.survivors} survivors"
+                + (f"; {a.dropped} dropped" if a.dropped else "")
+                + ")"
+            )
+        elif a.why and a.why != "no survivor with a killing input":
+            click.echo(f"{a.env}: nothing added: {a.why}")
+    gained = sum(1 for a in done if a.added)
+    click.echo(
+        f"--augment: {gained}/{len(done)} environments gained tests "
+        f"({sum(a.added for a in done)} cases); the amplified tests kill "
+        f"{sum(a.killed for a in done)} of {sum(a.survivors for a in done)} survivors"
+    )
 
 
 def _keep(
@@ -172,6 +230,22 @@ def _keep(
         click.echo(f"QA report {report_id} kept: 'deepgym console' shows it")
 
 
+augment_option = click.option(
+    "--augment",
+    is_flag=True,
+    help="Also (implies --mutants) add the inputs that kill the survivors to the tests, with the "
+    "reference's outputs, once the reference passes them: a folder's test_cases.json, or a "
+    "suite's side file ($DEEPGYM_HOME/augmented/SUITE.json; load_suite(..., augmented=True)).",
+)
+augment_file_option = click.option(
+    "--augment-file",
+    "augment_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --augment: keep the added cases in this side file instead.",
+)
+
+
 @click.command()
 @click.argument("env")
 @sandbox_option
@@ -183,6 +257,8 @@ def _keep(
     help="Also run the reference's mutants and report the mutation score "
     f"(exit 1 below {MUTATION_THRESHOLD}).",
 )
+@augment_option
+@augment_file_option
 @store_option
 @no_store_option
 def check(
@@ -191,11 +267,14 @@ def check(
     max_parallel: int,
     as_json: bool,
     mutants: bool,
+    augment: bool,
+    augment_file: Path | None,
     store_path: Path | None,
     no_store: bool,
 ) -> None:
     """Check ENV (a built-in name or a folder): its reference scores 1.0, wrong answers ~0,
-    reruns agree, time limits fit; with --mutants, its tests fail the reference's mutants.
+    reruns agree, time limits fit; with --mutants, its tests fail the reference's mutants;
+    with --augment, the inputs that kill the survivors become new test cases.
 
     \b
     Exit codes: 0 every check passed; 1 a check failed (its detail says what to
@@ -203,15 +282,18 @@ def check(
     """
     environment = load_env(env)
     mutation: MutationReport | None = None
+    done: list[Augmentation] | None = None
     with common.make_client(sandbox) as dg:
         report = check_environment(environment, dg, max_parallel=max_parallel)
-        if mutants:
+        if mutants or augment:
             with progress("mutants") as advance:
                 mutation = mutation_test(
                     environment, dg, max_parallel=max_parallel, progress=advance
                 )
+        if augment and mutation is not None:
+            done = _augment_all([environment], [mutation], dg, augment_file, max_parallel)
     mutations = None if mutation is None else [mutation]
-    text = _check_json([report], [environment], mutations)
+    text = _check_json([report], [environment], mutations, done)
     if as_json:
         click.echo(text)
     else:
@@ -229,8 +311,16 @@ def check(
         if mutation is not None:
             _print_mutations([mutation], f"mutation score of {environment.name}")
             click.echo(mutation_summary([mutation]))
+        if done is not None:
+            _print_augmented(done)
     if not no_store:
-        meta = {"command": "check", "env": env, "sandbox": sandbox, "mutants": mutants or None}
+        meta = {
+            "command": "check",
+            "env": env,
+            "sandbox": sandbox,
+            "mutants": mutants or augment or None,
+            **({"augment": True} if augment else {}),
+        }
         _keep(text, meta, store_path, as_json)
     if not report.ok or (mutation is not None and mutation.gated and not mutation.ok):
         raise click.exceptions.Exit(EXIT_FAILED)
@@ -251,8 +341,11 @@ def check(
     default=None,
     metavar="NAME",
     help="Check this suite (builtin, humaneval, ..., or a folder of environment folders) instead "
-    "of every shipped environment; its mutation scores are reported as they are.",
+    "of every shipped environment; a registered suite's mutation scores (humaneval: published "
+    "tests) are reported as they are.",
 )
+@augment_option
+@augment_file_option
 @store_option
 @no_store_option
 def qa(
@@ -261,26 +354,32 @@ def qa(
     as_json: bool,
     mutants: bool,
     suite: str | None,
+    augment: bool,
+    augment_file: Path | None,
     store_path: Path | None,
     no_store: bool,
 ) -> None:
     """Run 'deepgym check' on every built-in environment, session environments included (or on
-    a --suite); with --mutants, measure each verifier's mutation score too.
+    a --suite); with --mutants, measure each verifier's mutation score too; with --augment, add
+    the inputs that kill each one's survivors to its tests.
 
     \b
     Exit codes: 0 every check of every environment passed; 1 a check failed, or
-    (--mutants, without --suite) a mutation score is below the threshold;
-    2 bad input; 130 interrupted.
+    (--mutants) a mutation score is below the threshold, except in a registered
+    suite such as humaneval; 2 bad input; 130 interrupted.
     """
     envs = shipped() if suite is None else load_targets(suite)
     mutations: list[MutationReport] | None = None
+    done: list[Augmentation] | None = None
     with common.make_client(sandbox) as dg:
         with progress("qa") as advance:
             reports = check_environments(envs, dg, max_parallel=max_parallel, progress=advance)
-        if mutants:
+        if mutants or augment:
             with progress("mutants") as advance:
                 mutations = mutation_tests(envs, dg, max_parallel=max_parallel, progress=advance)
-    text = _check_json(reports, envs, mutations)
+        if augment and mutations is not None:
+            done = _augment_all(envs, mutations, dg, augment_file, max_parallel)
+    text = _check_json(reports, envs, mutations, done)
     if as_json:
         click.echo(text)
     else:
@@ -296,12 +395,30 @@ def qa(
         if mutations is not None:
             _print_mutations(mutations, f"mutation scores ({title})")
             click.echo(mutation_summary(mutations))
+        if done is not None:
+            _print_augmented(done)
     if not no_store:
-        meta = {"command": "qa", "sandbox": sandbox, "suite": suite, "mutants": mutants or None}
+        meta = {
+            "command": "qa",
+            "sandbox": sandbox,
+            "suite": suite,
+            "mutants": mutants or augment or None,
+            **({"augment": True} if augment else {}),
+        }
         _keep(text, meta, store_path, as_json)
-    weak = suite is None and mutations is not None and any(m.gated and not m.ok for m in mutations)
+    weak = (
+        not _reported_as_is(suite)
+        and mutations is not None
+        and any(m.gated and not m.ok for m in mutations)
+    )
     if not all(r.ok for r in reports) or weak:
         raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _reported_as_is(suite: str | None) -> bool:
+    """A registered suite (humaneval, programs: tests published as they are) is reported, not
+    gated; the shipped environments, ``builtin`` and a folder of one's own are gated."""
+    return suite is not None and suite != "builtin" and suite in list_suites()
 
 
 @click.command("limits")

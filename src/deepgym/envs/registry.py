@@ -374,20 +374,31 @@ def load_environment(name: str | Path) -> Environment:
     raise _unknown(key, known)
 
 
-def load_suite(name: str, *, scoring: Scoring | None = None) -> list[Environment]:
+def load_suite(
+    name: str, *, scoring: Scoring | None = None, augmented: bool | str | Path = False
+) -> list[Environment]:
     """All environments of a suite: ``builtin``, or a registered one such as ``humaneval`` or
     ``programs``.
 
     ``scoring``: each environment's scoring, where given (``"partial"``: per-case partial
-    credit, an explicit choice; every suite scores all-or-nothing by default)."""
+    credit, an explicit choice; every suite scores all-or-nothing by default).
+    ``augmented``: add the amplified test cases ``deepgym qa --augment --suite NAME`` kept for
+    the suite (``True``: in ``$DEEPGYM_HOME/augmented/NAME.json``; a path: that side file;
+    ``deepgym.envs.augmented``); ``ConfigError`` when there is no such file."""
     if scoring not in (None, "all", "partial"):
         raise ConfigError(f"scoring must be 'all' or 'partial', not {scoring!r}")
+    if not isinstance(augmented, bool | str | Path):
+        raise ConfigError(f"augmented must be a bool or a path, not {type(augmented).__name__}")
     if name == "builtin":
         envs = [_load_builtin(n) for n in _builtin_names()]
     elif (suite := _suites().get(name)) is not None:
         envs = _entry(suite.load, f"suite {name!r}")()
     else:
         raise _unknown(name, list_suites())
+    if augmented is not False:
+        from deepgym.envs.augmented import apply_side_file, side_file
+
+        envs = apply_side_file(envs, side_file(name, None if augmented is True else augmented))
     if scoring is None:
         return envs
     return [e if e.scoring == scoring else e.model_copy(update={"scoring": scoring}) for e in envs]

@@ -86,12 +86,12 @@ def _qa_row(i: int, e: QaEntry) -> str:
     ]
     m = e.mutation
     if m is None:
-        nums = ['<td class="num muted">-</td>'] * 8
+        nums = ['<td class="num muted">-</td>'] * 9
     else:
         css = "pass" if m.ok else "fail" if m.gated else "muted"
         nums = [
             f'<td class="num">{v}</td>'
-            for v in (m.mutants, m.equivalent, m.killed, m.survived, m.no_verdict)
+            for v in (m.mutants, m.equivalent, m.killed, m.survived, m.undecided, m.no_verdict)
         ]
         nums += [
             f'<td class="num {css}">{_score(m.score)}</td>',
@@ -141,13 +141,13 @@ def _qa_mutation(e: QaEntry) -> str:
         if m.ok
         else '<span class="fail">below</span>'
         if m.gated
-        else "below, reported as it is (a session: a dropped action that only reads survives)"
+        else "below, reported as it is"
     )
     parts = [
         f"<h3>Mutation testing</h3><p>{m.mutants} mutants: {m.killed} killed, {m.survived} "
-        f"survived, {m.equivalent} likely equivalent (left out), {m.no_verdict} without a "
-        f"verdict. Score <b>{_score(m.score)}</b> against {m.threshold:.2f}: {verdict} "
-        f"({m.seconds:.1f} s).</p>"
+        f"survived, {m.undecided} undecided (counted as survivors), {m.equivalent} likely "
+        f"equivalent (left out), {m.no_verdict} without a verdict. Score "
+        f"<b>{_score(m.score)}</b> against {m.threshold:.2f}: {verdict} ({m.seconds:.1f} s).</p>"
     ]
     for s in m.survivors:
         found = (
@@ -159,6 +159,12 @@ def _qa_mutation(e: QaEntry) -> str:
         parts.append(
             f'<div class="survivor"><h4>Survivor {escape(s.id)}: {escape(s.operator)}, line '
             f"{s.line}: {escape(s.description)}</h4><pre>{escape(s.diff)}</pre>{found}</div>"
+        )
+    for u in m.undecideds:
+        parts.append(
+            f'<div class="undecided"><h4>Undecided {escape(u.id)}: {escape(u.operator)}, line '
+            f"{u.line}: {escape(u.description)}</h4><pre>{escape(u.diff)}</pre>"
+            f"<p>{escape(u.why)}</p></div>"
         )
     if m.equivalents:
         items = "".join(
@@ -199,6 +205,7 @@ def qa_page(store: RunStore, report_id: str) -> str:
                 "Equivalent",
                 "Killed",
                 "Survived",
+                "Undecided",
                 "No verdict",
                 "Score",
                 "Threshold",

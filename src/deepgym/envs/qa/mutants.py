@@ -3,31 +3,52 @@
 Each mutant of the environment's reference (``deepgym.envs.qa.mutate``) is submitted as an
 answer and judged by the environment's own verifier in the real sandbox, as one pooled batch. A
 good verifier fails every mutant that behaves differently from the reference; the share it fails
-is the **mutation score**, killed / (mutants - equivalent - no verdict) (the report's shape and
-fields: ``deepgym.envs.qa.report.Mutation``). A function task's surviving mutants are then
-compared with the reference on generated inputs (``deepgym.envs.qa.extra_inputs``): one that
-disagrees carries the input that kills it; one that agrees on every input is likely equivalent
-and left out of the score.
+is the **mutation score**:
+
+    score = killed / (mutants - equivalent - no_verdict)
+
+so a survivor and an undecided mutant count alike, against it (the report's shape and fields:
+``deepgym.envs.qa.report.Mutation``). Each mutant the verifier passes is then looked at:
+
+- a function or patch task's (``deepgym.envs.qa.differential``): run against the reference on
+  generated inputs in the task's domain. One that disagrees is a **survivor** carrying the input
+  that kills it, a test case with the reference's value; one that agrees on at least
+  ``EQUIVALENCE_INPUTS`` distinct inputs, every boundary value among them, is **likely
+  equivalent** and left out of the score; one that agrees on fewer is **undecided**;
+- a session's (``deepgym.envs.qa.digests``): the reference agent is played once with a digest
+  of the work dir and the shell after each action. A mutant that drops an action after which
+  the digest did not change is equivalent by that evidence (and is not played); a played mutant
+  whose work dir ends with the reference's digest is equivalent too (the verifier judges the
+  same files);
+- a script task's: a survivor as it is.
+
+A line of the reference marked ``# deepgym: equivalent-mutant OPERATOR`` declares its mutants
+equivalent (``deepgym.envs.qa.mutate``): they are never run.
 """
 
 from __future__ import annotations
 
-import ast
 import difflib
 import hashlib
 import json
 import threading
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deepgym.envs.qa.extra_inputs import variations
+from deepgym.envs.qa import differential, digests
+from deepgym.envs.qa.differential import (
+    EQUIVALENCE_INPUTS,
+    GENERATED_INPUTS,
+    Agreement,
+    Call,
+    Comparison,
+    compare_survivors,
+)
 from deepgym.envs.qa.mutate import Mutant, equivalent_markers, generate, is_marked_equivalent
-from deepgym.envs.qa.report import Equivalent, Mutation, Survivor
+from deepgym.envs.qa.report import Equivalent, Mutation, Survivor, Undecided
 from deepgym.judge.patch import PatchError, apply_diff, make_diff, parse_diff
 from deepgym.models import Environment, RunResult
 from deepgym.text import clip
@@ -36,17 +57,15 @@ if TYPE_CHECKING:
     from deepgym.client import DeepGym
 
 __all__ = [
-    "DIFFERENTIAL_VERIFIER",
-    "EXTRA_INPUTS",
+    "EQUIVALENCE_INPUTS",
     "GATED_KINDS",
+    "GENERATED_INPUTS",
     "MAX_SESSION_MUTANTS",
     "MUTATION_THRESHOLD",
     "SESSION_PARALLEL",
     "Candidate",
     "MutationReport",
     "candidates",
-    "differential_env",
-    "generated_inputs",
     "mutation_summary",
     "mutation_test",
     "mutation_tests",
@@ -55,20 +74,14 @@ __all__ = [
 
 MUTATION_THRESHOLD = 0.90
 """The mutation score every built-in environment must reach (``deepgym qa --mutants``)."""
-GATED_KINDS = frozenset({"function", "script", "patch"})
-"""The kinds whose mutation score ``qa --mutants`` and ``check --mutants`` hold to the threshold.
-A session's mutants drop one action of the reference agent, and dropping one that only reads
-(``cat``, a test run) leaves the state its verifier judges unchanged: such a mutant is
-equivalent, and nothing yet tells it apart, so a session's score is reported as it is."""
-EXTRA_INPUTS = 60
-"""Generated inputs on which a function task's survivors are compared with the reference."""
+GATED_KINDS = frozenset({"function", "script", "patch", "session"})
+"""The kinds whose mutation score ``qa --mutants`` and ``check --mutants`` hold to the
+threshold: every kind, now that a session's dropped read-only action is told apart by the
+digests of its work dir."""
 MAX_SESSION_MUTANTS = 24
 """The most mutants of a session environment (each is an episode, a sandbox of its own)."""
 SESSION_PARALLEL = 4
 """Session mutant episodes played at once."""
-DIFFERENTIAL_VERIFIER = Path(__file__).resolve().parents[1] / "verifiers" / "differential.py"
-"""The verifier that scores an answer by its agreement with a reference on given inputs."""
-
 
 # -- candidates: mutants as answers to an environment ------------------------------------------
 
@@ -201,61 +214,6 @@ def _session_candidates(reference: str) -> list[Candidate]:
     return drops + files
 
 
-# -- extra inputs and the equivalence check ----------------------------------------------------
-
-
-def _entry_function(env: Environment) -> ast.FunctionDef | None:
-    """The reference's entry point where it is a plain function (not a class or generator)."""
-    if env.kind != "function" or not env.reference_solution or not env.entry_point:
-        return None
-    try:
-        tree = ast.parse(env.reference_solution)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == env.entry_point:
-            generator = any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(node))
-            return None if generator else node
-    return None
-
-
-def generated_inputs(env: Environment, count: int = EXTRA_INPUTS) -> list[list[Any]]:
-    """``count`` generated argument lists for ``env``'s entry point: seeded variations of its
-    test cases' ``args`` (``deepgym.envs.qa.extra_inputs``); empty where there are none to vary."""
-    if _entry_function(env) is None:
-        return []
-    examples = [
-        c["args"]
-        for c in env.test_cases or []
-        if isinstance(c.get("args"), list) and "call" not in c
-    ]
-    seed = zlib.crc32(env.name.encode()) ^ (env.seed or 0)
-    return variations(examples, count, seed)
-
-
-def differential_env(env: Environment, inputs: Sequence[Sequence[Any]]) -> Environment | None:
-    """An environment that scores an answer by its agreement with ``env``'s reference on
-    ``inputs`` (``deepgym/envs/verifiers/differential.py``); None where that cannot be asked
-    (not a function task with a plain function entry point, or no inputs)."""
-    if _entry_function(env) is None or not inputs or env.reference_solution is None:
-        return None
-    spec = {
-        "reference": env.reference_solution,
-        "entry": env.entry_point,
-        "compare": env.compare,
-        "inputs": [list(i) for i in inputs],
-    }
-    return env.model_copy(
-        update={
-            "name": f"{env.name}-differential",
-            "test_cases": [spec],
-            "verifier_code": None,
-            "verifier_path": DIFFERENTIAL_VERIFIER,
-            "time_limit": None,
-        }
-    )
-
-
 # -- the report --------------------------------------------------------------------------------
 
 
@@ -263,8 +221,10 @@ def differential_env(env: Environment, inputs: Sequence[Sequence[Any]]) -> Envir
 class MutationReport:
     """What mutation testing found for one environment.
 
-    ``score`` = killed / (mutants - equivalent - no_verdict), None when that is 0; ``ok`` when
-    the score reaches ``threshold``, or when nothing was left to kill with every mutant judged.
+    ``score`` = killed / (mutants - equivalent - no_verdict), None when that is 0 (a survivor
+    and an undecided mutant count alike); ``ok`` when the score reaches ``threshold``, or when
+    nothing was left to kill with every mutant judged. ``kills``: each survivor's killing
+    input as values (the mutant's id, the call, the reference's value), for ``--augment``.
     """
 
     env: str
@@ -274,13 +234,20 @@ class MutationReport:
     no_verdict: int
     survivors: tuple[Survivor, ...] = ()
     equivalents: tuple[Equivalent, ...] = ()
+    undecideds: tuple[Undecided, ...] = ()
     seconds: float = 0.0
     threshold: float = MUTATION_THRESHOLD
+    kills: tuple[tuple[str, Call, Any], ...] = ()
 
     @property
     def survived(self) -> int:
-        """How many mutants the verifier passed that are not equivalent."""
+        """How many mutants the verifier passed that are not equivalent nor undecided."""
         return len(self.survivors)
+
+    @property
+    def undecided(self) -> int:
+        """How many mutants the verifier passed on too little evidence either way."""
+        return len(self.undecideds)
 
     @property
     def score(self) -> float | None:
@@ -312,6 +279,7 @@ class MutationReport:
             killed=self.killed,
             equivalent=len(self.equivalents),
             survived=self.survived,
+            undecided=self.undecided,
             no_verdict=self.no_verdict,
             score=self.score,
             seconds=round(self.seconds, 3),
@@ -319,30 +287,31 @@ class MutationReport:
             ok=self.ok,
             gated=self.gated,
             survivors=list(self.survivors),
+            undecideds=list(self.undecideds),
             equivalents=list(self.equivalents),
         ).model_dump()
 
 
 def mutation_summary(reports: Sequence[MutationReport]) -> str:
-    """One line: how many gated environments reach the threshold, which do not, and the
-    sessions' scores, reported as they are."""
+    """One line: how many gated environments reach the threshold and which do not (with how
+    many undecided mutants they hold), and any others' scores, reported as they are."""
     gated = [m for m in reports if m.gated]
-    below = [m.env for m in gated if not m.ok]
+    below = [m for m in gated if not m.ok]
     parts = []
     if gated:
+        named = ", ".join(
+            m.env + (f" ({m.undecided} undecided)" if m.undecided else "") for m in below
+        )
         parts.append(
             f"{len(gated) - len(below)}/{len(gated)} environments reach the mutation threshold "
-            f"{MUTATION_THRESHOLD}" + (f"; below: {', '.join(below)}" if below else "")
+            f"{MUTATION_THRESHOLD}" + (f"; below: {named}" if below else "")
         )
     ungated = [m for m in reports if not m.gated]
     if ungated:
         scores = ", ".join(
             f"{m.env} {'-' if m.score is None else f'{m.score:.2f}'}" for m in ungated
         )
-        parts.append(
-            f"session environments, reported as they are (a dropped action that only reads "
-            f"survives): {scores}"
-        )
+        parts.append(f"not gated, reported as they are: {scores}")
     return "\n".join(parts)
 
 
@@ -357,59 +326,90 @@ def _fields(c: Candidate) -> dict[str, Any]:
     }
 
 
-def _killing_input(result: RunResult) -> str | None:
-    """The first JSON test case a differential run's failed cases carry."""
-    for case in result.cases:
-        if case.passed or not case.message:
-            continue
-        try:
-            json.loads(case.message)
-        except ValueError:
-            continue
-        return case.message
-    return None
+def _looked_at(
+    c: Candidate, a: Agreement | None, comparison: Comparison | None
+) -> Survivor | Equivalent | Undecided:
+    """A mutant the verifier passed, judged by its comparison with the reference (see the
+    module's docstring); no comparison for its kind: a survivor as it is."""
+    if comparison is None:
+        return Survivor(**_fields(c), killing_input=None)
+    dom = comparison.domain
+    if a is None or dom is None:
+        return Undecided(**_fields(c), why=f"not compared with the reference: {comparison.why}")
+    if a.disagreed:
+        return Survivor(**_fields(c), killing_input=a.killing_input)
+    if not a.judged:
+        return Undecided(**_fields(c), why="its comparison with the reference had no verdict")
+    if a.equivalent():
+        why = (
+            f"agrees with the reference on the verifier's tests and on {a.agreed} distinct "
+            f"generated inputs in the task, all {dom.boundaries} boundary values among them"
+        )
+        return Equivalent(**_fields(c), why=why, agreed=a.agreed)
+    if a.agreed < EQUIVALENCE_INPUTS:
+        why = (
+            f"no input told it apart, but it agreed on only {a.agreed} distinct inputs in the "
+            f"task ({EQUIVALENCE_INPUTS} needed; {dom.tried} were generated, the rest are "
+            "outside the task or past the time budget)"
+        )
+    else:
+        why = (
+            f"no input told it apart, but its comparison asked only {a.boundaries} of the "
+            f"{dom.boundaries} boundary values in the task"
+        )
+    why += ": mark it equivalent in the reference, or add a test that kills it"
+    return Undecided(**_fields(c), why=why, agreed=a.agreed)
 
 
 def tally(
     env: Environment,
     found: Sequence[Candidate],
     results: Mapping[str, RunResult],
-    compared: Mapping[str, RunResult],
+    agreements: Mapping[str, Agreement] | None = None,
     *,
-    inputs: int = 0,
+    comparison: Comparison | None = None,
+    settled: Mapping[str, str] | None = None,
     seconds: float = 0.0,
 ) -> MutationReport:
-    """The report from each candidate's result (``results``, by mutant id; a marked candidate
-    needs none) and each survivor's differential result (``compared``, by mutant id).
+    """The report from each candidate's result (``results``, by mutant id; a marked or settled
+    candidate needs none), each survivor's ``Agreement`` with the reference (by mutant id) and
+    the ``comparison`` they came from (None: the kind is not compared), and ``settled``: the
+    mutants equivalent by other evidence (a session's digests), with why.
 
     Killed = judged and not passed. No verdict (after the retry) is left out of the score and
-    never counted killed. A survivor that agrees with the reference on every generated input is
-    likely equivalent; one that disagrees carries the input that kills it.
+    never counted killed.
     """
+    agreements = agreements or {}
+    settled = settled or {}
     killed = no_verdict = 0
     survivors: list[Survivor] = []
     equivalents: list[Equivalent] = []
+    undecided: list[Undecided] = []
+    kills: list[tuple[str, Call, Any]] = []
     for c in found:
+        mid = c.mutant.id
         if c.marked:
             why = f"marked in the reference: # deepgym: equivalent-mutant {c.mutant.operator}"
             equivalents.append(Equivalent(**_fields(c), why=why))
             continue
-        r = results.get(c.mutant.id)
-        if r is None or not r.has_verdict:
+        r = results.get(mid)
+        if mid in settled and (r is None or (r.has_verdict and r.passed)):
+            equivalents.append(Equivalent(**_fields(c), why=settled[mid]))
+        elif r is None or not r.has_verdict:
             no_verdict += 1
         elif not r.passed:
             killed += 1
         else:
-            d = compared.get(c.mutant.id)
-            if d is not None and d.has_verdict and d.passed:
-                why = (
-                    f"agrees with the reference on the verifier's tests and on "
-                    f"{len(d.cases)} of {inputs} generated inputs (the rest are outside the task)"
-                )
-                equivalents.append(Equivalent(**_fields(c), why=why))
+            a = agreements.get(mid)
+            found_as = _looked_at(c, a, comparison)
+            if isinstance(found_as, Survivor):
+                survivors.append(found_as)
+                if a is not None and a.kill is not None:
+                    kills.append((mid, *a.kill))
+            elif isinstance(found_as, Equivalent):
+                equivalents.append(found_as)
             else:
-                found_input = _killing_input(d) if d is not None and d.has_verdict else None
-                survivors.append(Survivor(**_fields(c), killing_input=found_input))
+                undecided.append(found_as)
     return MutationReport(
         env=env.name,
         kind=env.kind,
@@ -418,7 +418,9 @@ def tally(
         no_verdict=no_verdict,
         survivors=tuple(survivors),
         equivalents=tuple(equivalents),
+        undecideds=tuple(undecided),
         seconds=seconds,
+        kills=tuple(kills),
     )
 
 
@@ -429,7 +431,7 @@ def mutation_test(
     env: Environment,
     dg: DeepGym,
     *,
-    extra_inputs: int = EXTRA_INPUTS,
+    extra_inputs: int = GENERATED_INPUTS,
     max_parallel: int = 8,
     progress: Callable[[int, int], None] | None = None,
 ) -> MutationReport:
@@ -437,43 +439,75 @@ def mutation_test(
     the mutation score (see ``tally``).
 
     The mutants run as one pooled batch (``dg.run_batch``; a session's as episodes, a few at a
-    time); a mutant without a verdict is run once more. The survivors of a function task then
-    run, as one more batch, against the reference on ``extra_inputs`` generated inputs
-    (``differential_env``). ``progress(done, total)`` follows the mutants' batch.
+    time, after one digested episode of the reference: ``deepgym.envs.qa.digests``); a mutant
+    without a verdict is run once more. The survivors of a function or patch task are then
+    compared with the reference (``deepgym.envs.qa.differential``, on up to ``extra_inputs``
+    generated inputs; 0: not compared). ``progress(done, total)`` follows the mutants' batch.
     """
     start = time.perf_counter()
     found = candidates(env)
-    pending = [c for c in found if not c.marked]
+    states = digests.reference_digests(env, dg) if env.kind == "session" and found else []
+    settled = digests.unchanged_drops([c.mutant for c in found], states)
+    pending = [c for c in found if not c.marked and c.mutant.id not in settled]
+    results, final = _run(env, dg, pending, max_parallel, progress)
+    settled.update(digests.same_ending(final, states[-1] if states else None))
+    alive = [
+        c
+        for c in found
+        if c.mutant.id not in settled
+        and (r := results.get(c.mutant.id)) is not None
+        and r.has_verdict
+        and r.passed
+    ]
+    comparison, agreements = _compared(env, dg, alive, extra_inputs, max_parallel)
+    seconds = time.perf_counter() - start
+    return tally(
+        env, found, results, agreements, comparison=comparison, settled=settled, seconds=seconds
+    )
+
+
+def _run(
+    env: Environment,
+    dg: DeepGym,
+    pending: list[Candidate],
+    max_parallel: int,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[dict[str, RunResult], dict[str, str | None]]:
+    """Each candidate's result (one without a verdict is run once more), and a session
+    mutant's final digest, by mutant id."""
     results: dict[str, RunResult] = {}
+    final: dict[str, str | None] = {}
     for attempt in range(2):
         if not pending:
             break
         answers = [c.answer for c in pending]
+        shown = progress if attempt == 0 else None
         if env.kind == "session":
-            batch = _episodes(env, dg, answers, progress if attempt == 0 else None)
+            played = _episodes(env, dg, answers, shown)
+            batch = [r for r, _ in played]
+            final.update({c.mutant.id: d for c, (_, d) in zip(pending, played, strict=True)})
         else:
-            batch = dg.run_batch(
-                env,
-                answers,
-                max_parallel=max_parallel,
-                progress=progress if attempt == 0 else None,
-            ).results
+            batch = dg.run_batch(env, answers, max_parallel=max_parallel, progress=shown).results
         for c, r in zip(pending, batch, strict=True):
             results[c.mutant.id] = r
         pending = [c for c in pending if not results[c.mutant.id].has_verdict]
-    alive = [
-        c
-        for c in found
-        if not c.marked and results[c.mutant.id].has_verdict and results[c.mutant.id].passed
-    ]
-    inputs = generated_inputs(env, extra_inputs)
-    compared: dict[str, RunResult] = {}
-    checker = differential_env(env, inputs)
-    if checker is not None and alive:
-        against = dg.run_batch(checker, [c.answer for c in alive], max_parallel=max_parallel)
-        compared = {c.mutant.id: r for c, r in zip(alive, against.results, strict=True)}
-    seconds = time.perf_counter() - start
-    return tally(env, found, results, compared, inputs=len(inputs), seconds=seconds)
+    return results, final
+
+
+def _compared(
+    env: Environment, dg: DeepGym, alive: list[Candidate], extra_inputs: int, max_parallel: int
+) -> tuple[Comparison | None, dict[str, Agreement]]:
+    """The survivors compared with the reference, where the kind is compared (else None)."""
+    if not differential.comparable(env) or extra_inputs <= 0:
+        return None, {}
+    if not alive:
+        return Comparison(None, why="no survivor to compare"), {}
+    answers = [c.answer for c in alive]
+    comparison = compare_survivors(env, dg, answers, count=extra_inputs, max_parallel=max_parallel)
+    if not comparison.agreements:
+        return comparison, {}
+    ids = [c.mutant.id for c in alive]
+    return comparison, dict(zip(ids, comparison.agreements, strict=True))
 
 
 def mutation_tests(
@@ -498,24 +532,20 @@ def _episodes(
     dg: DeepGym,
     answers: Sequence[str],
     progress: Callable[[int, int], None] | None,
-) -> list[RunResult]:
-    """Each answer (a JSON list of actions) played as an episode of ``env``, a few at once."""
-    from deepgym.envs.qa.session_check import scripted
-    from deepgym.session import Action, Budget
-
+) -> list[tuple[RunResult, str | None]]:
+    """Each answer (a JSON list of actions) played as an episode of ``env``, a few at once:
+    its result, and the digest of its final state (``deepgym.envs.qa.digests.play``)."""
     done = 0
     lock = threading.Lock()
 
-    def play(answer: str) -> RunResult:
+    def play(answer: str) -> tuple[RunResult, str | None]:
         nonlocal done
-        actions = [Action.of(a) for a in json.loads(answer)]
-        turns = max(env.max_steps, len(actions) + 1)
-        result = dg.run_episode(env, scripted(actions), budget=Budget(turns=turns)).result
+        played = digests.play(env, dg, json.loads(answer))
         with lock:
             done += 1
             if progress is not None:
                 progress(done, len(answers))
-        return result
+        return played
 
     with ThreadPoolExecutor(max_workers=SESSION_PARALLEL) as pool:
         return list(pool.map(play, answers))

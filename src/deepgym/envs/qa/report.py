@@ -3,10 +3,13 @@ environment, checked before it is kept and summarised for the console. Pure: no 
 
 An entry is ``{"env", "ok", "kind", "checks": [{"name", "ok", "message"}], "mutation"}``;
 ``mutation`` is ``null`` when the run made no mutants, else the mutation report (``Mutation``):
-counts (``mutants``, ``killed``, ``equivalent``, ``survived``, ``no_verdict``), ``score``,
-``seconds``, ``threshold``, ``ok``, and the ``survivors`` (each with its ``diff`` and the
-``killing_input`` found for it, or ``null``) and the ``equivalents`` (each with ``why``).
-``kind`` and ``mutation`` may be absent (a check run of a deepgym that printed neither).
+counts (``mutants``, ``killed``, ``equivalent``, ``survived``, ``undecided``, ``no_verdict``),
+``score``, ``seconds``, ``threshold``, ``ok``, and the ``survivors`` (each with its ``diff`` and
+the ``killing_input`` found for it, or ``null``), the ``undecided`` mutants (``undecideds``,
+each with ``why``) and the ``equivalents`` (each with ``why``). ``kind`` and ``mutation`` may
+be absent (a check run of a deepgym that printed neither); ``undecided``, ``undecideds`` and an
+``agreed`` count are absent from a report kept before they existed, and read as 0, empty and
+``null``.
 
 Invariants: ``validate_entries`` accepts exactly the documents of that shape (a field of another
 type, a bool where a count goes, a score outside [0, 1] or not finite is a ``ConfigError`` that
@@ -35,6 +38,7 @@ __all__ = [
     "QaReport",
     "QaSummary",
     "Survivor",
+    "Undecided",
     "check_group",
     "summarize",
     "validate_entries",
@@ -86,7 +90,8 @@ class Survivor(_Model):
 
 
 class Equivalent(_Model):
-    """A mutant left out of the score: it behaves as the reference, and why we think so."""
+    """A mutant left out of the score: it behaves as the reference, and why we think so
+    (``agreed``: the distinct in-domain inputs it agreed on, where that is the evidence)."""
 
     id: str
     operator: str
@@ -94,12 +99,28 @@ class Equivalent(_Model):
     description: str
     diff: str
     why: str
+    agreed: int | None = Field(default=None, ge=0)
+
+
+class Undecided(_Model):
+    """A mutant no test failed and no input told apart from the reference, on too little
+    evidence to call it equivalent (``why``; ``agreed``: the distinct in-domain inputs it
+    agreed on). It counts as a survivor in the score."""
+
+    id: str
+    operator: str
+    line: int
+    description: str
+    diff: str
+    why: str
+    agreed: int | None = Field(default=None, ge=0)
 
 
 class Mutation(_Model):
     """One environment's mutation testing: the one shape of a mutation report
     (``deepgym.envs.qa.mutants.MutationReport.to_json`` makes it). ``score`` is killed /
-    (mutants - equivalent - no_verdict), None when that is 0."""
+    (mutants - equivalent - no_verdict), None when that is 0: a survivor and an undecided
+    mutant count alike, against it."""
 
     env: str
     kind: str
@@ -107,14 +128,17 @@ class Mutation(_Model):
     killed: int = Field(ge=0)
     equivalent: int = Field(ge=0)
     survived: int = Field(ge=0)
+    undecided: int = Field(default=0, ge=0)
     no_verdict: int = Field(ge=0)
     score: float | None = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     seconds: float = Field(ge=0.0, allow_inf_nan=False)
     threshold: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     ok: bool
     gated: bool = True
-    """Whether the threshold decides the exit (false for a session: reported as it is)."""
+    """Whether the threshold decides the exit: every kind now (a report kept before sessions'
+    scores were gated says false for a session's, reported as it was)."""
     survivors: list[Survivor]
+    undecideds: list[Undecided] = Field(default_factory=list)
     equivalents: list[Equivalent]
 
 
