@@ -148,6 +148,15 @@ class Environment(BaseModel):
     root is writable in a layer of its own, and its final verifier runs on the image too; a
     function task's answer gets the image read-only and runs on the ``strict`` backend only.
     None: the host's programs."""
+    user: Literal["agent", "root"] = "agent"
+    """A session on an ``image``: who the agent, its setup and its final verifier run as.
+    ``"agent"`` (the default) is uid 65534; ``"root"`` is uid 0 of the sandbox's own user
+    namespace, for tasks written for a container's root (``/root``, ``/app`` owned by root):
+    the same host uid as ``"agent"`` and no capabilities, inside the namespace or out of it
+    (``deepgym.sandbox.policy``), so it is a number, never a privilege."""
+    verifier_image: Annotated[str | None, name_field("verifier_image", optional=True)] = None
+    """A session on an ``image``: another image its final verifier runs on (a task that asks
+    for a verifier environment of its own); None: the session's ``image``."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
@@ -235,6 +244,10 @@ class Environment(BaseModel):
             raise ValueError(
                 f"image applies to kinds 'session' and 'function' only, not {self.kind!r}"
             )
+        if self.user != "agent" and (self.kind != "session" or self.image is None):
+            raise ValueError("user 'root' applies to a session on an image only")
+        if self.verifier_image is not None and (self.kind != "session" or self.image is None):
+            raise ValueError("verifier_image applies to a session on an image only")
         if self.kind == "session":
             if not has_custom or self.test_cases is not None:
                 raise ValueError(

@@ -14,7 +14,7 @@ import pytest
 
 from deepgym.judge.codes import SOLUTION_UID
 from deepgym.sandbox import policy
-from deepgym.sandbox.policy import JUDGE_UID, RULES, Params, Rule, argv, rules_for
+from deepgym.sandbox.policy import JUDGE_UID, ROOT_UID, RULES, Params, Rule, argv, rules_for
 
 SOLUTION, VERIFIER, WORKER, PROBE, SESSION = "solution", "verifier", "worker", "probe", "session"
 BUILD = "build"
@@ -450,3 +450,18 @@ def test_a_build_is_the_solution_sandbox_with_a_proc_of_its_own() -> None:
 def test_an_unknown_role_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'guest'"):
         argv("guest", HOST)
+
+
+def test_root_inside_is_a_session_on_an_image_only_and_keeps_every_other_rule() -> None:
+    """``Environment.user = "root"``: uid 0 of the session's own user namespace, with the same
+    rules otherwise (no capabilities, no nested namespaces, the same mounts)."""
+    image = replace(params(SESSION), writable_root=True)
+    as_root = argv(SESSION, replace(image, uid=ROOT_UID))
+    plain = argv(SESSION, image)
+    assert ("--uid", "0") in operations(as_root[1:]) and ("--gid", "0") in operations(as_root[1:])
+    swapped = [str(SOLUTION_UID) if a == "0" else a for a in as_root]
+    assert swapped == plain  # nothing but the uid differs
+    assert "--cap-drop" in as_root and "--disable-userns" in as_root
+    for role, p in [(SESSION, params(SESSION)), (SOLUTION, params("solution-script"))]:
+        with pytest.raises(ValueError, match="session on an image only"):
+            argv(role, replace(p, uid=ROOT_UID, writable_root=role == SOLUTION))

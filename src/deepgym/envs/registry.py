@@ -66,6 +66,8 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "step_timeout": (int, float),
     "lifetime": (int, float),
     "image": str,
+    "user": str,
+    "verifier_image": str,
 }
 
 SuiteLoader = Callable[[], list[Environment]]

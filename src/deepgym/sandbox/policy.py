@@ -37,6 +37,8 @@ SESSION = "session"
 ROLES = (SOLUTION, BUILD, VERIFIER, WORKER, PROBE, SESSION)
 """Every sandbox role the table knows."""
 
+ROOT_UID = 0
+"""A session's uid on an image whose task runs as root: uid 0 of its own user namespace only."""
 JUDGE_UID = 1000
 """The uid and gid of the judge's sandboxes (verifier, worker, probe): never the solution's."""
 IN_JUDGE = "/opt/deepgym/deepgym_judge"
@@ -91,6 +93,9 @@ class Params:
     writable_root: bool = False
     """The root is an image's overlay with a tmpfs layer of the sandbox's own: not remounted
     read-only (session)."""
+    uid: int = SOLUTION_UID
+    """The uid and gid inside (solution, build, session): ``SOLUTION_UID``, or ``ROOT_UID``
+    for a session on an image whose task runs as root (``Environment.user``)."""
 
 
 @dataclass(frozen=True)
@@ -355,10 +360,13 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "solution_uid",
         frozenset({SOLUTION, BUILD, SESSION}),
-        f"Runs as uid and gid {SOLUTION_UID}.",
+        f"Runs as uid and gid {SOLUTION_UID}; a session on an image whose task runs as root "
+        f"(Environment.user) as {ROOT_UID} of its own user namespace.",
         "Never the verifier's uid: with no Yama LSM, a process can read the memory of any "
-        "process with its uid.",
-        _fixed("--uid", str(SOLUTION_UID), "--gid", str(SOLUTION_UID)),
+        "process with its uid. Root inside is the same host uid as the agent's, with no "
+        "capabilities (no_capabilities drops the bounding set too: an exec as root regains "
+        "none) and no_new_privs: a number for tasks that expect /root and root-owned files.",
+        lambda p: ["--uid", str(p.uid), "--gid", str(p.uid)],
     ),
     Rule(
         "judge_uid",
@@ -416,6 +424,8 @@ def rules_for(role: str) -> list[Rule]:
 
 def argv(role: str, params: Params) -> list[str]:
     """The bwrap command line of a ``role`` sandbox: its rules' arguments, in table order."""
+    if params.uid != SOLUTION_UID and (role != SESSION or not params.writable_root):
+        raise ValueError(f"uid {params.uid} is for a session on an image only, not {role!r}")
     out = [params.bwrap]
     for rule in rules_for(role):
         out += rule.args(params)

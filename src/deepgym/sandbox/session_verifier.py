@@ -33,7 +33,18 @@ from deepgym.sandbox.fresh import collect
 from deepgym.sandbox.spawn import start_process
 from deepgym.sandbox.workspace import Workspace
 
-__all__ = ["verify_snapshot"]
+__all__ = ["home", "run_as", "verify_snapshot"]
+
+
+def run_as(env: Environment) -> int:
+    """The uid a session of ``env`` (its agent, setup and verifiers) runs as inside its
+    sandbox: ``policy.ROOT_UID`` for a task run as root (``Environment.user``)."""
+    return policy.ROOT_UID if env.user == "root" else policy.SOLUTION_UID
+
+
+def home(env: Environment) -> str:
+    """``HOME`` in a session of ``env``: the work dir, or ``/root`` for a task run as root."""
+    return "/root" if env.user == "root" else "/work"
 
 
 async def verify_snapshot(
@@ -61,7 +72,8 @@ async def verify_snapshot(
     params = dataclasses.replace(
         host,
         command=("session_verify", str(w_fd), *(["step"] if step else [])),
-        env={"HOME": "/work", "DEEPGYM_CGROUP_PROCS": joins},
+        env={"HOME": home(env), "DEEPGYM_CGROUP_PROCS": joins},
+        uid=run_as(env),
         cgroups=binds,
         size=work_bytes,
         env_dir=str(env_dir),

@@ -53,12 +53,18 @@ from deepgym.protocol import REPLY_GRACE_S
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import ImageResolver, ImageRoots
-from deepgym.sandbox.session_verifier import verify_snapshot
+from deepgym.sandbox.session_verifier import home, run_as, verify_snapshot
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
 from deepgym.sandbox.workdiff import work_diff
 from deepgym.sandbox.workspace import Workspace
 
-__all__ = ["ExecResult", "LocalSession", "LocalSessions", "reap_leftovers", "sessions_dir"]
+__all__ = [
+    "ExecResult",
+    "LocalSession",
+    "LocalSessions",
+    "reap_leftovers",
+    "sessions_dir",
+]
 
 STANDBY_ENVS = 4
 """Environments that keep a standby sandbox (the most recently opened)."""
@@ -164,8 +170,9 @@ class LocalSession:
         params = dataclasses.replace(
             host,
             command=("session", json.dumps(self._limits())),
+            uid=run_as(self.env),
             env={
-                "HOME": "/work",
+                "HOME": home(self.env),
                 "DEEPGYM_SESSION": self.sandbox_id,
                 "DEEPGYM_CGROUP_PROCS": joins,
             },
@@ -460,26 +467,30 @@ class LocalSessions:
         if isinstance(done[0], LocalSession):
             await done[0].close()
 
-    def host_for(self, env: Environment, group: cgroups.RunCgroup | None = None) -> policy.Params:
-        """The host's facts for a sandbox of ``env`` (on its image's root where it names one).
-        An image session needs bwrap's overlay and a memory cgroup (``group``) to bound its
-        writable layer: else refused, one line. The agent's shell starts in the work dir on an
-        image too (``RootImage``)."""
+    def host_for(
+        self, env: Environment, group: cgroups.RunCgroup | None = None, *, verifier: bool = False
+    ) -> policy.Params:
+        """The host's facts for a sandbox of ``env`` (on its image's root where it names one;
+        ``verifier``: on its ``verifier_image`` where it names one). An image session needs
+        bwrap's overlay and a memory cgroup (``group``) to bound its writable layer: else
+        refused, one line. The agent's shell starts in the work dir on an image too
+        (``RootImage``)."""
         if env.image is None:
             return self.host
+        image = env.verifier_image if verifier and env.verifier_image else env.image
         if group is not None and not group.holds("memory"):
             raise SandboxUnavailableError(
                 f"env {env.name!r}: a session on image {env.image!r} needs a memory cgroup "
                 "(its writable layer is memory no other limit bounds); run `deepgym doctor`"
             )
-        return self.images.params(self.host, env.image, writable=True)
+        return self.images.params(self.host, image, writable=True)
 
     async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
         """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
         sandbox over ``snapshot`` (``session_verifier``), on the session's image if it has one:
         the image as built, not as the agent left it (only the work dir carries over)."""
         return await verify_snapshot(
-            self.host_for(session.env),
+            self.host_for(session.env, verifier=True),
             self.workspace,
             session.env,
             session.sandbox_id,
