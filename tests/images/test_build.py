@@ -208,3 +208,36 @@ def test_a_debian_base_is_built_from_debian_packages_and_apt_installs(
     assert (root / "usr/bin/jq").is_file() and (root / "name").read_text() == "deepgym\n"
     assert not (root / "etc/issue").exists() and (root / "etc/debian_version").is_file()
     assert not any(s.cached for s in result.steps)
+
+
+def test_a_base_the_host_cannot_pull_is_built_on_its_stand_in(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    """``bases``: ``FROM buildpack-deps:jammy`` on the store's busybox:test, named in the
+    image's labels and in ``deepgym image list``; steps on one stand-in are shared."""
+    from click.testing import CliRunner
+
+    from deepgym.cli import cli
+    from deepgym.images.build import BASE_LABEL, STAND_IN_LABEL, parse_bases
+
+    ctx = _context(tmp_path, "FROM buildpack-deps:jammy\nRUN echo one > /one\n")
+    bases = parse_bases(["docker.io/library/buildpack-deps:jammy=busybox:test"])
+    lines: list[str] = []
+    first = build(ctx / "Dockerfile", store=store, ref="t:1", bases=bases, progress=lines.append)
+    assert any("the stand-in busybox:test" in line for line in lines), lines
+    image = store.resolve("t:1")
+    assert (image.rootfs / "one").read_text() == "one\n"
+    assert (image.rootfs / "bin/busybox").exists()  # the stand-in's files
+    labels = dict(image.config.labels)
+    assert labels[BASE_LABEL] == "buildpack-deps:jammy"
+    assert labels[STAND_IN_LABEL].startswith("busybox:test@sha256:")
+    again = build(ctx / "Dockerfile", store=store, ref="t:2", bases=bases)
+    assert again.digest == first.digest and all(s.cached for s in again.steps)
+    listed = CliRunner().invoke(cli, ["image", "list"])
+    assert listed.exit_code == 0, listed.output
+    line = next(x for x in listed.output.splitlines() if x.startswith("t:1 "))
+    assert line.endswith("on buildpack-deps:jammy -> " + labels[STAND_IN_LABEL]), line
+    with pytest.raises(ImageError, match="its stand-in nowhere:1 is not in the image store"):
+        build(ctx / "Dockerfile", store=store, bases={"buildpack-deps:jammy": "nowhere:1"})
+    with pytest.raises(ConfigError, match="FROM=LOCAL"):
+        parse_bases(["buildpack-deps:jammy"])

@@ -8,6 +8,9 @@ then the new ones, and a config) goes into the store (``deepgym.images.store``) 
 - **The base**: an image in the store, else pulled from its registry, else, for ``debian:SUITE``
   (``debian:bookworm``, ``debian:12``, ``debian:stable-slim``), built from Debian's packages with
   ``mmdebstrap --variant=minbase``, which needs only a Debian mirror.
+- **A stand-in**: a ``FROM`` image this host cannot pull may be mapped to one in the store
+  that stands for it (``bases``: ``buildpack-deps:jammy`` -> an image built from
+  ``debian:bookworm`` with the same packages); the built image's config labels name both.
 - **RUN** runs in bwrap on the copy, as uid 0 of a user namespace that maps many ids
   (``deepgym.images.mapped``: ``apt-get`` may ``chown`` to a package's own user), in a network
   namespace of its own (``deepgym.images.network``: ``outbound``, through slirp4netns, reaches
@@ -33,7 +36,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +60,16 @@ from deepgym.images.store import ImageStore
 from deepgym.text import clip
 from deepgym.validation import optional_seconds
 
-__all__ = ["BuildResult", "StepResult", "build", "debian_suite"]
+__all__ = [
+    "BASE_LABEL",
+    "STAND_IN_LABEL",
+    "BuildResult",
+    "StepResult",
+    "build",
+    "debian_suite",
+    "parse_bases",
+    "stand_in",
+]
 
 _NUMBERED = {"10": "buster", "11": "bullseye", "12": "bookworm", "13": "trixie", "14": "forky"}
 _TAIL = 2000
@@ -367,6 +379,61 @@ def _base(
     return digest
 
 
+BASE_LABEL = "org.deepgym.base"
+"""A built image's config label: the ``FROM`` its Dockerfile names, where a stand-in was built
+on instead (``build``'s ``bases``)."""
+STAND_IN_LABEL = "org.deepgym.base.stand-in"
+"""A built image's config label: the stand-in it was built on, by name and digest."""
+
+
+def parse_bases(pairs: Sequence[str]) -> dict[str, str]:
+    """``FROM=LOCAL`` pairs (``buildpack-deps:jammy=local/buildpack:jammy``) as a mapping;
+    ``ConfigError`` naming one that is not two image names."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        base, sep, local = pair.partition("=")
+        if not sep or not base.strip() or not local.strip():
+            raise ConfigError(f"--base {pair!r}: FROM=LOCAL, two image names")
+        parse_reference(base.strip())
+        parse_reference(local.strip())
+        out[base.strip()] = local.strip()
+    return out
+
+
+def stand_in(base: str, bases: Mapping[str, str] | None) -> str | None:
+    """The image ``bases`` names to stand for the ``FROM`` image ``base`` (names compared as
+    references: ``buildpack-deps:jammy`` is ``docker.io/library/buildpack-deps:jammy``), or
+    None."""
+    if not bases:
+        return None
+    want = _canonical(base)
+    for name, local in bases.items():
+        if _canonical(name) == want:
+            return local
+    return None
+
+
+def _canonical(image: str) -> str:
+    try:
+        ref = parse_reference(image, default_registry=DEFAULT_REGISTRY)
+    except ConfigError:
+        return image
+    return f"{ref.registry}/{ref.repository}:{ref.tag}@{ref.digest}"
+
+
+def _stand_in(base: str, local: str, store: ImageStore, say: Callable[[str], None]) -> str:
+    """The manifest digest of ``local``, the store's image that stands for ``base``."""
+    try:
+        digest = str(store.lookup(local))
+    except ConfigError:
+        raise ImageError(
+            f"FROM {base}: its stand-in {local} is not in the image store (build or load it "
+            "first: deepgym image build DIR -t " + local + ")"
+        ) from None
+    say(f"FROM {base}: the stand-in {local} ({digest[:19]})")
+    return digest
+
+
 def build(
     dockerfile: str | Path,
     context: str | Path | None = None,
@@ -376,10 +443,14 @@ def build(
     step_timeout: float | None = 1800.0,
     progress: Callable[[str], None] | None = None,
     network: str = "outbound",
+    bases: Mapping[str, str] | None = None,
 ) -> BuildResult:
     """Build the image ``dockerfile`` describes, with ``context`` (its folder by default) as
     the build context, and store it as ``ref`` (the context folder's name by default).
-    ``network``: how its ``RUN`` steps reach the network (``deepgym.images.network``)."""
+    ``network``: how its ``RUN`` steps reach the network (``deepgym.images.network``).
+    ``bases``: ``FROM`` images a host cannot pull, each to the image in the store that stands
+    for it (``{"buildpack-deps:jammy": "local/buildpack-deps:jammy"}``); the built image's
+    config labels name both (``BASE_LABEL``, ``STAND_IN_LABEL``)."""
     path = Path(dockerfile)
     try:
         text = path.read_text(encoding="utf-8")
@@ -397,8 +468,13 @@ def build(
     say = progress or (lambda line: None)
     blobs = store.blobs
     out = BuildResult(name, "")
+    local = stand_in(plan.base, bases)
     with store.writing(), _scratch(store) as work:
-        base = _base(plan.base, store, blobs, work, say)
+        if local is None:
+            base = _base(plan.base, store, blobs, work, say)
+        else:
+            base = _stand_in(plan.base, local, store, say)
+            plan.labels = {**plan.labels, BASE_LABEL: plan.base, STAND_IN_LABEL: f"{local}@{base}"}
         image = _read_image(blobs, base)
         out.digest = _build_steps(
             plan, image, base, ctx, store, blobs, work, _Run(step_timeout, net), say, out

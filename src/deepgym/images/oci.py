@@ -340,6 +340,8 @@ class ImageConfig:
     user: str = ""
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    """The config's ``Labels`` whose values are strings, by name."""
 
 
 def _strings(value: object, where: str) -> tuple[str, ...]:
@@ -365,6 +367,11 @@ def parse_config(raw: bytes, where: str = "image config") -> ImageConfig:
         user=conf.get("User") or "",
         entrypoint=_strings(conf.get("Entrypoint"), f"{where}: config.Entrypoint"),
         cmd=_strings(conf.get("Cmd"), f"{where}: config.Cmd"),
+        labels=tuple(
+            sorted((str(k), v) for k, v in (conf.get("Labels") or {}).items() if isinstance(v, str))
+        )
+        if isinstance(conf.get("Labels"), dict)
+        else (),
     )
 
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from deepgym.exceptions import SandboxError, SandboxUnavailableError
+from deepgym.judge.codes import SOLUTION_UID
 from deepgym.models import Environment, RunResult
 from deepgym.results import build_result
 from deepgym.sandbox import cgroups, policy
@@ -39,7 +40,7 @@ __all__ = ["home", "run_as", "verify_snapshot"]
 def run_as(env: Environment) -> int:
     """The uid a session of ``env`` (its agent, setup and verifiers) runs as inside its
     sandbox: ``policy.ROOT_UID`` for a task run as root (``Environment.user``)."""
-    return policy.ROOT_UID if env.user == "root" else policy.SOLUTION_UID
+    return policy.ROOT_UID if env.user == "root" else SOLUTION_UID
 
 
 def home(env: Environment) -> str:
