@@ -360,10 +360,13 @@ def test_root_in_the_sandbox_is_a_number_not_a_privilege(debian_root: Path) -> N
         assert await _sh(root, "stat -c %u /etc/debian_version") == "0"  # the image's owner
         caps = await _sh(root, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status")
         assert {line.split()[1] for line in caps.splitlines()} == {"0000000000000000"}, caps
+        # chown succeeds and changes nothing (the namespace has no other owner to give)
+        owner = await _sh(root, "echo x > /work/f && chown 1:1 /work/f && stat -c %u:%g /work/f")
+        assert owner == "0:0"
+        assert await _sh(agent, "echo x > f; chown 1:1 f 2>/dev/null || echo refused") == "refused"
         refused = {
             "mount": "mount -t tmpfs none /mnt",
             "remount": "mount -o remount,rw /opt/deepgym",
-            "chown": "echo x > /work/f && chown 1:1 /work/f",
             "userns": "unshare -U true",
             "sysctl": "echo 1 > /proc/sys/kernel/sysrq",
         }

@@ -251,6 +251,8 @@ def main(argv: list[str]) -> int:
     os.makedirs(STATE, exist_ok=True)
     if os.path.isdir(SEED):
         shutil.copytree(SEED, WORK, dirs_exist_ok=True, symlinks=True)
+        os.chmod(WORK, os.stat(WORK).st_mode | 0o700)  # the work dir is the agent's, whatever
+        # mode the seed's top folder had
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()

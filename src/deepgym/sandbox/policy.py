@@ -96,6 +96,8 @@ class Params:
     uid: int = SOLUTION_UID
     """The uid and gid inside (solution, build, session): ``SOLUTION_UID``, or ``ROOT_UID``
     for a session on an image whose task runs as root (``Environment.user``)."""
+    seccomp_fd: int = -1
+    """A session run as root: the descriptor of ``seccomp.chown_noop_filter`` for bwrap."""
 
 
 @dataclass(frozen=True)
@@ -369,6 +371,15 @@ RULES: tuple[Rule, ...] = (
         lambda p: ["--uid", str(p.uid), "--gid", str(p.uid)],
     ),
     Rule(
+        "root_chown",
+        frozenset({SESSION}),
+        "A session run as root: the chown family succeeds and changes nothing (a seccomp "
+        "filter, seccomp.chown_noop_filter).",
+        "Its namespace maps one uid and root there has no capabilities, so a task's chown (tar "
+        "-x as root) would fail where its container's root succeeds; the filter grants nothing.",
+        lambda p: ["--seccomp", str(p.seccomp_fd)] if p.seccomp_fd >= 0 else [],
+    ),
+    Rule(
         "judge_uid",
         frozenset({VERIFIER, WORKER, PROBE}),
         f"Runs as uid and gid {JUDGE_UID}: not root in its namespace.",
@@ -426,6 +437,8 @@ def argv(role: str, params: Params) -> list[str]:
     """The bwrap command line of a ``role`` sandbox: its rules' arguments, in table order."""
     if params.uid != SOLUTION_UID and (role != SESSION or not params.writable_root):
         raise ValueError(f"uid {params.uid} is for a session on an image only, not {role!r}")
+    if params.uid == ROOT_UID and params.seccomp_fd < 0:
+        raise ValueError("a session run as root needs its seccomp filter (seccomp_fd)")
     out = [params.bwrap]
     for rule in rules_for(role):
         out += rule.args(params)

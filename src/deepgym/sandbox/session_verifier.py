@@ -28,7 +28,7 @@ from deepgym.exceptions import SandboxError, SandboxUnavailableError
 from deepgym.judge.codes import SOLUTION_UID
 from deepgym.models import Environment, RunResult
 from deepgym.results import build_result
-from deepgym.sandbox import cgroups, policy
+from deepgym.sandbox import cgroups, policy, seccomp
 from deepgym.sandbox.evidence import read_run
 from deepgym.sandbox.fresh import collect
 from deepgym.sandbox.spawn import start_process
@@ -69,12 +69,15 @@ async def verify_snapshot(
             f"session {sandbox_id}: a verifier on an image needs a memory cgroup"
         )
     joins, binds, join_fds = group.join(policy.RUN_CGROUP)
+    filter_fd = seccomp.filter_fd() if run_as(env) == policy.ROOT_UID else -1
+    extra_fds = [filter_fd] if filter_fd >= 0 else []
     r_fd, w_fd = os.pipe()
     params = dataclasses.replace(
         host,
         command=("session_verify", str(w_fd), *(["step"] if step else [])),
         env={"HOME": home(env), "DEEPGYM_CGROUP_PROCS": joins},
         uid=run_as(env),
+        seccomp_fd=filter_fd,
         cgroups=binds,
         size=work_bytes,
         env_dir=str(env_dir),
@@ -88,7 +91,7 @@ async def verify_snapshot(
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_fd, *join_fds),
+                pass_fds=(w_fd, *join_fds, *extra_fds),
                 start_new_session=True,
             )
         except OSError as exc:
@@ -96,6 +99,8 @@ async def verify_snapshot(
             raise SandboxError(f"session {sandbox_id}: the verifier did not start: {exc}") from exc
         finally:
             os.close(w_fd)
+            for fd in extra_fds:
+                os.close(fd)
         got = await collect(proc, r_fd, env.timeout)  # closes r_fd; ends proc if cancelled
     finally:
         group.remove()

@@ -50,7 +50,7 @@ from deepgym.identity import env_key
 from deepgym.judge.blame import tree_pids
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.protocol import REPLY_GRACE_S
-from deepgym.sandbox import cgroups, policy
+from deepgym.sandbox import cgroups, policy, seccomp
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import ImageResolver, ImageRoots
 from deepgym.sandbox.session_verifier import home, run_as, verify_snapshot
@@ -180,6 +180,8 @@ class LocalSession:
             size=self.work_bytes(),
             seed_dir=str(env_dir / "repo") if (env_dir / "repo").is_dir() else "",
         )
+        filter_fd = seccomp.filter_fd() if params.uid == policy.ROOT_UID else -1
+        params = dataclasses.replace(params, seccomp_fd=filter_fd)
         argv = policy.argv(policy.SESSION, params)
         try:
             self.proc = await start_process(
@@ -187,7 +189,7 @@ class LocalSession:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
-                pass_fds=join_fds,
+                pass_fds=(*join_fds, *([filter_fd] if filter_fd >= 0 else [])),
                 start_new_session=True,
                 limit=2**28,
             )
@@ -205,6 +207,9 @@ class LocalSession:
         except BaseException:
             await self.close()
             raise
+        finally:
+            if filter_fd >= 0:
+                os.close(filter_fd)
 
     def alive(self) -> bool:
         """Whether the sandbox is still running (a standby that died is not handed out)."""

@@ -52,7 +52,8 @@ import re
 import shlex
 import shutil
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,10 @@ from deepgym.models import Environment
 __all__ = [
     "DEFAULT_AGENT_S",
     "DEFAULT_VERIFIER_S",
+    "HARBOR",
     "VERIFIER",
     "VERIFIER_GRACE_S",
+    "TaskFormat",
     "import_harbor_task",
 ]
 
@@ -91,20 +94,39 @@ _READ = ("task.toml", "instruction.md", "environment", "tests", "solution")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+@dataclass(frozen=True)
+class TaskFormat:
+    """How a task format names the parts the import reads: Harbor's (``HARBOR``) by default;
+    ``deepgym.envs.harbor.tbench`` stages terminal-bench's first format in Harbor's layout
+    with its own names."""
+
+    script: str = "test.sh"
+    """The test script, in ``tests/``."""
+    solve: str = "solve.sh"
+    """The oracle, in ``solution/``."""
+    parser: str | None = None
+    """How the test script's output is read: None (Harbor's reward files) or ``"pytest"``
+    (pytest's short test summary, one result a test: ``verifier.parse_pytest``)."""
+    label: str = "Harbor"
+
+
+HARBOR = TaskFormat()
+
+
 def _needs_image(task: Path, why: str) -> ConfigError:
     return ConfigError(
         f"{task.name}: needs a container image ({why}), and cannot run on the host sandbox"
     )
 
 
-def _task_folder(task: Path) -> None:
+def _task_folder(task: Path, form: TaskFormat = HARBOR) -> None:
     """``ConfigError`` unless ``task`` is a Harbor task folder whose files the import may read:
     ``harbor_files.inventory`` over them, before any is read."""
     if not task.is_dir():
-        raise ConfigError(f"{task}: not a Harbor task folder")
-    for name in ("task.toml", "instruction.md", "tests/test.sh"):
+        raise ConfigError(f"{task}: not a {form.label} task folder")
+    for name in ("task.toml", "instruction.md", f"tests/{form.script}"):
         if not (task / name).is_file():
-            raise ConfigError(f"{task}: not a Harbor task folder (no {name})")
+            raise ConfigError(f"{task}: not a {form.label} task folder (no {name})")
     harbor_files.inventory([task / name for name in _READ], task)
 
 
@@ -233,12 +255,12 @@ def _setup(plan: Plan, variables: dict[str, str], mapping: dict[str, str]) -> st
 
 
 def _reference(
-    task: Path, mapping: dict[str, str], variables: dict[str, str]
+    task: Path, mapping: dict[str, str], variables: dict[str, str], solve: str = "solve.sh"
 ) -> list[dict[str, str]] | None:
     """The oracle as the reference agent: write ``solution/`` to ``/tmp/harbor/solution``, then
-    run ``solve.sh`` in the work dir (None without a ``solve.sh``)."""
+    run ``solve`` (``solve.sh``) in the work dir (None without one)."""
     solution = task / "solution"
-    if not (solution / "solve.sh").is_file():
+    if not (solution / solve).is_file():
         return None
     files = list(harbor_files.walk(solution, task))
     if sum(size for _, size in files) > harbor_files.MAX_FILE_BYTES:
@@ -256,7 +278,7 @@ def _reference(
         command = write_command(target, data, executable=bool(path.stat().st_mode & 0o111))
         actions.append({"tool": "bash", "command": command})
     env = "".join(f"{k}={shlex.quote(v)} " for k, v in variables.items())
-    run = f"bash {HARBOR_ROOT}/solution/solve.sh"
+    run = f"bash {HARBOR_ROOT}/solution/{solve}"
     actions.append(
         {
             "tool": "bash",
@@ -302,6 +324,8 @@ def import_harbor_task(
     out_dir: str | Path | None = None,
     *,
     progress: Callable[[str], None] | None = None,
+    bases: Mapping[str, str] | None = None,
+    task_format: TaskFormat = HARBOR,
 ) -> Environment:
     """The Harbor task in ``task_dir`` as a session environment, written as a folder to
     ``out_dir`` (a temporary folder, removed at exit, when None) and loaded from it.
@@ -309,16 +333,24 @@ def import_harbor_task(
     A task the host sandbox stands in for runs on it; one whose Dockerfile deepgym builds runs
     on its image, built here first (``harbor_image``; ``progress`` gets the build's lines).
     ``ConfigError``, one line, for a task that cannot run here or is not a Harbor task; see the
-    module doc.
+    module doc. ``bases``: ``FROM`` images this host cannot pull, each to the image in the store
+    that stands for it (``deepgym.images.build``); recorded in the environment folder's
+    ``image-bases.json`` and in the image's labels.
     """
     task = Path(task_dir)
-    _task_folder(task)
+    _task_folder(task, task_format)
     with staged(out_dir) as (stage, out):
-        loaded = _import(task, stage, progress)
+        loaded = _import(task, stage, progress, dict(bases or {}), task_format)
     return loaded if stage == out else load_folder(out)
 
 
-def _import(task: Path, out: Path, progress: Callable[[str], None] | None) -> Environment:
+def _import(
+    task: Path,
+    out: Path,
+    progress: Callable[[str], None] | None,
+    bases: dict[str, str],
+    form: TaskFormat,
+) -> Environment:
     """Write the task ``task`` as a session environment into the empty folder ``out``, and
     load it from there (which checks it whole)."""
     config = _config(task)
@@ -327,24 +359,32 @@ def _import(task: Path, out: Path, progress: Callable[[str], None] | None) -> En
     mapping = path_map(plan.workdir)
     agent_s = _seconds(config, "agent", DEFAULT_AGENT_S, toml)
     verifier_s = _seconds(config, "verifier", DEFAULT_VERIFIER_S, toml)
-    toml_env = _variables(config, "environment", toml)
+    toml_env = {k: rewrite(v, mapping) for k, v in _variables(config, "environment", toml).items()}
     meta = _metadata(task, config, agent_s, verifier_s)
-    reference = _reference(task, mapping, _variables(config, "solution", toml))
+    reference = _reference(task, mapping, _variables(config, "solution", toml), form.solve)
     rootfs: Path | None = None
     if built is not None:
-        meta["image"] = harbor_image.image_ref(task.name, task / "environment")
-        rootfs, image_env = harbor_image.build_image(task / "environment", meta["image"], progress)
+        meta["image"] = harbor_image.image_ref(task.name, task / "environment", bases)
+        meta["user"] = harbor_image.image_user(built)
+        rootfs, image_env = harbor_image.build_image(
+            task / "environment", meta["image"], progress, bases
+        )
         moved = {k: rewrite(v, mapping) for k, v in image_env.items()}
         variables = {**{k: v for k, v in moved.items() if v != image_env[k]}, **toml_env}
-        setup = harbor_image.image_setup(variables, WORK)
+        setup = harbor_image.image_setup(variables, WORK, plan.workdir)
     else:
         variables = {**plan.env, **toml_env}
         setup = _setup(plan, variables, mapping)
-    verifier_env = {**variables, **_variables(config, "verifier", toml)}
+    verifier_only = _variables(config, "verifier", toml)
+    verifier_env = {**variables, **{k: rewrite(v, mapping) for k, v in verifier_only.items()}}
     if rootfs is not None:
         if harbor_image.seed_work(rootfs, plan.workdir, out / "repo"):
             rewrite_tree(out / "repo", mapping)
+            if meta["user"] == "root":
+                harbor_image.owner_writable(out / "repo")
         harbor_files.copy_in(task / "environment", out / "image", task)
+        if bases:
+            (out / "image-bases.json").write_text(json.dumps(bases, indent=2) + "\n")
     elif plan.copies:
         (out / "repo").mkdir()
         _seed(plan, task / "environment", out / "repo")
@@ -357,7 +397,11 @@ def _import(task: Path, out: Path, progress: Callable[[str], None] | None) -> En
     shutil.copyfile(VERIFIER, out / "verifier.py")
     harbor_files.copy_in(task / "tests", out / "tests" / "harbor", task)
     rewrite_tree(out / "tests" / "harbor", mapping)
-    harbor = {"script": "test.sh", "timeout": verifier_s, "env": verifier_env}
+    harbor: dict[str, Any] = {"script": form.script, "timeout": verifier_s, "env": verifier_env}
+    if form.parser is not None:
+        harbor["parser"] = form.parser
+    if rootfs is not None:  # the image's WORKDIR is the work dir, by a link too
+        harbor["workdir"] = plan.workdir
     (out / "tests" / "harbor.json").write_text(json.dumps(harbor, indent=2) + "\n")
     if reference is not None:
         (out / "reference_agent.json").write_text(json.dumps(reference, indent=2) + "\n")
