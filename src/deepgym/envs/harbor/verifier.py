@@ -12,7 +12,8 @@ output in ``test-stdout.txt`` there, as Harbor keeps it), then reads the reward 
 ``reward.json`` first (its ``reward``, the other numbers as reward components), else
 ``reward.txt`` (one number). A task whose format names a parser (``harbor.json``'s ``parser``:
 terminal-bench's ``pytest``) is scored by its test results instead: pytest's short test
-summary, one case a test, 1.0 when at least one ran and none failed. A task on its image
+summary, one case a test, 1.0 when the script exited 0 and at least one test ran and none
+failed. A task on its image
 (``workdir``) has the image's WORKDIR made a link to the work dir first, as its session had.
 
 Verdicts, by the reward contract: the test script is started before anything reads the agent's
@@ -114,7 +115,7 @@ def verify(work: Path, tests: Path) -> dict[str, Any]:
             "message": f"{script} ran past its timeout of {timeout:g} s",
         }
     elif config.get("parser") == "pytest":
-        return parsed_report(parse_pytest(text), script, tail)
+        return parsed_report(parse_pytest(text), script, tail, proc.returncode)
     else:
         report = read_reward(logs)
     report["cases"] = [{"name": script, "passed": report.get("score") == 1.0, "message": tail}]
@@ -141,9 +142,13 @@ def parse_pytest(output: str) -> list[tuple[str, str]] | None:
     return out
 
 
-def parsed_report(results: list[tuple[str, str]] | None, script: str, tail: str) -> dict[str, Any]:
+def parsed_report(
+    results: list[tuple[str, str]] | None, script: str, tail: str, exit_code: int = 0
+) -> dict[str, Any]:
     """The report of a task scored by its tests' results (terminal-bench's parser): 1.0 when
-    at least one test ran and every one that counts passed, else 0, one case a test."""
+    the script exited 0 and at least one test ran and every one that counts passed, else 0,
+    one case a test. Stricter than terminal-bench, which reads the summary alone: a summary
+    the answer's own code printed, before it killed the script, is no pass."""
     if results is None:
         return {
             "status": "solution_error",
@@ -152,9 +157,11 @@ def parsed_report(results: list[tuple[str, str]] | None, script: str, tail: str)
             "cases": [{"name": script, "passed": False, "message": tail}],
         }
     counted = [(s, name) for s, name in results if s in ("PASSED", "FAILED", "ERROR")]
-    passed = bool(counted) and all(s == "PASSED" for s, _ in counted)
+    passed = bool(counted) and all(s == "PASSED" for s, _ in counted) and exit_code == 0
     cases = [{"name": name, "passed": s == "PASSED", "message": s} for s, name in results]
     why = "" if counted else f"{script}: its summary lists no test that passed or failed; "
+    if exit_code != 0:
+        why += f"{script} exited {exit_code}; "
     message = "" if passed else why + tail
     return {"status": "ok", "score": 1.0 if passed else 0.0, "message": message, "cases": cases}
 

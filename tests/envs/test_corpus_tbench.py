@@ -1,0 +1,163 @@
+"""terminal-bench's aider-polyglot C++ tasks, run as they are (``../shared/data``, see its
+README): 16 tasks in terminal-bench's first format, imported unmodified on a stand-in for
+``buildpack-deps:jammy`` (``tests/data/stand-ins``: Debian bookworm; each task's own
+Dockerfile installs its toolchain on it), and scored by their own ``run-tests.sh``.
+
+Each task's reference (``solution.sh``) scores 1.0, a no-op 0.0, and an edit that breaks one
+function of the reference 0.0; one task goes through ``deepgym check`` whole. The stand-in and
+the toolchain layers are built once for all 16 (the build cache), in the image store the Harbor
+image tests share (``~/.cache/deepgym-harbor-tests``, kept between runs). Marked ``corpus``:
+slow (a cold store builds Debian and Boost; each episode compiles Catch2), run by ``make test``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.shared_data import shared_data
+
+from deepgym import DeepGym
+from deepgym.envs.harbor import import_harbor_folder, import_task
+from deepgym.envs.qa.check import check_environment
+from deepgym.envs.qa.session_check import reference_actions, scripted
+from deepgym.images.build import build
+from deepgym.models import Environment, RunResult
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = shared_data() / "terminal-bench-datasets" / "datasets" / "aider_polyglot"
+STAND_IN = ROOT / "tests" / "data" / "stand-ins" / "buildpack-deps-jammy"
+STAND_IN_REF = "deepgym-test/buildpack-deps:jammy"
+BASES = {"buildpack-deps:jammy": STAND_IN_REF}
+CACHE = Path.home() / ".cache" / "deepgym-harbor-tests"
+TASKS = sorted(p.name for p in DATA.glob("polyglot_cpp_*")) if DATA.is_dir() else []
+
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.corpus,
+    pytest.mark.skipif(not TASKS, reason=f"no terminal-bench tasks at {DATA}"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="build steps map ids directly only as root"),
+    pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap is absent"),
+]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The stand-in built, then the 16 tasks imported twice (a cold cache, then a warm one):
+    the environments, the report, and the times."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DEEPGYM_HOME", str(CACHE))
+        t0 = time.monotonic()
+        build(STAND_IN / "Dockerfile", ref=STAND_IN_REF)
+        t1 = time.monotonic()
+        lines: list[str] = []
+        out = tmp_path_factory.mktemp("tbench")
+        report = import_harbor_folder(DATA, out / "cold", progress=lines.append, bases=BASES)
+        t2 = time.monotonic()
+        again = import_harbor_folder(DATA, out / "warm", bases=BASES)
+        t3 = time.monotonic()
+    yield {
+        "report": report,
+        "again": again,
+        "lines": lines,
+        "out": out / "cold",
+        "seconds": {"stand_in": t1 - t0, "cold": t2 - t1, "warm": t3 - t2},
+    }
+
+
+@pytest.fixture(autouse=True)
+def store_home(_deepgym_home: Path) -> None:
+    """Each test's private ``DEEPGYM_HOME`` with the shared image store."""
+    (CACHE / "images").mkdir(parents=True, exist_ok=True)
+    link = _deepgym_home / "images"
+    if not link.exists():
+        link.symlink_to(CACHE / "images")
+
+
+@pytest.fixture(scope="module")
+def dg() -> Iterator[DeepGym]:
+    with DeepGym() as client:
+        yield client
+
+
+def _env(imported: dict[str, object], task: str) -> Environment:
+    from deepgym.envs.registry import load_folder
+
+    out = imported["out"]
+    assert isinstance(out, Path)
+    return load_folder(out / task)
+
+
+def _play(dg: DeepGym, env: Environment, actions: list[dict[str, str]]) -> RunResult:
+    return dg.run_episode(env, scripted(actions)).result
+
+
+BREAK_ONE_FUNCTION = (
+    'f=$(ls *.cpp 2>/dev/null | grep -v _test | head -1); [ -n "$f" ] || '
+    "f=$(ls *.h | head -1); sed -i '0,/^\\(\\s*\\)return [^;]*;/s//\\1return {};/' \"$f\""
+)
+"""After the reference: the solution's first ``return`` statement returns a default value."""
+
+
+@pytest.mark.timeout(1800)
+def test_the_tasks_import_on_the_stand_in_with_the_toolchain_built_once(
+    imported: dict[str, object],
+) -> None:
+    report, again = imported["report"], imported["again"]
+    assert report.ok and len(report.imported) == len(TASKS) == 16, report.lines()  # type: ignore[attr-defined]
+    assert report.lines()[0] == "imported 16 of 16 terminal-bench tasks"  # type: ignore[attr-defined]
+    assert again.ok  # type: ignore[attr-defined]
+    lines = imported["lines"]
+    assert isinstance(lines, list)
+    toolchain = [line for line in lines if "libboost-all-dev" in line]
+    assert len(toolchain) == 16 and sum("(cached)" not in line for line in toolchain) <= 1
+    assert sum("the stand-in deepgym-test/buildpack-deps:jammy" in line for line in lines) == 16
+    seconds = imported["seconds"]
+    print(f"\nterminal-bench C++: stand-in, import of 16 cold and warm, in s: {seconds}")
+    env = _env(imported, TASKS[0])
+    assert env.image is not None and env.user == "root"
+    assert env.timeout == 1800.0 + 15.0  # max_test_timeout_sec, and the verifier's grace
+    assert env.lifetime == 1800.0  # max_agent_timeout_sec
+    out = imported["out"]
+    assert isinstance(out, Path)
+    assert (out / TASKS[0] / "image-bases.json").read_text().count(STAND_IN_REF) == 1
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("task", TASKS)
+def test_the_reference_scores_one_and_a_no_op_and_a_broken_function_zero(
+    task: str, imported: dict[str, object], dg: DeepGym
+) -> None:
+    env = _env(imported, task)
+    t0 = time.monotonic()
+    right = _play(dg, env, reference_actions(env))
+    seconds = time.monotonic() - t0
+    assert (right.has_verdict, right.score) == (True, 1.0), (right.error, right.cases)
+    assert [c.name for c in right.cases] == ["aider_polyglot_test"]
+    print(f"\n{task}: the reference's episode took {seconds:.1f} s")
+    idle = _play(dg, env, [])
+    assert (idle.has_verdict, idle.score) == (True, 0.0), idle
+    broken = _play(
+        dg, env, [*reference_actions(env), {"tool": "bash", "command": BREAK_ONE_FUNCTION}]
+    )
+    assert (broken.has_verdict, broken.score) == (True, 0.0), broken
+
+
+@pytest.mark.timeout(1800)
+def test_one_task_passes_deepgym_check(imported: dict[str, object], dg: DeepGym) -> None:
+    """The whole check on one task: the reference 1.0 four times alike, the no-op, busy and
+    random agents and the exploit probes 0, each with a verdict."""
+    env = _env(imported, "polyglot_cpp_clock")
+    report = check_environment(env, dg)
+    assert report.ok, report.summary()
+
+
+def test_a_task_imports_by_itself_and_its_image_is_the_folders(
+    imported: dict[str, object], tmp_path: Path
+) -> None:
+    env = import_task(DATA / TASKS[0], tmp_path / "one", bases=BASES)
+    assert env.image == _env(imported, TASKS[0]).image  # the same image: built once
