@@ -59,6 +59,19 @@ Scoring = Literal["all", "partial"]
 TimeoutKind = Literal["limit", "backstop"]
 
 
+class Stage(BaseModel):
+    """One stage of a session in stages (``Environment.stages``): its name, what the agent is
+    asked, a bash script run in the work dir before it (not before the first: the session's
+    ``setup_script`` is that), and the score under which the episode stops after it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, name_field("name")]
+    task: Annotated[str, text_field("task")]
+    setup_script: Annotated[str | None, optional_text_field("setup_script")] = None
+    min_reward: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
 class Environment(BaseModel):
     """One task: what the model is asked, and how its answer is verified.
 
@@ -154,6 +167,15 @@ class Environment(BaseModel):
     namespace, for tasks written for a container's root (``/root``, ``/app`` owned by root):
     the same host uid as ``"agent"`` and no capabilities, inside the namespace or out of it
     (``deepgym.sandbox.policy``), so it is a number, never a privilege."""
+    stages: tuple[Stage, ...] = ()
+    """A session in stages (Harbor's multi-step tasks): each stage's instruction is given in
+    turn, and when the agent is done with it the final verifier judges that stage (its name in
+    ``DEEPGYM_STAGE``) as a gate: a stage without a verdict ends the episode without one, a
+    score under its ``min_reward`` ends it early. The episode's score follows
+    ``stage_reward``. Empty: one stage, ``task``."""
+    stage_reward: Literal["mean", "final"] = "mean"
+    """How a staged session's stages make its score: the mean of the stages run (Harbor's
+    ``multi_step_reward_strategy = "mean"``), or the last one's (``"final"``)."""
     verifier_image: Annotated[str | None, name_field("verifier_image", optional=True)] = None
     """A session on an ``image``: another image its final verifier runs on (a task that asks
     for a verifier environment of its own); None: the session's ``image``."""
@@ -246,6 +268,10 @@ class Environment(BaseModel):
             )
         if self.user != "agent" and (self.kind != "session" or self.image is None):
             raise ValueError("user 'root' applies to a session on an image only")
+        if self.stages and self.kind != "session":
+            raise ValueError("stages apply to kind 'session' only")
+        if len({st.name for st in self.stages}) != len(self.stages):
+            raise ValueError("stages must have different names")
         if self.verifier_image is not None and (self.kind != "session" or self.image is None):
             raise ValueError("verifier_image applies to a session on an image only")
         if self.kind == "session":

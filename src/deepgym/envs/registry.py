@@ -68,6 +68,8 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "image": str,
     "user": str,
     "verifier_image": str,
+    "stages": list,
+    "stage_reward": str,
 }
 
 SuiteLoader = Callable[[], list[Environment]]

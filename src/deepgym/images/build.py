@@ -372,7 +372,10 @@ def _base(
         pull_error = exc
     suite = debian_suite(ref)
     if suite is None:
-        raise ImageError(f"FROM {ref}: not in the image store, and not pulled ({pull_error})")
+        raise ImageError(
+            f"FROM {ref}: not in the image store, and not pulled ({pull_error}); build an "
+            f"image that stands for it and name it: --base {ref}=LOCAL"
+        )
     say(f"FROM {ref}: not pulled ({pull_error}); building Debian {suite} with mmdebstrap")
     digest = _debian_base(suite, blobs, work)
     store.add_blobs_manifest(digest, ref)

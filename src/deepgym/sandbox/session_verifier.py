@@ -57,10 +57,12 @@ async def verify_snapshot(
     snapshot: Path,
     *,
     step: bool = False,
+    stage: str | None = None,
 ) -> RunResult:
     """The final verifier of ``env`` (``step``: its per-step verifier) for session
     ``sandbox_id``, in a fresh sandbox over ``snapshot`` (a work dir of ``work_bytes`` at most);
-    ``host``: the host's facts, ``workspace``: where the environment's files are staged."""
+    ``host``: the host's facts, ``workspace``: where the environment's files are staged;
+    ``stage``: the stage it judges, in ``DEEPGYM_STAGE`` (``Environment.stages``)."""
     env_dir = workspace.env_dir(env, keep=True)
     group = cgroups.create(env.memory_mb, env.max_processes, owner=workspace.owner)
     if host.writable_root and not group.holds("memory"):  # an image's layer: see image_root
@@ -75,7 +77,11 @@ async def verify_snapshot(
     params = dataclasses.replace(
         host,
         command=("session_verify", str(w_fd), *(["step"] if step else [])),
-        env={"HOME": home(env), "DEEPGYM_CGROUP_PROCS": joins},
+        env={
+            "HOME": home(env),
+            "DEEPGYM_CGROUP_PROCS": joins,
+            **({"DEEPGYM_STAGE": stage} if stage is not None else {}),
+        },
         uid=run_as(env),
         seccomp_fd=filter_fd,
         cgroups=binds,

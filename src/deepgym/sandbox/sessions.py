@@ -349,6 +349,30 @@ class LocalSession:
         self.diff = work_diff(self.env.repo_path, snap)
         return await self.owner.verify(self, snap)
 
+    async def score_stage(self, stage: str, *, last: bool) -> RunResult:
+        """The final verifier over a snapshot of the work dir, judging ``stage``
+        (``Environment.stages``); the agent's processes go on unless it is the ``last``."""
+        try:
+            got = await self._request("snapshot", 30.0, cap=self.work_bytes(), end=last)
+        except ConfigError as exc:  # the agent's work dir could not be taken (too big)
+            raise SandboxDiedError(str(exc)) from exc
+        if last:
+            await self._end_sandbox()
+        self._steps += 1
+        snap = self._unpack(got["tar"], f"stage-{self._steps}")
+        self.diff = work_diff(self.env.repo_path, snap)
+        return await self.owner.verify(self, snap, stage=stage)
+
+    async def setup_stage(self, script: str) -> None:
+        """A stage's setup script, run in the session's shell (not the agent's action);
+        ``SandboxError`` when it fails."""
+        done = await self._exec(script, self.env.step_timeout, agent=False)
+        if done.exit_code != 0 or done.timed_out:
+            raise SandboxError(
+                f"session {self.sandbox_id}: a stage's setup script failed "
+                f"(exit {done.exit_code}): {done.stderr[-500:]}"
+            )
+
     async def step_reward(self) -> RunResult | None:
         """The environment's per-step verifier over a snapshot of the work dir as it is now
         (the agent's processes go on); None where the environment has none. A shaping reward:
@@ -497,7 +521,9 @@ class LocalSessions:
             )
         return self.images.params(self.host, image, writable=True)
 
-    async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
+    async def verify(
+        self, session: LocalSession, snapshot: Path, step: bool = False, stage: str | None = None
+    ) -> RunResult:
         """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
         sandbox over ``snapshot`` (``session_verifier``), on the session's image if it has one:
         the image as built, not as the agent left it (only the work dir carries over)."""
@@ -509,6 +535,7 @@ class LocalSessions:
             session.work_bytes(),
             snapshot,
             step=step,
+            stage=stage,
         )
 
     async def close(self) -> None:

@@ -25,10 +25,17 @@ A Dockerfile beyond the host subset but within the subset deepgym builds
 ``harbor/<task>:<hash of environment/>``, its ``WORKDIR`` mapped onto the work dir
 (``image`` says how, and how the image is rebuilt on another machine).
 
+A multi-step task (``steps/``) is a session in stages (``stages``). Several named scores in
+``reward.json`` are reward components, their mean the score. A task's network policy is
+honoured where it forbids (no sandbox here has a network) and refused where a phase asks for
+the internet; ``[verifier] environment_mode = "separate"`` with a ``tests/Dockerfile`` gives the
+verifier an image of its own.
+
 Refused, with one ``ConfigError`` line: a Dockerfile outside the build subset (the line and its
 instruction), a ``docker_image`` in task.toml or a compose file (a prebuilt image or services:
-it "cannot run on the host sandbox"); also a GPU, a Windows task, a multi-step task, and a
-variable read from the host (``${VAR}``: the sandbox passes none of the host's).
+it "cannot run on the host sandbox"); also a GPU, a Windows task, a phase that needs the
+internet, and a variable read from the host (``${VAR}``: the sandbox passes none of the
+host's).
 
 Paths: Harbor's container paths are rewritten to where a session has them (``paths``).
 
@@ -61,8 +68,9 @@ from deepgym.envs.harbor import files as harbor_files
 from deepgym.envs.harbor import image as harbor_image
 from deepgym.envs.harbor.output import staged, write_command
 from deepgym.envs.harbor.paths import HARBOR_ROOT, WORK, path_map, rewrite, rewrite_tree
-from deepgym.envs.harbor.plan import DEFAULT_WORKDIR, Plan
+from deepgym.envs.harbor.plan import DEFAULT_WORKDIR, Plan, inside
 from deepgym.envs.harbor.plan import plan as host_plan
+from deepgym.envs.harbor.stages import stage_plan
 from deepgym.envs.registry import load_folder
 from deepgym.exceptions import ConfigError
 from deepgym.images.dockerfile import parse as parse_dockerfile
@@ -89,7 +97,7 @@ VERIFIER = Path(__file__).resolve().parent / "verifier.py"
 """The file an import writes as the environment's ``verifier.py`` (standard library only: it
 runs in the final verifier's sandbox, outside the deepgym package)."""
 _COMPOSE = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
-_READ = ("task.toml", "instruction.md", "environment", "tests", "solution")
+_READ = ("task.toml", "instruction.md", "environment", "tests", "solution", "steps")
 """What the import reads of a task folder (``harbor_files.inventory`` checks it first)."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -124,7 +132,8 @@ def _task_folder(task: Path, form: TaskFormat = HARBOR) -> None:
     ``harbor_files.inventory`` over them, before any is read."""
     if not task.is_dir():
         raise ConfigError(f"{task}: not a {form.label} task folder")
-    for name in ("task.toml", "instruction.md", f"tests/{form.script}"):
+    staged = (task / "steps").is_dir()  # a multi-step task: each step has its instruction
+    for name in ("task.toml", *(() if staged else ("instruction.md", f"tests/{form.script}"))):
         if not (task / name).is_file():
             raise ConfigError(f"{task}: not a {form.label} task folder (no {name})")
     harbor_files.inventory([task / name for name in _READ], task)
@@ -183,12 +192,83 @@ def _memory_mb(environment: dict[str, Any], where: Path) -> int | None:
     return value
 
 
+NETWORK_PHASES = ("agent", "verifier")
+"""The phases whose own network setting overrides the task's baseline ([environment])."""
+
+
+def _network(task: Path, config: dict[str, Any]) -> None:
+    """``ConfigError`` where a phase asks for the internet, which no sandbox here has: an
+    ``allowlist`` of hosts anywhere, or a phase's own ``public`` (or ``allow_internet = true``)
+    over the baseline. A baseline that allows the internet (Harbor's default) runs without it;
+    one that forbids it is what every sandbox here is."""
+    tables = [("environment", config.get("environment", {}))]
+    tables += [(name, config.get(name, {})) for name in NETWORK_PHASES]
+    verifier_env = config.get("verifier", {}).get("environment")
+    if isinstance(verifier_env, dict):
+        tables.append(("verifier.environment", verifier_env))
+    for i, step in enumerate(config.get("steps") or []):
+        if isinstance(step, dict):
+            tables += [(f"steps[{i}].{n}", step.get(n) or {}) for n in NETWORK_PHASES]
+    for name, table in tables:
+        if not isinstance(table, dict):
+            continue
+        mode, allow = table.get("network_mode"), table.get("allow_internet")
+        phase = name != "environment" and name != "verifier.environment"
+        if mode == "allowlist":
+            hosts = ", ".join(str(h) for h in table.get("allowed_hosts") or []) or "no hosts"
+            why = f"network_mode = 'allowlist' ({hosts})"
+        elif phase and (mode == "public" or allow is True):
+            why = "network_mode = 'public'" if mode == "public" else "allow_internet = true"
+        else:
+            continue
+        raise ConfigError(
+            f"{task.name}: [{name}] {why}: the phase needs the internet, and no sandbox here "
+            "has a network"
+        )
+
+
+def _separate_verifier(
+    task: Path,
+    config: dict[str, Any],
+    workdir: str,
+    on_image: bool,
+    bases: dict[str, str],
+    progress: Callable[[str], None] | None,
+) -> str | None:
+    """The image of a verifier environment of the task's own (``[verifier] environment_mode =
+    "separate"``, ``tests/`` its build context), built; None where the task asks for none or
+    gives no Dockerfile (its verifier runs on the task's image, as every verifier here runs in a
+    sandbox of its own). ``ConfigError`` for an artifact outside the work dir (the only part of
+    the agent's sandbox a verifier here sees), or a separate image for a task on the host."""
+    verifier = config.get("verifier", {})
+    if verifier.get("environment_mode", "shared") != "separate":
+        return None
+    for path in config.get("artifacts") or []:
+        if not isinstance(path, str) or not inside(posixpath.normpath(path), workdir):
+            raise ConfigError(
+                f"{task.name}: artifact {path!r} is outside the work dir {workdir}, the only "
+                "part of the agent's sandbox a verifier here sees"
+            )
+    if not (task / "tests" / "Dockerfile").is_file():
+        return None
+    if not on_image:
+        raise ConfigError(
+            f"{task.name}: a verifier image of its own (tests/Dockerfile) for a task on the "
+            "host sandbox"
+        )
+    harbor_image.image_recipe(
+        parse_dockerfile(harbor_files.read(task / "tests" / "Dockerfile").decode("utf-8")),
+        task.name,
+    )
+    ref = harbor_image.image_ref(f"{task.name}-verifier", task / "tests", bases)
+    harbor_image.build_image(task / "tests", ref, progress, bases)
+    return ref
+
+
 def _plan(task: Path, config: dict[str, Any]) -> tuple[Plan, Recipe | None]:
     """What the task's environment builds and, where only an image gives it, the image's build
     (``harbor_image``); or the one-line refusal of a task that cannot run here."""
     environment = config.get("environment", {})
-    if (task / "steps").is_dir():
-        raise ConfigError(f"{task.name}: a multi-step task (steps/), which is not imported")
     if str(environment.get("os", "linux")).lower() != "linux":
         raise ConfigError(f"{task.name}: a task for {environment['os']}, not for linux")
     gpus = environment.get("gpus", 0)
@@ -355,6 +435,7 @@ def _import(
     load it from there (which checks it whole)."""
     config = _config(task)
     toml = task / "task.toml"
+    _network(task, config)
     plan, built = _plan(task, config)
     mapping = path_map(plan.workdir)
     agent_s = _seconds(config, "agent", DEFAULT_AGENT_S, toml)
@@ -375,6 +456,11 @@ def _import(
     else:
         variables = {**plan.env, **toml_env}
         setup = _setup(plan, variables, mapping)
+    verifier_image = _separate_verifier(
+        task, config, plan.workdir, built is not None, bases, progress
+    )
+    if verifier_image is not None:
+        meta["verifier_image"] = verifier_image
     verifier_only = _variables(config, "verifier", toml)
     verifier_env = {**variables, **{k: rewrite(v, mapping) for k, v in verifier_only.items()}}
     if rootfs is not None:
@@ -389,19 +475,35 @@ def _import(
         (out / "repo").mkdir()
         _seed(plan, task / "environment", out / "repo")
         rewrite_tree(out / "repo", mapping)
-    instruction = harbor_files.read(task / "instruction.md").decode("utf-8", errors="replace")
+    staged = None
+    if (task / "steps").is_dir():
+        staged = stage_plan(
+            task, config, out, mapping, verifier_env, (agent_s, verifier_s), form.solve
+        )
+        meta.update(stages=staged.stages, stage_reward=staged.reward, lifetime=staged.agent_s)
+        meta["step_timeout"] = staged.longest_agent_s
+        meta["timeout"] = staged.longest_verifier_s + VERIFIER_GRACE_S
+        if staged.first_setup:
+            setup = (setup or "set -e\n") + staged.first_setup + f"cd {WORK}\n"
+        reference = staged.reference
+        instruction = str(staged.stages[0]["task"])
+    else:
+        instruction = harbor_files.read(task / "instruction.md").decode("utf-8", "replace")
     (out / "task.md").write_text(rewrite(instruction, mapping), encoding="utf-8")
     (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
     if setup:
         (out / "setup.sh").write_text(setup)
     shutil.copyfile(VERIFIER, out / "verifier.py")
-    harbor_files.copy_in(task / "tests", out / "tests" / "harbor", task)
-    rewrite_tree(out / "tests" / "harbor", mapping)
+    if (task / "tests").is_dir():
+        harbor_files.copy_in(task / "tests", out / "tests" / "harbor", task)
+        rewrite_tree(out / "tests" / "harbor", mapping)
     harbor: dict[str, Any] = {"script": form.script, "timeout": verifier_s, "env": verifier_env}
     if form.parser is not None:
         harbor["parser"] = form.parser
     if rootfs is not None:  # the image's WORKDIR is the work dir, by a link too
         harbor["workdir"] = plan.workdir
+    if staged is not None:
+        harbor["stages"] = staged.verifier
     (out / "tests" / "harbor.json").write_text(json.dumps(harbor, indent=2) + "\n")
     if reference is not None:
         (out / "reference_agent.json").write_text(json.dumps(reference, indent=2) + "\n")

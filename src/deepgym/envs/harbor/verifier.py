@@ -9,8 +9,9 @@ environment variables) and ``harbor/``, the task's ``tests/`` with Harbor's path
 ``/tmp/harbor/...``. ``verify`` copies ``harbor/`` to ``/tmp/harbor/tests``, makes a fresh
 ``/tmp/harbor/logs/verifier``, runs ``bash /tmp/harbor/tests/test.sh`` in the work dir (its
 output in ``test-stdout.txt`` there, as Harbor keeps it), then reads the reward as Harbor does:
-``reward.json`` first (its ``reward``, the other numbers as reward components), else
-``reward.txt`` (one number). A task whose format names a parser (``harbor.json``'s ``parser``:
+``reward.json`` first (its ``reward``, the other numbers as reward components; several named
+scores and no ``reward``: their mean, each a reward component), else ``reward.txt`` (one
+number). A task whose format names a parser (``harbor.json``'s ``parser``:
 terminal-bench's ``pytest``) is scored by its test results instead: pytest's short test
 summary, one case a test, 1.0 when the script exited 0 and at least one test ran and none
 failed. A task on its image
@@ -69,13 +70,36 @@ def link_workdir(workdir: str, work: Path) -> None:
     path.symlink_to(work)
 
 
+def _copy_in(source: Path, target: Path) -> None:
+    """``source``'s files into ``target``, replacing those of the same name, each folder and
+    file left writable by its owner (the task's files may be read-only)."""
+    for folder, _, names in os.walk(source):
+        into = target / Path(folder).relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        into.chmod(0o755)
+        for name in names:
+            dest = into / name
+            if dest.exists() or dest.is_symlink():
+                dest.unlink()
+            shutil.copy2(os.path.join(folder, name), dest, follow_symlinks=False)
+            if not dest.is_symlink():
+                dest.chmod(dest.stat().st_mode | 0o600)
+
+
 def verify(work: Path, tests: Path) -> dict[str, Any]:
     """Run the task's test script over ``work``; Harbor's reward as this session's score."""
     config = json.loads((tests / "harbor.json").read_text())
+    stage = os.environ.get("DEEPGYM_STAGE")
+    if stage is not None:  # a step of a multi-step task: its own script, limit and variables
+        config = {**config, **config["stages"][stage]}
     if config.get("workdir"):
         link_workdir(str(config["workdir"]), work)
     shutil.rmtree(ROOT, ignore_errors=True)
-    shutil.copytree(tests / "harbor", ROOT / "tests")
+    (ROOT / "tests").mkdir(parents=True)
+    if (tests / "harbor").is_dir():
+        _copy_in(tests / "harbor", ROOT / "tests")
+    if stage is not None and (tests / "harbor-stages" / stage).is_dir():  # its files win
+        _copy_in(tests / "harbor-stages" / stage, ROOT / "tests")
     logs = ROOT / "logs" / "verifier"
     for name in ("agent", "verifier", "artifacts"):
         (ROOT / "logs" / name).mkdir(parents=True, exist_ok=True)
@@ -202,7 +226,11 @@ def read_reward(verifier_dir: Path) -> dict[str, Any]:
         if "reward" in data:
             return _scored(data["reward"], "reward.json's reward", components)
         if not as_text.is_file():
-            return _malformed("reward.json has no 'reward' (and there is no reward.txt)")
+            if not components or len(components) != sum(k != "reward" for k in data):
+                return _malformed("reward.json has no 'reward' and is not all named numbers")
+            # several named scores and no total: their mean, Harbor's rule for several rewards
+            mean = sum(components.values()) / len(components)
+            return _scored(mean, "reward.json's mean", components)
     if as_text.is_file():
         text = as_text.read_text(errors="replace").strip()
         try:
