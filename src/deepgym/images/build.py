@@ -28,6 +28,7 @@ then the new ones, and a config) goes into the store (``deepgym.images.store``) 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import json
@@ -54,9 +55,11 @@ from deepgym.images.oci import (
     image_manifest,
     parse_json,
 )
+from deepgym.images.overlay import apply_upper
 from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
 from deepgym.images.reference import DEFAULT_REGISTRY, parse_reference
 from deepgym.images.store import ImageStore
+from deepgym.images.unpack import remove_tree
 from deepgym.text import clip
 from deepgym.validation import optional_seconds
 
@@ -231,7 +234,16 @@ def _run(step: RunStep, root: Path, timeout: float | None, log: Path, net: str) 
 
     uid, gid, home = _ids(root, step.user) if step.user not in ("", "root", "0") else (0, 0, "")
     env = {"HOME": home or "/root", **dict(step.env)}
-    argv = [find_bwrap().path, "--bind", str(root), "/", "--proc", "/proc", "--dev", "/dev"]
+    upper = log.with_name("upper") if _overlay_builds() else None
+    if upper is None:
+        argv = [find_bwrap().path, "--bind", str(root), "/"]
+    else:  # the step's writes in a folder of their own: root's files may be the store's
+        for folder in (upper, log.with_name("overlay-work")):
+            remove_tree(folder) if folder.exists() else None
+            folder.mkdir()
+        argv = [find_bwrap().path, "--overlay-src", str(root), "--overlay", str(upper)]
+        argv += [str(log.with_name("overlay-work")), "/"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--tmpfs", "/tmp"]
     if net == "outbound":  # names through slirp4netns's resolver, which asks the host's
         resolv = log.with_name("resolv.conf")
@@ -267,6 +279,10 @@ def _run(step: RunStep, root: Path, timeout: float | None, log: Path, net: str) 
     if code != 0:
         tail = log.read_bytes()[-_TAIL:].decode(errors="replace").strip()
         raise ConfigError(f"line {step.line}: {clip(_step_text(step), 60)} exited {code}:\n{tail}")
+    if upper is not None:
+        apply_upper(upper, root)
+        for folder in (upper, log.with_name("overlay-work")):
+            remove_tree(folder)
     resolv = root / "etc/resolv.conf"
     with contextlib.suppress(OSError):  # bwrap's mount point, when the image had none
         if resolv.is_file() and resolv.stat().st_size == 0:
@@ -280,6 +296,15 @@ def _owner(chown: str | None, root: Path) -> tuple[int, int] | None:
     return uid, gid
 
 
+def _fresh_copy(s: str, d: str, *, follow_symlinks: bool = True, copied: list[Path]) -> None:
+    """Copy ``s`` to ``d`` as a new file, never one written in place (the root's files may be
+    hard links to the store's unpacked root: ``_working_root``); note it in ``copied``."""
+    if os.path.lexists(d):
+        os.unlink(d)
+    shutil.copy2(s, d, follow_symlinks=follow_symlinks)
+    copied.append(Path(d))
+
+
 def _copy(step: CopyStep, root: Path, context: Path) -> None:
     c = step.copy
     files = _context_files(context, c.sources, step.line)
@@ -291,12 +316,15 @@ def _copy(step: CopyStep, root: Path, context: Path) -> None:
         if target.is_symlink() or not target.resolve().is_relative_to(root.resolve()):
             raise ConfigError(f"line {step.line}: {c.dest} leads outside the image's root")
         target.parent.mkdir(parents=True, exist_ok=True)
+        copied: list[Path] = []
+        fresh = functools.partial(_fresh_copy, copied=copied)
         if src.is_dir():
-            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True, copy_function=fresh)
+            copied += [target, *(p for p in target.rglob("*") if p.is_dir())]
         else:
-            shutil.copy2(src, target, follow_symlinks=True)
-        for path in [target, *(target.rglob("*") if target.is_dir() else [])]:
-            if c.chmod is not None:
+            fresh(str(src), str(target))
+        for path in copied:  # what this step copied, never what the image held there
+            if c.chmod is not None and not path.is_symlink():
                 path.chmod(c.chmod)
             if owner is not None:
                 os.lchown(path, *owner)
@@ -536,13 +564,49 @@ def _build_steps(
     return _write_image(blobs, image)
 
 
+@functools.cache
+def _overlay_builds() -> bool:
+    """Whether a build step's sandbox mounts an overlay with an upper folder on disk here
+    (bwrap's ``--overlay``, overlayfs in a user namespace, user extended attributes): probed
+    once, with a step that removes a file of its lower layer."""
+    from deepgym.sandbox.host import find_bwrap
+
+    with tempfile.TemporaryDirectory(prefix="deepgym-overlay-probe-") as tmp:
+        base = Path(tmp)
+        for name in ("lower", "upper", "work"):
+            (base / name).mkdir()
+        (base / "lower" / "gone").write_text("x")
+        argv = [find_bwrap().path, "--overlay-src", str(base / "lower")]
+        argv += ["--overlay", str(base / "upper"), str(base / "work"), "/"]
+        argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin"]
+        argv += ["--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"]
+        argv += ["--", "/bin/sh", "-c", "rm /gone"]
+        try:
+            proc = mapped.spawn(
+                argv, network=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            code = proc.wait(60)
+        except (OSError, subprocess.TimeoutExpired, ImageError, ConfigError):
+            return False
+        gone = base / "upper" / "gone"
+        ok = code == 0 and gone.is_char_device() and os.lstat(gone).st_rdev == 0
+        with contextlib.suppress(OSError):
+            remove_tree(base / "work")
+        return ok
+
+
 def _working_root(image: _Image, store: ImageStore, blobs: BlobStore, work: Path) -> Path:
-    """A private, writable copy of ``image``'s root (unpacked by the store, then copied)."""
+    """A private, writable copy of ``image``'s root (unpacked by the store, then copied). With
+    overlay steps (``_overlay_builds``), its files are hard links to the store's root: no step
+    writes one in place (a ``RUN`` writes to its overlay's upper, ``apply_upper`` moves the
+    changes in; a ``COPY`` writes new files), so a corpus of images built on one toolchain
+    copies the toolchain's folders, not its gigabytes."""
     digest = _write_image(blobs, image)
     unpacked = store.resolve(digest).rootfs
     root = work / "root"
+    how = "--link" if _overlay_builds() else "--reflink=auto"
     done = subprocess.run(
-        ["cp", "-a", "--reflink=auto", f"{unpacked}/.", str(root)], capture_output=True, text=True
+        ["cp", "-a", how, f"{unpacked}/.", str(root)], capture_output=True, text=True
     )
     if done.returncode != 0:
         raise ImageError(f"copying the image's root failed: {done.stderr.strip()}")
