@@ -164,10 +164,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 action = "text:" + rest
             if action.startswith("text:") or action == "null":
                 text = None if action == "null" else action[len("text:") :]
-                choice = (
-                    {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
-                )
-                self._send(200, {"choices": [{"index": 0, **choice}]})
+                self._send(200, json.loads(_reply(text, chat)))
             elif action == "garbage":
                 self._send(200, {"nothing": []})
             else:
@@ -178,8 +175,16 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 
 
 def _reply(text: str | None, chat: bool) -> bytes:
+    """An OpenAI reply with every field the protocol's clients require (NeMo Gym's validate it)."""
     choice = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
-    return json.dumps({"choices": [{"index": 0, **choice}]}).encode()
+    reply = {
+        "id": "scripted",
+        "object": "chat.completion" if chat else "text_completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "stop", **choice}],
+    }
+    return json.dumps(reply).encode()
 
 
 def _framing(chat: bool) -> tuple[bytes, bytes]:
