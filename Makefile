@@ -35,7 +35,7 @@ $(TEST_STAMP): pyproject.toml $(DEMO_STAMP)
 	# PyTorch CPU index): the trainer extras need torch, and PyPI's torch for Linux is the CUDA
 	# build (GBs). Where neither is reachable it installs PyPI's build and says so in one line.
 	scripts/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl,ray]'
+	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl,ray,verifiers,skyrl,atropos]'
 	touch $@
 
 demo: $(DEMO_STAMP)

@@ -109,6 +109,9 @@ def test_infra_failure_score_is_given_and_flagged(scripted_sandbox: ScriptedBack
     assert steps[0]["reward"] == -1.0 and steps[0]["done"]
     assert steps[0]["metadata"]["deepgym_no_verdict"] is True
     assert metrics == {"deepgym_no_verdict": 1.0}
+    row["reward_spec"]["infra_failure_score"] = 0.25  # the row's own, where env_config has none
+    _, steps, _, _ = _episode("deepgym", row, ["pass"], sandbox="scripted")
+    assert steps[0]["reward"] == 0.25 and steps[0]["metadata"]["deepgym_no_verdict"] is True
     with pytest.raises(ConfigError, match="infra_failure_score"):
         skyrl_gym.make("deepgym", env_config={"infra_failure_score": "zero"}, extras=row)
 

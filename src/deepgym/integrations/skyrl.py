@@ -21,12 +21,13 @@ envs name what a step is checked against: ``reward_spec: {"method": "rule", "gro
 SkyRL has no way for an environment to leave a trajectory out (an exception in ``step`` fails the
 generator's whole batch). Without a verdict ``step`` raises ``NoVerdictError`` by default (the
 engine has already retried an infrastructure failure once): a training step stops rather than
-learn an outage as a 0. ``env_config`` ``infra_failure_score: <number>`` instead gives such a
+learn an outage as a 0. ``infra_failure_score: <number>`` (in ``env_config``, else in the row's
+``reward_spec``) instead gives such a
 trajectory that reward, as the OpenRLHF endpoint does, with ``metadata["deepgym_no_verdict"]``
 true; either way ``get_metrics()`` reports ``deepgym_no_verdict`` (its mean is the share without a
 verdict) and ``deepgym_score`` / ``deepgym_pass`` for judged trajectories only, and
-``MaskedRate`` warns when more than 5 of a block of 100 had none. ``env_config`` ``sandbox`` picks
-the sandbox (default ``DEEPGYM_SANDBOX``, else ``pool``); the environments of a process share one
+``MaskedRate`` warns when more than 5 of a block of 100 had none. ``sandbox`` (the same two
+places) picks the sandbox (default ``DEEPGYM_SANDBOX``, else ``pool``); the environments of a process share one
 client.
 
 ``import deepgym`` never imports SkyRL-Gym; importing this module does, and registers both ids
@@ -78,12 +79,12 @@ def _setting(env_config: Any, key: str) -> Any:
     return getattr(env_config, key, None)
 
 
-def _failure_score(env_config: Any) -> float | None:
-    value = _setting(env_config, "infra_failure_score")
+def _failure_score(settings: Any) -> float | None:
+    value = _setting(settings, "infra_failure_score")
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"env_config infra_failure_score must be a number, got {value!r}")
+        raise ConfigError(f"infra_failure_score must be a number, got {value!r}")
     return float(value)
 
 
@@ -108,8 +109,14 @@ class _Scored:
         self.extras = dict(extras or {})
         target = _target(self.extras)
         self.env = target if isinstance(target, Environment) else load_environment(target)
-        self.failure_score = _failure_score(env_config)
-        sandbox = _setting(env_config, "sandbox")
+        spec = self.extras.get("reward_spec")
+        settings = {
+            key: value if value is not None else _setting(spec, key)
+            for key in ("infra_failure_score", "sandbox")
+            for value in [_setting(env_config, key)]
+        }
+        self.failure_score = _failure_score(settings)
+        sandbox = settings["sandbox"]
         self.client: DeepGym = shared_client(str(sandbox) if sandbox else None)
         self.result: RunResult | None = None
         """The episode's final result (timings, messages, per-test outcomes)."""
