@@ -1,9 +1,10 @@
 """Atropos: ``DeepGymAtroposEnv``, an ``atroposlib`` ``BaseEnv`` whose items are deepgym
 environments and whose groups are scored by deepgym.
 
-Each item is one of ``config.envs`` (comma-separated names) in turn (its task as the user's message, plus
-``config.instruction``). ``collect_trajectories`` asks the inference server for ``group_size``
-answers (``self.server.chat_completion(n=...)``), runs them in deepgym's sandbox as one batch
+Each item is one of ``config.envs`` (comma-separated names) in turn (its task as the user's
+message, plus ``config.instruction``). ``collect_trajectories`` asks the inference server for
+``group_size`` answers (``self.server.chat_completion(n=...)``), runs them in deepgym's sandbox
+as one batch
 (the answer: the reply's last fenced code block, else all of it), and returns a
 ``ScoredDataGroup`` (``tokens`` and ``masks`` as Atropos's ``tokenize_for_trainer`` makes them,
 ``scores`` = the runs' scores, ``messages`` when ``include_messages``).
@@ -62,7 +63,10 @@ class DeepGymAtroposConfig(BaseEnvConfig):  # type: ignore[misc]
 
 
 def tokenize_chat(
-    tokenizer: Any, chat: list[dict[str, str]], finish_reason: str = "", include_messages: bool = False
+    tokenizer: Any,
+    chat: list[dict[str, str]],
+    finish_reason: str = "",
+    include_messages: bool = False,
 ) -> dict[str, Any]:
     """Atropos's ``tokenize_for_trainer`` (its default path: the prompt masked with -100, the
     answer's tokens kept) with token lists under transformers 4 and 5 alike: atroposlib 0.4's
@@ -97,9 +101,7 @@ def scored_group(
         scores=[float(results[i].score) for i in keep],
         advantages=None,
         ref_logprobs=None,
-        messages=(
-            [tokenized[i]["messages"] for i in keep] if "messages" in tokenized[0] else None
-        ),
+        messages=([tokenized[i]["messages"] for i in keep] if "messages" in tokenized[0] else None),
         group_overrides={"group_size": len(keep)} if len(keep) < len(results) else {},
         overrides=None,
         images=None,
@@ -138,7 +140,9 @@ class DeepGymAtroposEnv(BaseEnv):  # type: ignore[misc]
         self.environments = [load_environment(name) for name in names]
         for env in self.environments:
             if env.kind == "session":
-                raise ConfigError(f"{env.name} is a session environment: Atropos items are one-shot")
+                raise ConfigError(
+                    f"{env.name} is a session environment: Atropos items are one-shot"
+                )
 
     def messages(self, env: Environment) -> list[dict[str, str]]:
         """The conversation an item starts with."""
@@ -169,7 +173,7 @@ class DeepGymAtroposEnv(BaseEnv):  # type: ignore[misc]
         chats, answers = [], []
         for choice in completion.choices:
             text = choice.message.content or ""
-            chats.append((messages + [{"role": "assistant", "content": text}], choice))
+            chats.append(([*messages, {"role": "assistant", "content": text}], choice))
             answers.append(answer_of(text))
         batch = await asyncio.to_thread(
             self.client.run_batch, env, answers, max_parallel=self.config.max_parallel

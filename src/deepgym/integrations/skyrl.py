@@ -27,8 +27,8 @@ trajectory that reward, as the OpenRLHF endpoint does, with ``metadata["deepgym_
 true; either way ``get_metrics()`` reports ``deepgym_no_verdict`` (its mean is the share without a
 verdict) and ``deepgym_score`` / ``deepgym_pass`` for judged trajectories only, and
 ``MaskedRate`` warns when more than 5 of a block of 100 had none. ``sandbox`` (the same two
-places) picks the sandbox (default ``DEEPGYM_SANDBOX``, else ``pool``); the environments of a process share one
-client.
+places) picks the sandbox (default ``DEEPGYM_SANDBOX``, else ``pool``); the environments of a
+process share one client.
 
 ``import deepgym`` never imports SkyRL-Gym; importing this module does, and registers both ids
 (``register()`` again is a no-op).
@@ -153,7 +153,9 @@ class _Scored:
 def _first_prompt(prompt: Any, task: str) -> list[dict[str, Any]]:
     """The row's prompt, else the environment's task as the user message."""
     if prompt:
-        return list(prompt) if not isinstance(prompt, str) else [{"role": "user", "content": prompt}]
+        return (
+            list(prompt) if not isinstance(prompt, str) else [{"role": "user", "content": prompt}]
+        )
     return [{"role": "user", "content": task}]
 
 
@@ -283,7 +285,10 @@ def dataset_rows(
 def register() -> None:
     """Register ``deepgym`` and ``deepgym_session`` with SkyRL-Gym (done on import; again is a
     no-op)."""
-    for env_id, cls in ((ENV_CLASS, "DeepGymTextEnv"), (SESSION_ENV_CLASS, "DeepGymSessionTextEnv")):
+    for env_id, cls in (
+        (ENV_CLASS, "DeepGymTextEnv"),
+        (SESSION_ENV_CLASS, "DeepGymSessionTextEnv"),
+    ):
         if env_id not in registry:
             skyrl_register(id=env_id, entry_point=f"deepgym.integrations.skyrl:{cls}")
 

@@ -18,8 +18,10 @@ deepgym-verifiers`` in a training config).
 - ``DeepGymHarness`` is verifiers' chat harness (``null``): one model turn, no tools.
 
 ``load_environment(**kwargs)`` is the entry point of verifiers 0.3 (``vf.load_environment(
-"deepgym-verifiers", envs=[...])``): a ``vf.SingleTurnEnv`` over the same tasks whose rubric's
-reward function raises ``NoVerdictError`` without a verdict, the rollout's error.
+"deepgym-verifiers", envs=[...])``): a ``vf.SingleTurnEnv`` over the same tasks that runs the
+reply in deepgym during the rollout. 0.3's ``Rubric`` scores a reward function that raises as
+0.0, so there a run without a verdict is the rollout's ``vf.InfraError`` (its ``error``, which
+prime-rl masks) and the reward only reads the run's score.
 
 ``import deepgym`` never imports verifiers; importing this module does (``verifiers.v1``, which
 verifiers 0.3 ships too).
@@ -145,29 +147,47 @@ def load_environment(
     sandbox: str | None = None,
     **kwargs: Any,
 ) -> Any:
-    """verifiers 0.3's entry point: a ``vf.SingleTurnEnv`` over ``envs``, its rubric deepgym's
-    score (``NoVerdictError`` without a verdict). ``kwargs`` go to ``SingleTurnEnv``."""
-    vf = importlib.import_module("verifiers")
-    if not hasattr(vf, "SingleTurnEnv"):
+    """verifiers 0.3's entry point: a ``vf.SingleTurnEnv`` over ``envs`` whose rollout runs the
+    reply in deepgym (``vf.InfraError`` without a verdict) and whose rubric's reward is the
+    run's score. ``kwargs`` go to ``SingleTurnEnv``."""
+    legacy = importlib.import_module("verifiers")  # 0.3: the classic API at the top level
+    if not hasattr(legacy, "SingleTurnEnv"):
         raise ConfigError(
             "load_environment is verifiers 0.3's entry point; with verifiers 0.4 use the "
             "taskset: --env.taskset.id deepgym-verifiers"
         )
     from datasets import Dataset
 
-    loaded = environments(list(envs))
-    rows = [
-        {"question": env.task + instruction, "answer": env.name, "task": "deepgym"}
-        for env in loaded
-    ]
-    by_name = {env.name: env for env in loaded}
+    specs = list(envs)
+    by_spec = dict(zip(specs, environments(specs), strict=True))
+    rows = [{"question": env.task + instruction, "answer": spec} for spec, env in by_spec.items()]
 
-    async def deepgym(completion: Any, answer: str, **_: Any) -> float:
-        """deepgym's score of the completion's code; ``NoVerdictError`` without a verdict."""
-        result = await asyncio.to_thread(
-            score_reply, shared_client(sandbox), by_name[answer], completion
-        )
-        return float(require_verdict(result).score)
+    single_turn: Any = legacy.SingleTurnEnv
 
-    rubric = vf.Rubric(funcs=[deepgym], weights=[1.0])
-    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), rubric=rubric, **kwargs)
+    class DeepGymSingleTurnEnv(single_turn):  # type: ignore[misc]
+        """verifiers 0.3's single-turn environment, its reply run in deepgym's sandbox as part
+        of the rollout: 0.3's ``Rubric`` scores a reward function that raises as 0.0, so a
+        missing verdict must be the rollout's error (``vf.InfraError``), which prime-rl
+        masks, never the reward's."""
+
+        async def add_model_response(self, state: Any, *args: Any, **kw: Any) -> None:
+            await super().add_model_response(state, *args, **kw)
+            reply = state["trajectory"][-1]["completion"] if state.get("trajectory") else ""
+            if isinstance(reply, list):  # 0.3's messages are pydantic models
+                reply = [m if isinstance(m, dict) else m.model_dump() for m in reply]
+            result = await asyncio.to_thread(
+                score_reply, shared_client(sandbox), by_spec[state["answer"]], reply
+            )
+            state[REWARD_NAME] = {**_facts(result), "score": result.score}
+            if not result.has_verdict:
+                raise legacy.InfraError(
+                    f"deepgym has no verdict ({result.error_type}): {result.error[:300]}"
+                )
+
+    def deepgym(state: Any, **_: Any) -> float:
+        """The run's score (a rollout without a verdict carries ``vf.InfraError`` instead)."""
+        facts = state.get(REWARD_NAME) or {}
+        return float(facts["score"]) if facts.get("has_verdict") else 0.0
+
+    rubric = legacy.Rubric(funcs=[deepgym], weights=[1.0])
+    return DeepGymSingleTurnEnv(dataset=Dataset.from_list(rows), rubric=rubric, **kwargs)
