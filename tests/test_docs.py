@@ -91,6 +91,7 @@ FOREIGN = frozenset(
         # verifiers', SkyRL's, NeMo Gym's and Atropos's (their "Coming from" pages)
         "Taskset",
         "SingleTurnEnv",
+        "Rubric",
         "TaskError",
         "SkyRLGymGenerator",
         "SimpleResourcesServer",
