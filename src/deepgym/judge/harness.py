@@ -53,13 +53,12 @@ class Judge:
     ) -> None:
         self.job = job
         self.t0 = time.monotonic()
-        self.deadline = self.t0 + float(job["timeout"])
         self.case_timeout = float(job["case_timeout"])
         self.result_fd = result_fd
         self.marks_fd = marks_fd
         self.in_play = False
         self.launcher = (launcher or Launcher)(job, self.mark_in_play)
-        self.session = Session(self.launcher, self.case_timeout, self.deadline)
+        self.session = Session(self.launcher, self.case_timeout)
         global _CURRENT
         _CURRENT = self
         if not _HOOKED:  # one hook per process (hooks cannot be removed); it asks _CURRENT
@@ -157,7 +156,7 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
         try:
             got = pending.take()
         except SolutionTimeout as exc:
-            if time.monotonic() >= j.deadline:
+            if exc.whole_run or not exc.blame_solution:  # the run's limit, or held back: no case
                 raise
             results.append(_case(i, False, f"timeout: {exc}"))
             continue
@@ -189,6 +188,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         args = prefix + tuple(map(str, case.get("args", [])))
         t_case = time.monotonic()
         proc = j.launcher.start(mode, args, keep_stdout=True)
+        cpu0 = j.launcher.cpu_ms(proc)
         j.mark_in_play()  # a script runs the answer at once
         stdin = str(case.get("stdin", "")).encode()
         try:
@@ -196,17 +196,16 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         except BrokenPipeError:
             pass
         os.close(proc.fds.pop("in"))
-        limit = min(j.case_timeout, max(j.deadline - time.monotonic(), 0.0))
-        try:
-            j.launcher.pump(proc, time.monotonic() + limit, want_line=False)
-        except TimeoutError:
-            blame = j.launcher.timeout_blame(proc, limit * 1000.0)
+        try:  # its end (reaped), under the case's and the run's CPU-time limits
+            j.launcher.wait(proc, j.case_timeout, t_case, cpu0, want_line=False)
+        except SolutionTimeout as exc:
             j.launcher.kill(proc)
-            if time.monotonic() >= j.deadline:
-                raise SolutionTimeout("the script ran past the run's limit", blame) from None
+            if exc.whole_run or not exc.blame_solution:
+                raise SolutionTimeout(
+                    f"the program {exc}", exc.blame_solution, exc.whole_run
+                ) from None
             results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
             continue
-        j.launcher.reap(proc)
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
         if proc.limit:
@@ -471,11 +470,16 @@ def judge(
         report = {"status": "verifier_error", "message": _ends(tb, 3000)}
     finally:
         j.session.close()
-    if j.session.timed_out and report.get("status") in ("verifier_error", "invalid_score"):
+    if j.launcher.starved is not None:  # whatever the verifier made of it: no verdict
+        report = {"status": "timeout", "message": f"the answer {j.launcher.starved}"}
+    elif j.session.timed_out and report.get("status") in ("verifier_error", "invalid_score"):
         report = {"status": "solution_timeout", "message": "a call into the answer timed out"}
     proc = j.session.proc
+    cpu_ms = j.launcher.run_used_ms or None  # over every call and program run, where any ran
+    if proc is not None and proc.rusage_cpu_ms is not None:
+        cpu_ms = max(cpu_ms or 0.0, proc.rusage_cpu_ms)
     report["solution"] = {
-        "cpu_ms": proc.rusage_cpu_ms if proc else None,
+        "cpu_ms": cpu_ms,
         "limit": proc.limit if proc else None,
         "stdout": proc.out.head.decode("utf-8", "replace") if proc else "",
         "stderr": proc.err.head.decode("utf-8", "replace") if proc else "",

@@ -1,14 +1,21 @@
-"""cgroups for the solution's memory and process limits, where the host lets us.
+"""cgroups for the solution's memory and process limits and its CPU time, where the host lets us.
 
 Where the groups are made, in this order:
 
 - a cgroup v2 folder given in ``DEEPGYM_CGROUP`` (a subtree delegated to this user);
-- cgroup v1 with writable ``memory`` and ``pids`` controllers (as root on these machines);
+- cgroup v1 with writable ``memory`` and ``pids`` controllers (as root on these machines), and
+  ``cpuacct`` where it is writable too;
 - this process's own cgroup v2 group when systemd delegated it (``Delegate=yes``: the group
   carries the ``trusted.delegate`` or ``user.delegate`` mark).
 
 Otherwise the limits fall back to rlimits inside the solution process. Every result records which
 mechanism enforced each limit (``cgroup-v1``, ``cgroup-v2`` or ``rlimit``).
+
+The answer's CPU time, on which its time limits are judged (``deepgym.judge.blame``), is the
+group's accounting: v1's ``cpuacct.usage``, v2's ``cpu.stat`` (present in every v2 group, no
+controller needed). The judge reads it through a read-only descriptor the host opens
+(``cpu_fd``), one ``pread`` per reading; where there is no group, the judge reads the solution
+process's own CPU clock and its tree in ``/proc`` instead (``time`` in the mechanisms: ``proc``).
 
 On cgroup v2 a group with processes cannot hand controllers to groups below it, so before it
 enables ``memory`` and ``pids`` for its groups deepgym moves the processes of a group it uses
@@ -53,6 +60,8 @@ V2_ENV = "DEEPGYM_CGROUP"
 HOST_LEAF = "deepgym-host"
 """The leaf the processes of a v2 group deepgym uses move to, so it can enable controllers."""
 V2_CONTROLLERS = ("memory", "pids")
+V1_CONTROLLERS = ("memory", "pids", "cpuacct")
+"""The v1 controllers a group is made in where writable: the two limits, and CPU accounting."""
 _PENDING: list[str] = []
 
 AT_LIMIT_BYTES = 2**20
@@ -63,12 +72,13 @@ always count it (measured: 0 after a run held at its limit by page cache), the p
 
 @functools.cache
 def v1_controllers() -> tuple[str, ...]:
-    """Writable v1 controllers among memory and pids (probed by creating a test group); none
-    when ``DEEPGYM_CGROUP`` names a v2 folder to use instead."""
+    """Writable v1 controllers among memory, pids and cpuacct (probed by creating a test
+    group); none when ``DEEPGYM_CGROUP`` names a v2 folder to use instead, and none without
+    memory or pids (cpuacct alone holds no limit)."""
     if os.environ.get(V2_ENV):
         return ()
     found = []
-    for ctrl in ("memory", "pids"):
+    for ctrl in V1_CONTROLLERS:
         base = os.path.join(V1_ROOT, ctrl)
         if not os.path.isfile(os.path.join(base, "cgroup.procs")):
             continue
@@ -79,6 +89,8 @@ def v1_controllers() -> tuple[str, ...]:
         except OSError:
             continue
         found.append(ctrl)
+    if not {"memory", "pids"} & set(found):
+        return ()
     return tuple(found)
 
 
@@ -290,6 +302,7 @@ class _Groups:
     dirs: dict[str, str]
     v2: tuple[str, ...] | None = None
     _join_fd: int | None = None
+    _cpu_fd: int | None = None
 
     def holds(self, ctrl: str) -> bool:
         """Whether a group holds the ``memory`` or ``pids`` limit."""
@@ -322,16 +335,33 @@ class _Groups:
         return (self._join_fd,)
 
     def _close_join(self) -> None:
-        if self._join_fd is not None:
+        for fd in (self._join_fd, self._cpu_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._join_fd = self._cpu_fd = None
+
+    def cpu_file(self) -> str | None:
+        """The group's CPU counter (v1 ``cpuacct.usage``, v2 ``cpu.stat``), or None."""
+        if self.v2 is not None:
+            return os.path.join(self.dirs["v2"], "cpu.stat") if "v2" in self.dirs else None
+        d = self.dirs.get("cpuacct")
+        return os.path.join(d, "cpuacct.usage") if d is not None else None
+
+    def cpu_fd(self) -> int | None:
+        """A read-only descriptor of the CPU counter, opened here once (closed with the group),
+        for the judge (``deepgym.judge.blame.counter_ms``); None without one."""
+        if self._cpu_fd is None and (path := self.cpu_file()) is not None:
             with contextlib.suppress(OSError):
-                os.close(self._join_fd)
-            self._join_fd = None
+                self._cpu_fd = os.open(path, os.O_RDONLY)
+        return self._cpu_fd
 
     def mechanisms(self) -> dict[str, str]:
         kind = "cgroup-v1" if self.v2 is None else "cgroup-v2"
         return {
             "memory": kind if self.holds("memory") else "rlimit",
             "processes": kind if self.holds("pids") else "rlimit",
+            "time": kind if self.cpu_fd() is not None else "proc",
         }
 
 
@@ -467,7 +497,7 @@ def create(memory_mb: int, max_processes: int, *, owner: str | None = None) -> R
                 group.memory_bytes = memory_mb * 2**20
                 with contextlib.suppress(OSError):  # absent without swap accounting
                     _write(os.path.join(d, "memory.memsw.limit_in_bytes"), str(memory_mb * 2**20))
-            else:
+            elif ctrl == "pids":
                 _write(os.path.join(d, "pids.max"), str(max_processes))
         except OSError:
             _rmdir(d)
@@ -677,6 +707,7 @@ _SLOT_FILES = {
         ("memory.oom_control", False),
     ),
     "pids": (("pids.max", True), ("pids.events", False)),
+    "cpuacct": (),
 }
 _SLOT_FILES_V2 = {
     "memory": (("memory.max", True), ("memory.current", False), ("memory.events", False)),

@@ -9,7 +9,9 @@ worker's cgroups and the run's rlimits (``deepgym.judge.worker``). The isolation
 ``strict`` test for test; what changes is that no interpreter and no bwrap start per run.
 
 Each worker has a cgroup per controller of its own (``cgroups.Slot``), reused run after run: the
-host sets a run's limits before sending the job and reads its evidence when the run ends.
+host sets a run's limits before sending the job and reads its evidence when the run ends; its
+judge reads the slot's CPU accounting (a descriptor passed at its start) to judge time limits on
+the answer's CPU time.
 Workers start lazily, are handed out first come first served (but for a worker that ran the
 run's environment lately), are replaced when they die or when a run on them is cancelled, and
 stop at ``close`` or exit. A worker that dies takes its run with it as a run without a verdict
@@ -38,13 +40,17 @@ from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, re
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import refuse_image
 from deepgym.sandbox.programs import PROGRAMS, Program, ProgramCache
-from deepgym.sandbox.spec import START_GRACE_S, job_spec, rlimits, solution_env, work_bytes
+from deepgym.sandbox.spec import job_spec, rlimits, solution_env, wall_limit, work_bytes
 from deepgym.sandbox.strict import BwrapLaunch
 from deepgym.sandbox.workspace import Workspace
 
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
 READY_TIMEOUT_S = 30.0
+
+
+def _fds(fd: int | None) -> tuple[int, ...]:
+    return () if fd is None else (fd,)
 
 
 class _Worker:
@@ -314,9 +320,11 @@ class PoolBackend:
             ]
         else:
             procs = [f"&{fd}" for fd in slot.join_fds()]
+        cpu = slot.cpu_fd()  # its runs' CPU counter, read-only: the judge's time limits read it
+        counter = "-" if cpu is None else str(cpu)
         params = dataclasses.replace(
             self._host,
-            command=("worker", str(result_fd), str(marks_fd), *procs),
+            command=("worker", str(result_fd), str(marks_fd), counter, *procs),
             # The worker's environment is every solution's: a solution inherits it from the
             # zygote. LD_BIND_NOW is for the worker's start: it takes it out.
             env={**solution_env("/work"), "LD_BIND_NOW": "1"},
@@ -336,7 +344,7 @@ class PoolBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_fd, m_w, *slot.join_fds()),
+                pass_fds=(w_fd, m_w, *slot.join_fds(), *_fds(slot.cpu_fd())),
                 start_new_session=True,
             )
         except BaseException:
@@ -430,7 +438,7 @@ class PoolBackend:
                 "work_bytes": work_bytes(job),
             }
             start_ms = (time.monotonic() - t0) * 1000.0
-            events, code, timed_out, died = await worker.execute(spec, job.timeout + START_GRACE_S)
+            events, code, timed_out, died = await worker.execute(spec, wall_limit(job))
         finally:
             err = bytes(worker.stderr)
             limit, peak = slot.end()
