@@ -727,3 +727,51 @@ def _counter(text: str, key: str) -> int:
         if name == key:
             return _int(value)
     return 0
+
+
+# -- the service's own memory -----------------------------------------------------------------
+CGROUP_ROOT = V1_ROOT
+PROC_CGROUP = "/proc/self/cgroup"
+MEMINFO = "/proc/meminfo"
+_UNLIMITED = 2**60
+"""A cgroup v1 limit at or above this is no limit (v1 writes "unlimited" as about 2**63)."""
+
+
+def _cgroup_limit(line: str) -> int | None:
+    """The tightest memory limit on one ``/proc/self/cgroup`` line's group and its ancestors."""
+    hierarchy, _, rest = line.partition(":")
+    controllers, _, path = rest.partition(":")
+    if hierarchy == "0" and not controllers:  # v2
+        base, name = os.path.join(CGROUP_ROOT, "unified"), "memory.max"
+        if not os.path.isdir(base):
+            base = CGROUP_ROOT
+    elif "memory" in controllers.split(","):
+        base, name = os.path.join(CGROUP_ROOT, "memory"), "memory.limit_in_bytes"
+    else:
+        return None
+    best: int | None = None
+    parts = [p for p in path.split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        text = _read_text(os.path.join(base, *parts[:depth], name)).strip()
+        if text.isdigit() and int(text) < _UNLIMITED:
+            best = int(text) if best is None else min(best, int(text))
+    return best
+
+
+def service_memory_bytes() -> int | None:
+    """This process's memory: the tightest memory limit of its cgroup and the cgroup's
+    ancestors (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) where one is set, else the
+    machine's (``MemTotal``); None where neither can be read. What bounds the service's
+    admission (``deepgym.server.admission``) and the pool's size (``deepgym.sandbox.pool``)."""
+    limits = [
+        limit
+        for line in _read_text(PROC_CGROUP).splitlines()
+        if (limit := _cgroup_limit(line)) is not None
+    ]
+    if limits:
+        return min(limits)
+    for line in _read_text(MEMINFO).splitlines():
+        key, _, value = line.partition(":")
+        if key == "MemTotal" and value.split() and value.split()[0].isdigit():
+            return int(value.split()[0]) * 1024
+    return None

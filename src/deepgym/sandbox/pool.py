@@ -11,11 +11,22 @@ worker's cgroups and the run's rlimits (``deepgym.judge.worker``). The isolation
 Each worker has a cgroup per controller of its own (``cgroups.Slot``), reused run after run: the
 host sets a run's limits before sending the job and reads its evidence when the run ends; its
 judge reads the slot's CPU accounting (a descriptor passed at its start) to judge time limits on
-the answer's CPU time.
-Workers start lazily, are handed out first come first served (but for a worker that ran the
-run's environment lately), are replaced when they die or when a run on them is cancelled, and
-stop at ``close`` or exit. A worker that dies takes its run with it as a run without a verdict
-(the client retries it if the answer was not yet in play).
+the answer's CPU time. Workers start lazily, are handed out first come first served (but for a
+worker that ran the run's environment lately), are replaced when they die or when a run on them
+is cancelled, and stop at ``close`` or exit. A worker that dies takes its run with it as a run
+without a verdict (the client retries it if the answer was not yet in play).
+
+The pool has a base size (two workers per core it may run on) and grows above it on demand: when
+runs have waited ``GROW_AFTER_S`` for a worker while workers are held by runs that long (an
+endless loop holds its worker for its whole limit), a worker is added for each such run, up to
+``max_workers`` (by default ``GROW_PER_CORE`` per core, and no more than one per
+``WORKER_MEMORY_MB`` of the service's memory). Time limits are judged on CPU time, so runs above
+the core count share the cores without anyone's verdict changing: a slower answer is not a
+timeout, as long as each gets the CPU time of its limit within the backstop (``BACKSTOP`` times
+the limit on the clock), which ``GROW_PER_CORE`` keeps true of runs that all compute without
+pause. An added worker idle for ``IDLE_S`` is stopped, down to the base size. A run whose job
+says when it must start by (``Job.start_by``) and that gets no worker by then never starts: no
+verdict (``base.not_started``).
 """
 
 from __future__ import annotations
@@ -33,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
+from deepgym.judge.blame import BACKSTOP, host_cpus
 from deepgym.judge.codes import ANSWER_PATH
 from deepgym.sandbox import cgroups, policy
-from deepgym.sandbox.base import Job, RawRun
+from deepgym.sandbox.base import Job, RawRun, not_started
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import refuse_image
@@ -47,6 +59,30 @@ from deepgym.sandbox.workspace import Workspace
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
 READY_TIMEOUT_S = 30.0
+GROW_AFTER_S = 0.25
+"""How long runs wait for a worker, with workers held that long by their runs, before the pool
+adds workers. Short runs free their workers within milliseconds, so a queue of them never grows
+the pool; a run that holds its worker for seconds (a long limit, an endless loop) does."""
+GROW_PER_CORE = int(BACKSTOP)
+"""The default ``max_workers``, per core (and ``WORKER_MEMORY_MB`` bounds it). N runs that each
+compute without pause share C cores, C / N of a core each; each still uses its whole limit in
+CPU time within the backstop (``BACKSTOP`` times the limit on the clock) while N <= BACKSTOP * C.
+More, and an endless loop would be held back past its backstop: no verdict instead of its 0."""
+WORKER_MEMORY_MB = 256
+"""The service's memory allowed per worker when the default ``max_workers`` is derived: an
+idle worker holds about 30 MiB, and its run what the answer uses."""
+IDLE_S = 10.0
+"""How long a worker above the base size stays idle before it is stopped."""
+
+
+def default_max_workers(size: int, cores: int | None = None, memory: int | None = None) -> int:
+    """The most workers a pool of base ``size`` grows to by default: ``GROW_PER_CORE`` per core,
+    at most one per ``WORKER_MEMORY_MB`` of ``memory`` (the service's, where known), never
+    below ``size``."""
+    cap = GROW_PER_CORE * (cores or host_cpus())
+    if memory is not None:
+        cap = min(cap, memory // (WORKER_MEMORY_MB * 2**20))
+    return max(size, cap)
 
 
 def _fds(fd: int | None) -> tuple[int, ...]:
@@ -73,6 +109,9 @@ class _Worker:
         self.rss_kb = 0
         self.stderr = bytearray()
         self.healthy = True
+        self.busy_since: float | None = None
+        """When its current run took it (None: idle)."""
+        self.idle_since = time.monotonic()
         self._drain = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
@@ -233,11 +272,32 @@ class _Idle:
         """A worker that left the pool."""
         self._recent.pop(worker, None)
 
+    def waiting(self) -> int:
+        """How many runs wait for a worker."""
+        return sum(1 for w in self._waiters if not w.future.done())
+
+    def has_free(self) -> bool:
+        """Whether ``get`` would return at once."""
+        return bool(self._free) and not self._waiters
+
+    def free(self) -> tuple[_Worker, ...]:
+        """The workers free now."""
+        return tuple(self._free)
+
+    def take_idle(self, since: float) -> _Worker | None:
+        """A free worker idle since before ``since`` (the longest idle first), taken out."""
+        for worker in self._free:
+            if worker.idle_since <= since:
+                self._free.remove(worker)
+                return worker
+        return None
+
     def put_nowait(self, worker: _Worker) -> None:
         waiters = self._waiters
         while waiters and waiters[0].future.done():  # cancelled while waiting
             waiters.popleft()
         if not waiters:
+            worker.idle_since = time.monotonic()
             self._free.append(worker)
             return
         pick = 0
@@ -271,18 +331,31 @@ class _Idle:
             raise
 
 
+_LATE = "no pool worker was free before the time the run had to start by (its client's deadline)"
+
+
 class PoolBackend:
     """Warm sandboxed workers that fork per run: a few milliseconds of overhead per answer."""
 
     name = "pool"
     isolation = "pool"
 
-    def __init__(self, workers: int | None = None, affinity: bool = True) -> None:
+    def __init__(
+        self, workers: int | None = None, affinity: bool = True, max_workers: int | None = None
+    ) -> None:
         # Two per core by default: a worker waits on the host and on its solution between bursts
         # of work, and a second one keeps the core busy meanwhile (measured: +15% runs/s).
-        size = workers if workers is not None else 2 * (os.cpu_count() or 1)
+        size = workers if workers is not None else 2 * host_cpus()
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ConfigError(f"workers must be a positive int, got {workers!r}")
+        if max_workers is None:
+            most = default_max_workers(size, memory=cgroups.service_memory_bytes())
+        elif isinstance(max_workers, bool) or not isinstance(max_workers, int):
+            raise ConfigError(f"max_workers must be an int, got {max_workers!r}")
+        elif max_workers < size:
+            raise ConfigError(f"max_workers ({max_workers}) must be at least workers ({size})")
+        else:
+            most = max_workers
         compile_judge()
         check_bwrap()
         self._host = host_params()
@@ -296,6 +369,9 @@ class PoolBackend:
         )
         """Compiled languages' programs, built in a ``solution`` sandbox like strict's."""
         self.size = size
+        """The base size: workers started at first use, and kept."""
+        self.max_workers = most
+        """The most workers the pool grows to while runs wait (``GROW_AFTER_S``)."""
         self.affinity = affinity
         """Hand a run to a worker that ran its environment lately (``_Idle``); False: strictly
         first come, first served (``benchmarks/affinity.py`` compares the two)."""
@@ -303,6 +379,9 @@ class PoolBackend:
         self._workers: list[_Worker] = []
         self._starting: asyncio.Task[None] | None = None
         self._replacing: set[asyncio.Task[None]] = set()
+        self._growing: set[asyncio.Task[None]] = set()
+        self._grow_timer: asyncio.TimerHandle | None = None
+        self._shrink_timer: asyncio.TimerHandle | None = None
         self._cg_parents = {
             c: os.path.join(cgroups.V1_ROOT, c, "deepgym") for c in cgroups.v1_controllers()
         }
@@ -384,18 +463,25 @@ class PoolBackend:
 
     async def _release(self, worker: _Worker) -> None:
         assert self._idle is not None
+        worker.busy_since = None
         if worker.healthy and worker.proc.returncode is None:
             self._idle.put_nowait(worker)
+            if len(self._workers) > self.size:
+                self._arm_shrink()
             return
         self._workers.remove(worker)
         self._idle.forget(worker)
-        # Replace it in the background: a cancelled run must not cost the pool a worker.
+        # Replace it in the background: a cancelled run must not cost the pool a worker. One
+        # above the base size is replaced only while runs wait (they grow the pool again).
         task = asyncio.ensure_future(self._replace(worker))
         self._replacing.add(task)
         task.add_done_callback(self._replacing.discard)
 
     async def _replace(self, worker: _Worker) -> None:
         await worker.stop()
+        idle = self._idle
+        if idle is not None and len(self._workers) >= self.size and not idle.waiting():
+            return
         fresh = await self._spawn_worker()
         if self._idle is None:  # closed meanwhile
             await fresh.stop()
@@ -403,9 +489,90 @@ class PoolBackend:
             return
         self._idle.put_nowait(fresh)
 
+    # -- growing and shrinking ------------------------------------------------------------
+    async def _take(self, idle: _Idle, key: str, start_by: float | None) -> _Worker | None:
+        """A worker for a run of environment ``key``, or None where none came by ``start_by``.
+        While the run waits, the pool grows (``_grow``)."""
+        if start_by is not None and time.monotonic() >= start_by:
+            return None
+        if idle.has_free():
+            return await idle.get(key)
+        self._arm_grow()
+        if start_by is None:
+            return await idle.get(key)
+        try:
+            async with asyncio.timeout(max(start_by - time.monotonic(), 0.0)):
+                return await idle.get(key)
+        except TimeoutError:  # (``get`` passes on a worker handed over as it was cancelled)
+            return None
+
+    def _arm_grow(self) -> None:
+        if self._grow_timer is None and self._idle is not None:
+            loop = asyncio.get_running_loop()
+            self._grow_timer = loop.call_later(GROW_AFTER_S, self._grow)
+
+    def _grow(self) -> None:
+        """Add a worker for each run that waits while a worker has been held ``GROW_AFTER_S``
+        by its run (up to ``max_workers``); check again while runs wait."""
+        self._grow_timer = None
+        idle = self._idle
+        if idle is None or not (waiting := idle.waiting()):
+            return
+        now = time.monotonic()
+        since = now - GROW_AFTER_S
+        held = sum(1 for w in self._workers if w.busy_since is not None and w.busy_since <= since)
+        room = self.max_workers - len(self._workers) - len(self._growing)
+        for _ in range(min(waiting - len(self._growing), held, room)):
+            task = asyncio.ensure_future(self._add_worker())
+            self._growing.add(task)
+            task.add_done_callback(self._growing.discard)
+        self._arm_grow()
+
+    async def _add_worker(self) -> None:
+        try:
+            worker = await self._spawn_worker()
+        except (OSError, SandboxUnavailableError, TimeoutError):
+            return  # the runs wait for the others; the next check tries again
+        if self._idle is None:  # closed meanwhile
+            await worker.stop()
+            self._workers.remove(worker)
+            return
+        self._idle.put_nowait(worker)
+        if len(self._workers) > self.size:
+            self._arm_shrink()
+
+    def _arm_shrink(self, delay: float = IDLE_S) -> None:
+        if self._shrink_timer is None:
+            loop = asyncio.get_running_loop()
+            self._shrink_timer = loop.call_later(delay, self._shrink)
+
+    def _shrink(self) -> None:
+        """Stop workers above the base size that have been idle ``IDLE_S``; check again, while
+        the pool is above it, when the next idle one will have been."""
+        self._shrink_timer = None
+        idle = self._idle
+        if idle is None:
+            return
+        now = time.monotonic()
+        while len(self._workers) > self.size and (worker := idle.take_idle(now - IDLE_S)):
+            self._workers.remove(worker)
+            idle.forget(worker)
+            task = asyncio.ensure_future(worker.stop())
+            self._replacing.add(task)
+            task.add_done_callback(self._replacing.discard)
+        if len(self._workers) > self.size:
+            soonest = min((w.idle_since for w in idle.free()), default=now)
+            self._arm_shrink(max(soonest + IDLE_S - now, GROW_AFTER_S))
+
     def stats(self) -> dict[str, Any]:
-        """Worker count and the memory each idle worker holds (RSS, KiB, measured at start)."""
-        return {"workers": len(self._workers), "rss_kb": [w.rss_kb for w in self._workers]}
+        """Worker count (and the base size and most), and the memory each idle worker holds
+        (RSS, KiB, measured at start)."""
+        return {
+            "workers": len(self._workers),
+            "base_workers": self.size,
+            "max_workers": self.max_workers,
+            "rss_kb": [w.rss_kb for w in self._workers],
+        }
 
     # -- runs -----------------------------------------------------------------------------
     async def run(self, job: Job) -> RawRun:
@@ -421,8 +588,14 @@ class PoolBackend:
         idle = await self._ensure_started()
         env_dir = self._workspace.env_dir(job.env)
         t_wait = time.monotonic()
-        worker = await idle.get(env_dir.name)
+        worker = await self._take(idle, env_dir.name, job.start_by)
         queue_ms = (time.monotonic() - t_wait) * 1000.0
+        if worker is None:
+            raw = not_started(self.isolation, _LATE)
+            raw.queue_ms = raw.start_ms = queue_ms
+            raw.total_ms = (time.monotonic() - t0) * 1000.0
+            return raw
+        worker.busy_since = time.monotonic()
         slot = worker.slot
         try:
             slot.begin(job.env.memory_mb, job.env.max_processes)
@@ -457,6 +630,12 @@ class PoolBackend:
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting
+        for timer in (self._grow_timer, self._shrink_timer):
+            if timer is not None:
+                timer.cancel()
+        self._grow_timer = self._shrink_timer = None
+        if self._growing:
+            await asyncio.gather(*self._growing, return_exceptions=True)
         if self._replacing:
             await asyncio.gather(*self._replacing, return_exceptions=True)
         await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)
