@@ -285,3 +285,36 @@ def test_an_answer_that_lowers_its_own_priority_is_not_held_back(
         r, _ = future.result(timeout=120)
     assert r.has_verdict and r.score == 0.0, r
     assert r.cases[0].message.startswith(f"timeout: the call waited past its {CALL_S:g} s"), r
+
+
+# -- a host without a cgroup per run -------------------------------------------------------------
+@pytest.fixture
+def no_cgroup(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No group per run: ``DEEPGYM_CGROUP`` names a folder that is not cgroup v2 (rlimits)."""
+    monkeypatch.setenv(cgroups.V2_ENV, str(tmp_path))
+    cgroups.v1_controllers.cache_clear()
+    cgroups.v2_base.cache_clear()
+    try:
+        yield
+    finally:
+        cgroups.v1_controllers.cache_clear()
+        cgroups.v2_base.cache_clear()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_without_a_cgroup_the_time_is_the_solution_processes_own(
+    sandbox: str, no_cgroup: None
+) -> None:
+    """The same rule on the solution process's own CPU clock and its tree in ``/proc``."""
+    with DeepGym(sandbox=sandbox) as dg:
+        sleep = dg.run_one(ADD, "import time\ndef add(a, b):\n    time.sleep(1000)\n")
+        spin = dg.run_one(ADD, "def add(a, b):\n    while True:\n        pass\n")
+        right = dg.run_one(ADD, RIGHT["function"])
+    for r in (sleep, spin, right):
+        assert r.evidence.limit_mechanism["time"] == "proc", r.evidence
+    assert sleep.has_verdict and sleep.score == 0.0, sleep
+    assert sleep.cases[0].message.startswith(f"timeout: the call waited past its {CALL_S:g} s")
+    if not held_back(spin):
+        assert spin.has_verdict and spin.score == 0.0, spin
+        assert spin.cases[0].message == f"timeout: the call used its {CALL_S:g} s of CPU time"
+    assert right.has_verdict and right.score == 1.0, right

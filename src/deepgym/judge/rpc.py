@@ -22,6 +22,7 @@ import os
 import time
 
 from . import wire
+from .blame import BACKSTOP
 from .codes import SETUP_FAILED
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 
@@ -59,7 +60,9 @@ class Session:
     def _ensure(self) -> Process:
         if self.proc is None or self.proc.status is not None:
             self.proc = self.launcher.start(self.mode)
-            self.launcher.await_ready(self.proc, time.monotonic() + self.case_timeout)
+            # its set-up is ours, not the answer's: waited for as long as a call's backstop
+            ready_by = time.monotonic() + BACKSTOP * self.case_timeout
+            self.launcher.await_ready(self.proc, ready_by)
             self.launcher.on_start()  # the answer loads with the next request
             if self.prelude is not None:
                 self._exchange(self.proc, self.prelude, None)

@@ -111,7 +111,6 @@ class _Worker:
         self.healthy = True
         self.busy_since: float | None = None
         """When its current run took it (None: idle)."""
-        self.idle_since = time.monotonic()
         self._drain = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
@@ -256,6 +255,8 @@ class _Idle:
         self._free: collections.deque[_Worker] = collections.deque()
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._recent: dict[_Worker, dict[str, None]] = {}
+        self._since: dict[_Worker, float] = {}
+        """When each free worker became free."""
         self.patience = patience
         self.affinity = affinity
 
@@ -271,6 +272,7 @@ class _Idle:
     def forget(self, worker: _Worker) -> None:
         """A worker that left the pool."""
         self._recent.pop(worker, None)
+        self._since.pop(worker, None)
 
     def waiting(self) -> int:
         """How many runs wait for a worker."""
@@ -280,15 +282,16 @@ class _Idle:
         """Whether ``get`` would return at once."""
         return bool(self._free) and not self._waiters
 
-    def free(self) -> tuple[_Worker, ...]:
-        """The workers free now."""
-        return tuple(self._free)
+    def idle_since(self) -> list[float]:
+        """When each free worker became free."""
+        return [self._since.get(w, 0.0) for w in self._free]
 
     def take_idle(self, since: float) -> _Worker | None:
         """A free worker idle since before ``since`` (the longest idle first), taken out."""
         for worker in self._free:
-            if worker.idle_since <= since:
+            if self._since.get(worker, 0.0) <= since:
                 self._free.remove(worker)
+                self._since.pop(worker, None)
                 return worker
         return None
 
@@ -297,7 +300,7 @@ class _Idle:
         while waiters and waiters[0].future.done():  # cancelled while waiting
             waiters.popleft()
         if not waiters:
-            worker.idle_since = time.monotonic()
+            self._since[worker] = time.monotonic()
             self._free.append(worker)
             return
         pick = 0
@@ -561,7 +564,7 @@ class PoolBackend:
             self._replacing.add(task)
             task.add_done_callback(self._replacing.discard)
         if len(self._workers) > self.size:
-            soonest = min((w.idle_since for w in idle.free()), default=now)
+            soonest = min(idle.idle_since(), default=now)
             self._arm_shrink(max(soonest + IDLE_S - now, GROW_AFTER_S))
 
     def stats(self) -> dict[str, Any]:
