@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -162,3 +164,53 @@ def test_a_run_group_counts_its_cpu_time_and_closes_the_counter_with_it() -> Non
 
 def test_without_a_group_the_time_is_measured_from_proc() -> None:
     assert cgroups.RunCgroup().mechanisms()["time"] == "proc"
+
+
+def _groups_made_in(outer: str) -> dict[str, str]:
+    """The groups ``cgroups.create`` makes in a forked child that first moved itself into the
+    cpuacct group ``outer`` (as a service, a container or a benchmark's meter puts it), after a
+    process of the run spun for 0.2 s in them; the child removes them before it exits."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(r)
+            with open(os.path.join(outer, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            cgroups.v1_parent.cache_clear()  # read again, here
+            group = cgroups.create(64, 8)
+            join = "".join(f"open({p!r}, 'w').write('0')\n" for p in group.procs_files.values())
+            subprocess.run([sys.executable, "-I", "-S", "-c", join + SPIN_S.format(s=0.2)])
+            os.write(w, json.dumps(group.dirs).encode())
+            group.remove()
+            cgroups.retry_pending(final=True)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    dirs: dict[str, str] = json.loads(out)
+    return dirs
+
+
+@needs_cpuacct
+def test_the_cpu_groups_are_made_below_the_processs_own() -> None:
+    """What accounts for the host process's CPU time (its service's group, a container's, a
+    benchmark's meter; with cpu and cpuacct in one hierarchy, its CPU quota too) still counts
+    its answers': their cpuacct groups are made below its own, never beside it."""
+    outer = os.path.join(cgroups.V1_ROOT, "cpuacct", f"deepgym-test-{uuid.uuid4().hex[:8]}")
+    os.mkdir(outer)
+    try:
+        dirs = _groups_made_in(outer)
+        assert dirs["cpuacct"].startswith(outer + "/deepgym/"), dirs
+        assert dirs["memory"].startswith(os.path.join(cgroups.V1_ROOT, "memory", "deepgym"))
+        with open(os.path.join(outer, "cpuacct.usage")) as f:
+            assert int(f.read()) / 1e6 >= 190.0  # the answer's 0.2 s, counted above
+    finally:
+        for folder in (os.path.join(outer, "deepgym"), outer):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+    assert not os.path.exists(outer)

@@ -79,10 +79,9 @@ def v1_controllers() -> tuple[str, ...]:
         return ()
     found = []
     for ctrl in V1_CONTROLLERS:
-        base = os.path.join(V1_ROOT, ctrl)
-        if not os.path.isfile(os.path.join(base, "cgroup.procs")):
+        if not os.path.isfile(os.path.join(V1_ROOT, ctrl, "cgroup.procs")):
             continue
-        probe = os.path.join(base, "deepgym", f"probe-{os.getpid()}")
+        probe = os.path.join(v1_parent(ctrl), f"probe-{os.getpid()}")
         try:
             os.makedirs(probe, exist_ok=True)
             os.rmdir(probe)
@@ -92,6 +91,22 @@ def v1_controllers() -> tuple[str, ...]:
     if not {"memory", "pids"} & set(found):
         return ()
     return tuple(found)
+
+
+@functools.cache
+def v1_parent(ctrl: str) -> str:
+    """The folder deepgym's v1 groups of ``ctrl`` are made in: ``deepgym`` at the hierarchy's
+    root for the limits (memory, pids); for cpuacct, ``deepgym`` below this process's own group,
+    so that whatever accounts for this process's CPU time (a service's cgroup, a container's,
+    where cpu and cpuacct share a hierarchy its CPU quota too) still counts its answers'."""
+    if ctrl != "cpuacct":
+        return os.path.join(V1_ROOT, ctrl, "deepgym")
+    own = "/"
+    for line in _read_text("/proc/self/cgroup").splitlines():
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if ctrl in controllers.split(","):
+            own = path
+    return os.path.normpath(os.path.join(V1_ROOT, ctrl, own.lstrip("/"), "deepgym"))
 
 
 @dataclass(frozen=True)
@@ -292,7 +307,7 @@ def group_parents() -> list[str]:
     base = v2_base()
     if base is not None:
         return [base.path] if base.usable else []
-    return [os.path.join(V1_ROOT, c, "deepgym") for c in v1_controllers()]
+    return [v1_parent(c) for c in v1_controllers()]
 
 
 class _Groups:
@@ -489,7 +504,7 @@ def create(memory_mb: int, max_processes: int, *, owner: str | None = None) -> R
         return _create_v2(base, name, memory_mb, max_processes)
     group = RunCgroup()
     for ctrl in v1_controllers():
-        d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
+        d = os.path.join(v1_parent(ctrl), name)
         try:
             os.makedirs(d)
             if ctrl == "memory":
@@ -577,7 +592,7 @@ class Slot(_Groups):
                 self._open_v2(base, name)
             return
         for ctrl in v1_controllers():
-            d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
+            d = os.path.join(v1_parent(ctrl), name)
             fds = _make_and_open(d, _SLOT_FILES[ctrl])
             if fds is not None:
                 self.dirs[ctrl] = d

@@ -385,9 +385,7 @@ class PoolBackend:
         self._growing: set[asyncio.Task[None]] = set()
         self._grow_timer: asyncio.TimerHandle | None = None
         self._shrink_timer: asyncio.TimerHandle | None = None
-        self._cg_parents = {
-            c: os.path.join(cgroups.V1_ROOT, c, "deepgym") for c in cgroups.v1_controllers()
-        }
+        self._cg_parents = {c: cgroups.v1_parent(c) for c in cgroups.v1_controllers()}
         """The v1 groups' folders, bound into each worker (a v2 slot is joined by descriptor)."""
         for parent in self._cg_parents.values():
             os.makedirs(parent, exist_ok=True)
