@@ -18,15 +18,16 @@ without a verdict (the client retries it if the answer was not yet in play).
 
 The pool has a base size (two workers per core it may run on) and grows above it on demand: when
 runs have waited ``GROW_AFTER_S`` for a worker while workers are held by runs that long (an
-endless loop holds its worker for its whole limit), a worker is added for each such run, up to
-``max_workers`` (by default ``GROW_PER_CORE`` per core, and no more than one per
-``WORKER_MEMORY_MB`` of the service's memory). Time limits are judged on CPU time, so runs above
-the core count share the cores without anyone's verdict changing: a slower answer is not a
-timeout, as long as each gets the CPU time of its limit within the backstop (``BACKSTOP`` times
-the limit on the clock), which ``GROW_PER_CORE`` keeps true of runs that all compute without
-pause. An added worker idle for ``IDLE_S`` is stopped, down to the base size. A run whose job
-says when it must start by (``Job.start_by``) and that gets no worker by then never starts: no
-verdict (``base.not_started``).
+endless loop, or an answer that sleeps, holds its worker for its whole limit), a worker is added
+for each such run, up to ``max_workers`` (by default ``GROW_PER_CORE`` per core, and no more
+than one per ``WORKER_MEMORY_MB`` of the service's memory), while the cores are not kept busy
+(``GROW_BELOW_BUSY``). Time limits are judged on CPU time, so runs above the core count share
+the cores without anyone's verdict changing, as long as each gets the CPU time of its limit
+within its backstop (``BACKSTOP`` times the limit on the clock): more runs on cores that held
+runs already keep busy would hold them back past it, and an endless loop's 0 would become a run
+without a verdict. An added worker idle for ``IDLE_S`` is stopped, down to the base size. A run
+whose job says when it must start by (``Job.start_by``) and that gets no worker by then never
+starts: no verdict (``base.not_started``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,46 @@ WORKER_MEMORY_MB = 256
 idle worker holds about 30 MiB, and its run what the answer uses."""
 IDLE_S = 10.0
 """How long a worker above the base size stays idle before it is stopped."""
+
+
+GROW_BELOW_BUSY = 0.75
+"""The pool grows only while the cores it runs on were busy less than this share of the time
+since the last check: a run added to cores its held runs already keep busy would share them
+with runs that compute without pause, and hold each of them back past its backstop (an endless
+loop's 0 would become a run without a verdict)."""
+
+
+def grow_by(waiting: int, held: int, growing: int, room: int, busy: float | None) -> int:
+    """How many workers to add now: one per run waiting for a worker, beyond those being added,
+    as long as as many workers are held by long runs (``GROW_AFTER_S``; short runs free theirs
+    at once), within the ``room`` left under ``max_workers``, and only while the cores were
+    busy less than ``GROW_BELOW_BUSY`` of the time (``busy``; None: not known, so no)."""
+    if busy is None or busy >= GROW_BELOW_BUSY:
+        return 0
+    return max(min(waiting - growing, held - growing, room - growing), 0)
+
+
+def cores_busy(stat: str | None = None) -> tuple[int, int]:
+    """(busy, total) ticks of the cores this process may run on, from ``/proc/stat``."""
+    if stat is None:
+        with open("/proc/stat") as f:
+            stat = f.read()
+    mine = {f"cpu{n}" for n in os.sched_getaffinity(0)}
+    busy = total = 0
+    for line in stat.splitlines():
+        name, *fields = line.split()
+        if name in mine:
+            ticks = [int(x) for x in fields]
+            total += sum(ticks[:8])
+            busy += sum(ticks[:8]) - ticks[3] - ticks[4]  # less idle and iowait
+    return busy, total
+
+
+def busy_share(before: tuple[int, int] | None, after: tuple[int, int]) -> float | None:
+    """The share of the time the cores were busy between two ``cores_busy`` readings."""
+    if before is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def default_max_workers(size: int, cores: int | None = None, memory: int | None = None) -> int:
@@ -384,6 +425,8 @@ class PoolBackend:
         self._replacing: set[asyncio.Task[None]] = set()
         self._growing: set[asyncio.Task[None]] = set()
         self._grow_timer: asyncio.TimerHandle | None = None
+        self._cpu_at: tuple[int, int] | None = None
+        """The cores' busy and total ticks when runs began to wait (``cores_busy``)."""
         self._shrink_timer: asyncio.TimerHandle | None = None
         self._cg_parents = {c: cgroups.v1_parent(c) for c in cgroups.v1_controllers()}
         """The v1 groups' folders, bound into each worker (a v2 slot is joined by descriptor)."""
@@ -509,21 +552,25 @@ class PoolBackend:
 
     def _arm_grow(self) -> None:
         if self._grow_timer is None and self._idle is not None:
+            if self._cpu_at is None:
+                self._cpu_at = cores_busy()
             loop = asyncio.get_running_loop()
             self._grow_timer = loop.call_later(GROW_AFTER_S, self._grow)
 
     def _grow(self) -> None:
-        """Add a worker for each run that waits while a worker has been held ``GROW_AFTER_S``
-        by its run (up to ``max_workers``); check again while runs wait."""
+        """Add workers for the runs that wait (``grow_by``); check again while runs wait."""
         self._grow_timer = None
         idle = self._idle
+        now_cpu = cores_busy()
+        busy = busy_share(self._cpu_at, now_cpu)
+        self._cpu_at = now_cpu
         if idle is None or not (waiting := idle.waiting()):
+            self._cpu_at = None
             return
-        now = time.monotonic()
-        since = now - GROW_AFTER_S
+        since = time.monotonic() - GROW_AFTER_S
         held = sum(1 for w in self._workers if w.busy_since is not None and w.busy_since <= since)
-        room = self.max_workers - len(self._workers) - len(self._growing)
-        for _ in range(min(waiting - len(self._growing), held, room)):
+        room = self.max_workers - len(self._workers)
+        for _ in range(grow_by(waiting, held, len(self._growing), room, busy)):
             task = asyncio.ensure_future(self._add_worker())
             self._growing.add(task)
             task.add_done_callback(self._growing.discard)
