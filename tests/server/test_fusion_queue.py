@@ -136,10 +136,16 @@ def on_two_cores() -> Iterator[ThreadedServer]:
 def test_verl_compute_score_at_its_default_concurrency_scores_as_against_sandbox_fusion(
     on_two_cores: ThreadedServer,
 ) -> None:
-    """The reproduction, as verl runs it: 0.4. The right cases run beside the endless ones
-    (the pool grows while they wait; each endless one is judged on its own CPU time, whatever
-    the others take), or, where they would start too late for verl, get a 504 at once, which
-    verl retries; never a wait past verl's own deadline."""
+    """The reproduction, as verl runs it: 0.4. The service runs as many programs at once as its
+    pool's base size (two per core): the endless ones are each judged on their own CPU time
+    (their limit, -3, or verl's deadline first, -1); a right case waiting behind them that could
+    no longer end before verl's deadline is a 504 at once, which verl retries, and runs once the
+    endless ones are done: never a wait past verl's own deadline.
+
+    On a loaded machine the endless ones are held back, and end at their backstop (three times
+    their limit on the clock) instead of their limit: still before the right cases' second try
+    must start (verl's deadline less their limit and the start margin). verl's own retries bound
+    the test's time: three tries of 30 s and the waits between them."""
     package, _ = _load_verl()
     url = f"{on_two_cores.url}/run_code?token={TOKEN}"
     completion = f"```python\n{PROGRAM}```\n"
