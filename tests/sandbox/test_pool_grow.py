@@ -20,10 +20,11 @@ from deepgym import Environment
 from deepgym.client import AsyncDeepGym
 from deepgym.exceptions import ConfigError
 from deepgym.sandbox import pool as pool_module
+from deepgym.sandbox import sizing
 from deepgym.sandbox.base import Job
-from deepgym.sandbox.pool import (
+from deepgym.sandbox.pool import PoolBackend
+from deepgym.sandbox.sizing import (
     GROW_BELOW_BUSY,
-    PoolBackend,
     busy_share,
     cores_busy,
     default_max_workers,
@@ -46,10 +47,10 @@ SLOW = f"import time\ndef add(a, b):\n    time.sleep({SLOW_S})\n    return a + b
 
 
 def test_the_default_cap_follows_the_cores_and_the_memory() -> None:
-    per_core = pool_module.GROW_PER_CORE
+    per_core = sizing.GROW_PER_CORE
     assert default_max_workers(4, cores=2) == 2 * per_core
     assert default_max_workers(4, cores=2, memory=2**40) == 2 * per_core
-    worker = pool_module.WORKER_MEMORY_MB * 2**20
+    worker = sizing.WORKER_MEMORY_MB * 2**20
     assert default_max_workers(4, cores=2, memory=5 * worker) == 5  # one per 256 MiB
     assert default_max_workers(4, cores=2, memory=worker) == 4  # never below the base size
 
@@ -123,7 +124,7 @@ def test_runs_waiting_behind_held_workers_grow_the_pool_up_to_its_cap_then_it_id
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(pool_module, "IDLE_S", 1.0)
-    monkeypatch.setattr(pool_module, "cores_busy", _cores(0.1))  # the held runs sleep
+    monkeypatch.setattr(sizing, "cores_busy", _cores(0.1))  # the held runs sleep
     passed, peak, after = asyncio.run(_grown(PoolBackend(workers=1, max_workers=3)))
     assert passed == [True] * 4
     assert peak == 3  # grown to the cap, never past it
@@ -134,7 +135,7 @@ def test_runs_waiting_behind_held_workers_grow_the_pool_up_to_its_cap_then_it_id
 def test_the_pool_does_not_grow_on_cores_its_runs_keep_busy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(pool_module, "cores_busy", _cores(1.0))
+    monkeypatch.setattr(sizing, "cores_busy", _cores(1.0))
     passed, peak, _ = asyncio.run(_grown(PoolBackend(workers=1, max_workers=3)))
     assert passed == [True] * 4  # each in turn, on the one worker
     assert peak == 1

@@ -8,9 +8,10 @@ The backends are built from shared parts, held by composition: ``policy`` (the b
 namespace rules of every sandbox role, as a table), ``host`` (this host's bwrap, Python and
 system folders), ``workspace`` (a backend's private folder and staged environments), ``spec``
 (what the judge is told of a job), ``evidence`` (what a run left, read into a ``RawRun``),
-``cgroups`` (per-run limits), ``served`` (the host's side of a run's solution processes) and
-``fresh`` (one run as fresh processes). ``strict`` and ``unsafe`` are ``fresh`` runs with
-their own ``Launch``; ``pool`` keeps warm workers.
+``cgroups`` (per-run limits and CPU accounting), ``served`` (the host's side of a run's solution
+processes), ``fresh`` (one run as fresh processes) and ``sizing`` (how big a pool is).
+``strict`` and ``unsafe`` are ``fresh`` runs with their own ``Launch``; ``pool`` keeps warm
+workers.
 """
 
 from __future__ import annotations

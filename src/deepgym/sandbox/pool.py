@@ -16,18 +16,15 @@ worker that ran the run's environment lately), are replaced when they die or whe
 is cancelled, and stop at ``close`` or exit. A worker that dies takes its run with it as a run
 without a verdict (the client retries it if the answer was not yet in play).
 
-The pool has a base size (two workers per core it may run on) and grows above it on demand: when
-runs have waited ``GROW_AFTER_S`` for a worker while workers are held by runs that long (an
-endless loop, or an answer that sleeps, holds its worker for its whole limit), a worker is added
-for each such run, up to ``max_workers`` (by default ``GROW_PER_CORE`` per core, and no more
-than one per ``WORKER_MEMORY_MB`` of the service's memory), while the cores are not kept busy
-(``GROW_BELOW_BUSY``). Time limits are judged on CPU time, so runs above the core count share
-the cores without anyone's verdict changing, as long as each gets the CPU time of its limit
-within its backstop (``BACKSTOP`` times the limit on the clock): more runs on cores that held
-runs already keep busy would hold them back past it, and an endless loop's 0 would become a run
-without a verdict. An added worker idle for ``IDLE_S`` is stopped, down to the base size. A run
-whose job says when it must start by (``Job.start_by``) and that gets no worker by then never
-starts: no verdict (``base.not_started``).
+The pool has a base size (two workers per core it may run on) and grows above it on demand
+(``sizing``): when runs have waited ``GROW_AFTER_S`` for a worker while workers are held by runs
+that long (an endless loop, or an answer that sleeps, holds its worker for its whole limit), a
+worker is added for each such run, up to ``max_workers``, while the cores are not kept busy.
+Time limits are judged on CPU time, so runs above the core count share the cores without
+anyone's verdict changing, as long as each gets the CPU time of its limit within its backstop.
+An added worker idle for ``IDLE_S`` is stopped, down to the base size. A run whose job says when
+it must start by (``Job.start_by``) and that gets no worker by then never starts: no verdict
+(``base.not_started``).
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
-from deepgym.judge.blame import BACKSTOP, host_cpus
 from deepgym.judge.codes import ANSWER_PATH
-from deepgym.sandbox import cgroups, policy
+from deepgym.sandbox import cgroups, policy, sizing
 from deepgym.sandbox.base import Job, RawRun, not_started
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
@@ -62,68 +58,11 @@ EXIT_WAIT_S = 2.0
 READY_TIMEOUT_S = 30.0
 GROW_AFTER_S = 0.25
 """How long runs wait for a worker, with workers held that long by their runs, before the pool
-adds workers. Short runs free their workers within milliseconds, so a queue of them never grows
-the pool; a run that holds its worker for seconds (a long limit, an endless loop) does."""
-GROW_PER_CORE = int(BACKSTOP)
-"""The default ``max_workers``, per core (and ``WORKER_MEMORY_MB`` bounds it). N runs that each
-compute without pause share C cores, C / N of a core each; each still uses its whole limit in
-CPU time within the backstop (``BACKSTOP`` times the limit on the clock) while N <= BACKSTOP * C.
-More, and an endless loop would be held back past its backstop: no verdict instead of its 0."""
-WORKER_MEMORY_MB = 256
-"""The service's memory allowed per worker when the default ``max_workers`` is derived: an
-idle worker holds about 30 MiB, and its run what the answer uses."""
+adds workers (``sizing.grow_by``). Short runs free their workers within milliseconds, so a queue
+of them never grows the pool; a run that holds its worker for seconds (a long limit, an endless
+loop, a sleep) does."""
 IDLE_S = 10.0
 """How long a worker above the base size stays idle before it is stopped."""
-
-
-GROW_BELOW_BUSY = 0.75
-"""The pool grows only while the cores it runs on were busy less than this share of the time
-since the last check: a run added to cores its held runs already keep busy would share them
-with runs that compute without pause, and hold each of them back past its backstop (an endless
-loop's 0 would become a run without a verdict)."""
-
-
-def grow_by(waiting: int, held: int, growing: int, room: int, busy: float | None) -> int:
-    """How many workers to add now: one per run waiting for a worker, beyond those being added,
-    as long as as many workers are held by long runs (``GROW_AFTER_S``; short runs free theirs
-    at once), within the ``room`` left under ``max_workers``, and only while the cores were
-    busy less than ``GROW_BELOW_BUSY`` of the time (``busy``; None: not known, so no)."""
-    if busy is None or busy >= GROW_BELOW_BUSY:
-        return 0
-    return max(min(waiting - growing, held - growing, room - growing), 0)
-
-
-def cores_busy(stat: str | None = None) -> tuple[int, int]:
-    """(busy, total) ticks of the cores this process may run on, from ``/proc/stat``."""
-    if stat is None:
-        with open("/proc/stat") as f:
-            stat = f.read()
-    mine = {f"cpu{n}" for n in os.sched_getaffinity(0)}
-    busy = total = 0
-    for line in stat.splitlines():
-        name, *fields = line.split()
-        if name in mine:
-            ticks = [int(x) for x in fields]
-            total += sum(ticks[:8])
-            busy += sum(ticks[:8]) - ticks[3] - ticks[4]  # less idle and iowait
-    return busy, total
-
-
-def busy_share(before: tuple[int, int] | None, after: tuple[int, int]) -> float | None:
-    """The share of the time the cores were busy between two ``cores_busy`` readings."""
-    if before is None or after[1] <= before[1]:
-        return None
-    return (after[0] - before[0]) / (after[1] - before[1])
-
-
-def default_max_workers(size: int, cores: int | None = None, memory: int | None = None) -> int:
-    """The most workers a pool of base ``size`` grows to by default: ``GROW_PER_CORE`` per core,
-    at most one per ``WORKER_MEMORY_MB`` of ``memory`` (the service's, where known), never
-    below ``size``."""
-    cap = GROW_PER_CORE * (cores or host_cpus())
-    if memory is not None:
-        cap = min(cap, memory // (WORKER_MEMORY_MB * 2**20))
-    return max(size, cap)
 
 
 def _fds(fd: int | None) -> tuple[int, ...]:
@@ -387,13 +326,11 @@ class PoolBackend:
     def __init__(
         self, workers: int | None = None, affinity: bool = True, max_workers: int | None = None
     ) -> None:
-        # Two per core by default: a worker waits on the host and on its solution between bursts
-        # of work, and a second one keeps the core busy meanwhile (measured: +15% runs/s).
-        size = workers if workers is not None else 2 * host_cpus()
+        size = workers if workers is not None else sizing.base_size()
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ConfigError(f"workers must be a positive int, got {workers!r}")
         if max_workers is None:
-            most = default_max_workers(size, memory=cgroups.service_memory_bytes())
+            most = sizing.default_max_workers(size, memory=cgroups.service_memory_bytes())
         elif isinstance(max_workers, bool) or not isinstance(max_workers, int):
             raise ConfigError(f"max_workers must be an int, got {max_workers!r}")
         elif max_workers < size:
@@ -553,7 +490,7 @@ class PoolBackend:
     def _arm_grow(self) -> None:
         if self._grow_timer is None and self._idle is not None:
             if self._cpu_at is None:
-                self._cpu_at = cores_busy()
+                self._cpu_at = sizing.cores_busy()
             loop = asyncio.get_running_loop()
             self._grow_timer = loop.call_later(GROW_AFTER_S, self._grow)
 
@@ -561,8 +498,8 @@ class PoolBackend:
         """Add workers for the runs that wait (``grow_by``); check again while runs wait."""
         self._grow_timer = None
         idle = self._idle
-        now_cpu = cores_busy()
-        busy = busy_share(self._cpu_at, now_cpu)
+        now_cpu = sizing.cores_busy()
+        busy = sizing.busy_share(self._cpu_at, now_cpu)
         self._cpu_at = now_cpu
         if idle is None or not (waiting := idle.waiting()):
             self._cpu_at = None
@@ -570,7 +507,7 @@ class PoolBackend:
         since = time.monotonic() - GROW_AFTER_S
         held = sum(1 for w in self._workers if w.busy_since is not None and w.busy_since <= since)
         room = self.max_workers - len(self._workers)
-        for _ in range(grow_by(waiting, held, len(self._growing), room, busy)):
+        for _ in range(sizing.grow_by(waiting, held, len(self._growing), room, busy)):
             task = asyncio.ensure_future(self._add_worker())
             self._growing.add(task)
             task.add_done_callback(self._growing.discard)
