@@ -40,7 +40,7 @@ import socket
 import sys
 
 from . import build, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
-from .blame import read_tree, tree_used_its_time
+from .blame import read_tree, runnable
 from .codes import ANSWER_PATH, MSG_MAX, SETUP_FAILED, SOLUTION_UID
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
@@ -77,8 +77,11 @@ VERIFIER_PRELOAD = ("ast",)
 """The verifier's own imports: loaded after the zygote is forked, which never needs them."""
 
 
-def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.socket) -> None:
+def run_job(
+    job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.socket, cpu_fd: int | None
+) -> None:
     """Judge one job here, then have the zygote end anything of the run's still alive.
+    ``cpu_fd``: the worker's cgroup CPU counter, which the judge reads its time limits on.
 
     The solution process a function or patch task will need is asked for first, so that the
     zygote forks it and it sets itself up while the verifier loads here (two cores, one run's
@@ -86,6 +89,7 @@ def run_job(job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.s
     into play then, as with a process started at that call."""
     answer = job.pop("answer", None)
     program = job.pop("program_path", None)
+    job["cpu_fd"] = cpu_fd
     if answer is not None:
         with open(ANSWER_PATH, "w", encoding="utf-8", newline="") as f:
             f.write(answer)  # the job names this path: the host takes it from here
@@ -203,17 +207,26 @@ class ZygoteLauncher(ServedLauncher):
         self._forget(proc.pid)
         keep_tree_cpu(proc)
 
-    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
-        """Whether the timed-out solution used its own time, read from this /proc over its
-        whole namespace: its own tree and its init's, which holds what the answer's processes
-        orphaned there (the states of every process below the two count)."""
-        if proc.proc_pid is None:  # in our /proc too: the tree is read here
+    def _local(self, proc: Process) -> Process:
+        """``proc``, numbered as this worker's ``/proc`` numbers it (looked up once)."""
+        if proc.proc_pid is None:
             proc.proc_pid = _proc_pid(proc.pidfd)
+        return proc
+
+    def measure(self, proc: Process) -> tuple[float, bool]:
+        """The solution's whole namespace, read from this worker's ``/proc``: its own tree and
+        its init's, which holds what the answer's processes orphaned there (the states of every
+        process below the two count)."""
+        local = self._local(proc).proc_pid
+        assert local is not None
         init_fd = self.inits.get(proc.pid)
-        roots = (proc.proc_pid,) if init_fd is None else (_proc_pid(init_fd), proc.proc_pid)
+        roots = (local,) if init_fd is None else (_proc_pid(init_fd), local)
         cpu_ms, states = read_tree(*roots)
-        proc.tree_cpu_ms = cpu_ms
-        return tree_used_its_time(cpu_ms, states, limit_ms)
+        return cpu_ms, runnable(states)
+
+    def _process_cpu_ms(self, proc: Process) -> float:
+        """The solution's CPU clock, read here (as the base does)."""
+        return super()._process_cpu_ms(self._local(proc))
 
 
 # -- the zygote ---------------------------------------------------------------------------------
@@ -539,10 +552,13 @@ def _rss_kb() -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``worker RESULT_FD MARKS_FD [CGROUP_PROCS...]``: serve jobs from stdin until it closes;
-    events go to RESULT_FD, each run's in-play mark to MARKS_FD, and each solution joins the
-    groups whose ``cgroup.procs`` files are named."""
+    """``worker RESULT_FD MARKS_FD CPU_FD [CGROUP_PROCS...]``: serve jobs from stdin until it
+    closes; events go to RESULT_FD, each run's in-play mark to MARKS_FD, time limits are judged
+    on the CPU counter at CPU_FD (its slot's cgroup accounting, read-only; ``-``: none, the
+    solution's own CPU clock), and each solution joins the groups whose ``cgroup.procs`` files
+    are named."""
     result_fd, marks_fd = int(argv[0]), int(argv[1])
+    cpu_fd = int(argv[2]) if argv[2] != "-" else None
     isolate.set_process_name("dg-worker")
     # Started with LD_BIND_NOW=1: the dynamic linker bound every symbol of the interpreter at
     # start, once, so no forked solution binds (and copies the pages of) the ones it is first
@@ -564,7 +580,8 @@ def main(argv: list[str]) -> int:
     compile("pass", "<zygote>", "exec")
     gc.freeze()  # children share these objects: keep the collector from touching their pages
     os.makedirs(os.path.dirname(ANSWER_PATH), exist_ok=True)
-    zygote = _start_zygote((result_fd, marks_fd), argv[2:])
+    host_fds = (result_fd, marks_fd) if cpu_fd is None else (result_fd, marks_fd, cpu_fd)
+    zygote = _start_zygote(host_fds, argv[3:])
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
     for name in VERIFIER_PRELOAD:
         __import__(name)
@@ -580,4 +597,4 @@ def main(argv: list[str]) -> int:
         buffer += chunk
         while b"\n" in buffer:
             line, _, buffer = buffer.partition(b"\n")
-            run_job(wire.loads(line.decode()), result_fd, marks_fd, zygote)
+            run_job(wire.loads(line.decode()), result_fd, marks_fd, zygote, cpu_fd)
