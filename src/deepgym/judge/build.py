@@ -38,8 +38,7 @@ import _signal  # type: ignore[import-not-found]  # (``signal`` without its enum
 import os
 
 from . import wire
-from .codes import EXEC_FAILED, SETUP_FAILED, STOP_SIGNALS
-from .solution_host import began as _began
+from .codes import BEGAN, EXEC_FAILED, SETUP_FAILED, STOP_SIGNALS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -155,7 +154,10 @@ def run_program(path: str, argv: list[str]) -> int:
     # The reply pipe says the program begins, and closes on its exec: where the exec fails, it
     # says so after (``EXEC_FAILED``), and the failure is ours, never the answer's exit code.
     os.set_inheritable(4, False)
-    _began()
+    try:  # as ``solution_host.began`` says it for a script
+        os.write(4, BEGAN)
+    except OSError:
+        pass
     # Python ignores SIGPIPE and SIGXFSZ, and an exec keeps what is ignored: the program gets
     # them back as a shell or ``subprocess`` would start it (a write to a closed pipe, or past
     # the file size limit, ends it by the signal, as on any host).
