@@ -31,6 +31,7 @@ def _mutation(env: str, killed: int, survivors: list[dict[str, Any]]) -> dict[st
             "description": "`<` to `<=` at a bound no input reaches",
             "diff": "-    if i < n:\n+    if i <= n:\n",
             "why": "agreed with the reference on 200 generated inputs",
+            "agreed": None,
         }
     ]
     mutants = killed + len(survivors) + len(equivalents)
@@ -41,6 +42,7 @@ def _mutation(env: str, killed: int, survivors: list[dict[str, Any]]) -> dict[st
         "killed": killed,
         "equivalent": len(equivalents),
         "survived": len(survivors),
+        "undecided": 0,
         "no_verdict": 0,
         "score": killed / (mutants - len(equivalents)),
         "seconds": 12.5,
@@ -48,6 +50,7 @@ def _mutation(env: str, killed: int, survivors: list[dict[str, Any]]) -> dict[st
         "ok": killed / (mutants - len(equivalents)) >= 0.9,
         "gated": True,
         "survivors": survivors,
+        "undecideds": [],
         "equivalents": equivalents,
     }
 
