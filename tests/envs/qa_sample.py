@@ -31,7 +31,6 @@ def _mutation(env: str, killed: int, survivors: list[dict[str, Any]]) -> dict[st
             "description": "`<` to `<=` at a bound no input reaches",
             "diff": "-    if i < n:\n+    if i <= n:\n",
             "why": "agreed with the reference on 200 generated inputs",
-            "agreed": None,
         }
     ]
     mutants = killed + len(survivors) + len(equivalents)
@@ -42,7 +41,6 @@ def _mutation(env: str, killed: int, survivors: list[dict[str, Any]]) -> dict[st
         "killed": killed,
         "equivalent": len(equivalents),
         "survived": len(survivors),
-        "undecided": 0,
         "no_verdict": 0,
         "score": killed / (mutants - len(equivalents)),
         "seconds": 12.5,
@@ -50,7 +48,6 @@ def _mutation(env: str, killed: int, survivors: list[dict[str, Any]]) -> dict[st
         "ok": killed / (mutants - len(equivalents)) >= 0.9,
         "gated": True,
         "survivors": survivors,
-        "undecideds": [],
         "equivalents": equivalents,
     }
 
