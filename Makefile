@@ -37,7 +37,7 @@ $(TEST_STAMP): pyproject.toml $(DEMO_STAMP)
 	# PyTorch CPU index): the trainer extras need torch, and PyPI's torch for Linux is the CUDA
 	# build (GBs). Where neither is reachable it installs PyPI's build and says so in one line.
 	scripts/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl,ray]'
+	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl,ray,verifiers,skyrl,atropos]'
 	# AgentBench's OS tasks ship in inspect-evals (the agentbench extra). Its dependencies would
 	# move versions the trainer extras depend on (s3fs pins an older fsspec than datasets has),
 	# and the suite reads only its data files: the tests install the package alone.
@@ -71,10 +71,12 @@ pytest: $(TEST_STAMP)
 	unshare $(USERNS) --pid --fork --mount-proc --kill-child sh -c '$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; exit $$rc'
 
 # The core suite (all but the trainer integrations, Ray and the sweep) on each Python of PYTHONS
-# other than the venv's, in build/venv-X.Y.
+# other than the venv's, in build/venv-X.Y; and verifiers 0.3's entry point against verifiers
+# 0.3, in build/venv-verifiers03 (the venv has verifiers 0.4, which dropped 0.3's API).
 pytest-others: $(TEST_STAMP)
 	mine=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
 	for v in $(PYTHONS); do [ $$v = $$mine ] || scripts/core-suite.sh $$v || exit $$?; done
+	scripts/verifiers03-suite.sh $(PYTHON)
 
 # CI (.ci/run): the full suite on the venv's Python, the core suite on the other Pythons present.
 test: lint types docs pytest pytest-others

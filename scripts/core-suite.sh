@@ -9,7 +9,8 @@
 # The interpreter: $PYTHON3_<X>_<Y>, else python<X.Y> on PATH, else pyenv's newest <X.Y>.*;
 # absent, the version is skipped with one line (exit 0). Its venv is build/venv-<X.Y>, made on
 # first use (and again when pyproject.toml changes) with the core, dev, latency and server
-# extras (no torch, no trainer).
+# extras (no torch, no trainer), and NeMo Gym's (Python 3.12 and later only: its own floor; its
+# test, tests/server/test_nemo_gym.py, skips on 3.11 and runs here).
 set -eu
 version=$1
 var=PYTHON$(echo "$version" | tr . _)
@@ -35,7 +36,7 @@ if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; the
     "$venv/bin/python" -m pip install -q --upgrade pip
     # No torch and no trainer: the core suite leaves their tests to the main Python (a CPU torch
     # wheel may exist only for it; elsewhere pip would fetch a CUDA build of several GB).
-    "$venv/bin/python" -m pip install -q -e '.[humaneval,dev,latency,server]'
+    "$venv/bin/python" -m pip install -q -e '.[humaneval,dev,latency,server,nemo-gym]'
     touch "$venv/.installed"
 fi
 echo "core suite on $("$venv/bin/python" --version) ($venv)"

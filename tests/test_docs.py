@@ -84,8 +84,26 @@ def test_an_unclosed_fence_is_an_error(tmp_path: Path) -> None:
 _SPAN = re.compile(r"`([^`\n]+)`")
 _DOTTED = re.compile(r"^deepgym(?:\.[A-Za-z_]\w*)+$")
 _CLASS = re.compile(r"^(?P<name>[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)(?:\(.*\))?$")
-FOREIGN = frozenset({"GRPOConfig", "GRPOTrainer"})
-"""Names of the trainer frameworks' own that the docs mention in passing (TRL's)."""
+FOREIGN = frozenset(
+    {
+        "GRPOConfig",
+        "GRPOTrainer",
+        # verifiers', SkyRL's, NeMo Gym's and Atropos's (their "Coming from" pages)
+        "Taskset",
+        "SingleTurnEnv",
+        "Rubric",
+        "TaskError",
+        "SkyRLGymGenerator",
+        "SimpleResourcesServer",
+        "AggregateMetrics",
+        "RewardProfiler",
+        "BaseEnv",
+        "BaseEnvConfig",
+        "ScoredDataGroup",
+        "BatchEncoding",
+    }
+)
+"""Names of the trainer frameworks' own that the docs mention in passing."""
 
 
 def _resolves(dotted: str) -> bool:

@@ -94,7 +94,8 @@ class Environment(BaseModel):
     repo_path: Path | None = None
     timeout: Annotated[float, seconds_field("timeout")] = 10.0
     """The cap on one run's time; the effective limit may be lower (see ``time_limit``), never
-    higher: a call's own ``time_limit`` above it is held to it."""
+    higher: a call's own ``time_limit`` above it is held to it. Judged on the answer's CPU time
+    over its calls, with a backstop on the clock (``deepgym.judge.blame``)."""
     timeout_kind: TimeoutKind = "limit"
     """Whose limit the run's time limit is. ``"limit"`` (the default): the task's own, so an
     answer that runs past it, using its own time, is judged 0 (``solution_timeout``).
@@ -104,6 +105,8 @@ class Environment(BaseModel):
     time_limit: Annotated[float | None, optional_seconds_field("time_limit")] = None
     """A fixed time limit for this environment, instead of one derived from the reference."""
     case_timeout: Annotated[float, seconds_field("case_timeout")] = 2.0
+    """The limit of each call into the answer (a script's or compiled program's run of each
+    case), in the answer's CPU time, with a backstop on the clock (``deepgym.judge.blame``)."""
     memory_mb: Annotated[int, int_field("memory_mb", 32, MAX_MEMORY_MB)] = 1024
     max_processes: Annotated[int, int_field("max_processes", 1, MAX_PROCESSES)] = 64
     max_file_mb: Annotated[int, int_field("max_file_mb", 1, MAX_FILE_MB)] = 64

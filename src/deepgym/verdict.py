@@ -245,7 +245,7 @@ def classify(o: Outcome) -> Classification:
         msg = f"the time limit ran out {where} the answer came into play"
         if o.in_play:  # the verifier, not the solution, used the time: not the policy's fault
             return _fail(ErrorType.TIMEOUT, f"{msg}, while the solution was idle")
-        return _fail(ErrorType.TIMEOUT, msg, "timeout")
+        return _fail(ErrorType.TIMEOUT, o.detail or msg, "timeout")
     report = o.report
     if report is None:
         if o.sandbox_died or (o.verifier_exit_code not in (0, None)):

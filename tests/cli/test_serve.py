@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from click.testing import CliRunner
 
 from deepgym import cli
 from deepgym.server import launch
+from deepgym.server.inputs import Limits
 
 
 @pytest.mark.parametrize(
     ("options", "named"),
     [
         (["--workers", "4"], "--workers"),
+        (["--max-workers", "12"], "--max-workers"),
         (["--concurrency", "8"], "--concurrency"),
         (["--workers", "4", "--concurrency", "8"], "--workers, --concurrency"),
     ],
@@ -47,6 +51,7 @@ def test_serve_ray_passes_what_it_honours(monkeypatch: pytest.MonkeyPatch) -> No
     assert r.exit_code == 0, r.output
     (kw,) = started
     assert kw["ray_address"] == "auto" and kw["workers"] is None and kw["concurrency"] is None
+    assert kw["max_workers"] is None
     assert kw["limits"].max_time_limit == 30.0  # type: ignore[attr-defined]
 
 
@@ -69,3 +74,39 @@ def test_an_app_on_an_engine_refuses_what_the_engine_would_ignore(
 
     with pytest.raises(ConfigError, match=f"^engine= runs the answers: {named} would be ignored"):
         create_app(engine=RayEngine("127.0.0.1:1"), **given)  # type: ignore[arg-type]
+
+
+def test_serve_passes_the_pools_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[dict[str, object]] = []
+
+    def service_app(**kw: object) -> None:
+        started.append(kw)
+        raise SystemExit(0)  # stop before listening
+
+    monkeypatch.setattr(launch, "service_app", service_app)
+    argv = ["serve", "--port", "0", "--no-store", "--workers", "2", "--max-workers", "9"]
+    r = CliRunner().invoke(cli.cli, argv)
+    assert r.exit_code == 0, r.output
+    (kw,) = started
+    assert (kw["workers"], kw["max_workers"], kw["concurrency"]) == (2, 9, None)
+
+
+def test_a_pool_services_runs_at_once_follow_the_pools_cap() -> None:
+    app = launch.service_app(
+        sandbox="pool",
+        workers=2,
+        max_workers=7,
+        concurrency=None,
+        store=None,
+        token="t",
+        console_token="c",
+        allow_verifier_code=False,
+        limits=Limits(),
+        openrlhf=False,
+    )
+    metered = app.state.service.client._engine.backend
+    try:
+        assert metered._sem is not None and metered._sem._value == 7
+        assert metered.inner.size == 2 and metered.inner.max_workers == 7
+    finally:
+        asyncio.run(metered.close())  # its workspace (no worker was started)

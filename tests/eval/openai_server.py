@@ -1,6 +1,7 @@
 """A scripted OpenAI-protocol server on 127.0.0.1 for the model-eval tests.
 
-It answers ``POST /v1/chat/completions`` and ``POST /v1/completions``. What it answers for a
+It answers ``POST /v1/chat/completions`` and ``POST /v1/completions`` (a ``text:`` action as
+server-sent events when the request asks ``"stream": true``). What it answers for a
 prompt is the next action of that prompt's script (cycling), else of the default script:
 
 - ``text:<s>``: 200 with ``s`` as the sample's text (``text:`` alone: the empty text);
@@ -98,6 +99,9 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 script.headers.append(dict(self.headers))
             action = script.next_action(prompt)
             try:
+                if body.get("stream") and action.startswith("text:"):
+                    self._stream(action[len("text:") :], chat)
+                    return
                 self._answer(action, chat)
             finally:
                 script.done()
@@ -155,6 +159,37 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 return False
             return True
 
+        def _stream(self, text: str, chat: bool) -> None:
+            """``text`` as server-sent events (``"stream": true``): one chunk with the text,
+            one with the finish reason, then ``[DONE]``."""
+            reply = json.loads(_reply(text, chat))
+            choice = reply["choices"][0]
+            delta = {"delta": {"role": "assistant", "content": text}} if chat else {"text": text}
+            kind = "chat.completion.chunk" if chat else "text_completion"
+            chunks = [
+                {
+                    **reply,
+                    "object": kind,
+                    "choices": [{"index": 0, **delta, "finish_reason": None}],
+                },
+                {
+                    **reply,
+                    "object": kind,
+                    "choices": [
+                        {"index": 0, "delta": {}, **{"finish_reason": choice["finish_reason"]}}
+                    ]
+                    if chat
+                    else [{"index": 0, "text": "", "finish_reason": choice["finish_reason"]}],
+                },
+            ]
+            events = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+            data = "".join(events).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def _answer(self, action: str, chat: bool) -> None:
             if self._hostile(action, chat):
                 return
@@ -164,10 +199,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 action = "text:" + rest
             if action.startswith("text:") or action == "null":
                 text = None if action == "null" else action[len("text:") :]
-                choice = (
-                    {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
-                )
-                self._send(200, {"choices": [{"index": 0, **choice}]})
+                self._send(200, json.loads(_reply(text, chat)))
             elif action == "garbage":
                 self._send(200, {"nothing": []})
             else:
@@ -178,8 +210,16 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 
 
 def _reply(text: str | None, chat: bool) -> bytes:
+    """An OpenAI reply with every field the protocol's clients require (NeMo Gym's validate it)."""
     choice = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
-    return json.dumps({"choices": [{"index": 0, **choice}]}).encode()
+    reply = {
+        "id": "scripted",
+        "object": "chat.completion" if chat else "text_completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "stop", **choice}],
+    }
+    return json.dumps(reply).encode()
 
 
 def _framing(chat: bool) -> tuple[bytes, bytes]:

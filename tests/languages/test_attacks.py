@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from deepgym import DeepGym, Environment, RunResult
+from deepgym.judge.blame import BACKSTOP
+from deepgym.sandbox.spec import START_GRACE_S
 from tests.sandbox.conftest import HostGuard
 
 from .conftest import need
@@ -108,13 +110,44 @@ def test_fork_count_is_held_to_max_processes(dg: DeepGym, host: HostGuard) -> No
 
 
 def test_fork_bomb_is_judged_and_leaves_nothing(dg: DeepGym, host: HostGuard) -> None:
+    """Judged 0 on its CPU time; one the loaded host held back past its backstop (its
+    processes share one session's CPU) has no verdict, never a pass. Nothing is left."""
     need("c")
     env = env_for("c", "fork-bomb", timeout=3.0, case_timeout=1.0)
     t0 = time.monotonic()
     r = dg.run(env, c_source(FORK_BOMB))
-    assert time.monotonic() - t0 < env.timeout + 5.0
+    # the build's time, then the host's wall limit on the run (the judge's backstop)
+    assert time.monotonic() - t0 < BACKSTOP * env.timeout + START_GRACE_S + 5.0
+    if r.has_verdict:
+        judged(r, 0.0)
+        assert not r.cases[0].passed, r.cases
+    else:
+        assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
+    host.check()
+
+
+VFORK_PARKED = """
+    #include <unistd.h>
+    int main(void) {
+        if (vfork() == 0) {  /* the parent waits, uninterruptibly, until the child execs or ends */
+            for (;;) pause();
+        }
+        return 0;
+    }
+    """
+
+
+def test_a_process_parked_in_vfork_is_its_own_wait_not_the_hosts(
+    dg: DeepGym, host: HostGuard
+) -> None:
+    """A parent blocked in vfork shows the state D; counted as runnable, a wrong answer would
+    wait there past its backstop and pass for one the host held back (no verdict). It is a
+    wait of the answer's own: its timeout, a judged 0, at its limit on the clock."""
+    need("c")
+    env = env_for("c", "vfork-park", timeout=3.0, case_timeout=1.0)
+    r = dg.run(env, c_source(VFORK_PARKED))
     judged(r, 0.0)
-    assert not r.cases[0].passed, r.cases
+    assert [(c.passed, c.message) for c in r.cases] == [(False, "timeout")], r
     host.check()
 
 
@@ -539,3 +572,15 @@ def test_etc_shadow_is_not_there_in_any_language(dg: DeepGym, host: HostGuard, l
     need(lang)
     env = env_for(lang, "shadow", max_processes=64)
     ran_and_lost(dg.run(env, PER_LANGUAGE_SHADOW[lang]))
+
+
+def test_a_program_exiting_with_the_set_up_failure_code_is_its_own_zero(
+    dg: DeepGym, host: HostGuard
+) -> None:
+    """121, the number a solution process's own failed set-up exits with (ours: no verdict),
+    is the program's exit code once it runs: a runtime error, its 0."""
+    need("c")
+    r = dg.run(env_for("c", "exit-121"), "int main(void) { return 121; }\n")
+    judged(r, 0.0)
+    assert r.cases[0].message.startswith("runtime error: exit 121"), r.cases
+    host.check()

@@ -19,7 +19,9 @@ import pytest
 
 from deepgym import DeepGym, Environment, RunResult, languages
 from deepgym.exceptions import ConfigError
+from deepgym.judge.blame import BACKSTOP
 from deepgym.sandbox.base import Backend
+from deepgym.sandbox.spec import START_GRACE_S
 
 from .conftest import need, program_cache
 
@@ -153,25 +155,28 @@ def test_an_endless_program_is_a_time_limit_failure(
     dg: DeepGym, lang: str, past: str, how: str
 ) -> None:
     """Past the case's limit: that case fails ("timeout"), a judged 0. Past the run's:
-    ``solution_timeout``, a judged 0, for a program that waits; one that spins may instead be
-    found starved by the host (no verdict, ``timeout``), as a Python script may."""
+    ``solution_timeout``, a judged 0. Limits are judged on CPU time: a program that spins uses
+    it, one that sleeps waits past it on the clock; a spinning one the host held back past the
+    backstop has no verdict (``timeout``), as a Python script may."""
     need(lang)
     limits = {"timeout": 4.0, "case_timeout": 1.0} if past == "case" else {"timeout": 1.5}
     env = script_env(lang, "loop", test_cases=CASES[:1], **limits)
     t0 = time.monotonic()
     r = dg.run(env, (LOOP if how == "spin" else SLEEP)[lang])
     elapsed = time.monotonic() - t0
-    assert elapsed < env.timeout + 5.0, elapsed  # the build's time, then the run's limit
+    # the build's time, then the host's wall limit on the run (the judge's backstop)
+    assert elapsed < BACKSTOP * env.timeout + START_GRACE_S + 5.0, elapsed
     assert r.evidence.limit_fired in (None, "case_time", "cpu_time"), r.evidence
+    if how == "spin" and not r.has_verdict:
+        assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
+        return
     if past == "case":
         judged(r, 0.0)
         assert r.error_type is None, r
         assert [(c.passed, c.message) for c in r.cases] == [(False, "timeout")], r.cases
         return
-    assert r.error == "test_0 ran past the run's limit", r  # the case it was running
-    if how == "spin" and not r.has_verdict:
-        assert r.error_type == "timeout", r
-        return
+    used = "used the run's 1.5 s of CPU time" if how == "spin" else "waited past the run's 1.5 s"
+    assert r.error is not None and r.error.startswith(f"test_0 {used}"), r  # the case it ran
     judged(r, 0.0)
     assert r.error_type == "solution_timeout", r
 

@@ -44,6 +44,7 @@ CONTROL_FILES = {
     "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n",
     "pids.max": "",
     "pids.events": "max 0\n",
+    "cpu.stat": "usage_usec 0\nuser_usec 0\nsystem_usec 0\n",  # in every group, no controller
 }
 
 
@@ -101,7 +102,12 @@ def test_a_run_group_holds_the_limits_and_reads_its_evidence(fake_v2: Path) -> N
     assert (d / "memory.swap.max").read_text() == "0"  # no swap: memory.max is all it gets
     assert (d / "pids.max").read_text() == "8"
     assert group.holds("memory") and group.holds("pids")
-    assert group.mechanisms() == {"memory": "cgroup-v2", "processes": "cgroup-v2"}
+    assert group.mechanisms() == {
+        "memory": "cgroup-v2",
+        "processes": "cgroup-v2",
+        "time": "cgroup-v2",
+    }
+    assert os.path.samefile(f"/proc/self/fd/{group.cpu_fd()}", d / "cpu.stat")
     assert group.evidence() == (None, None)  # no memory.peak (before Linux 5.19)
     (d / "memory.peak").write_text(str(20 * 2**20))
     assert group.evidence() == (None, 20.0)
@@ -177,7 +183,7 @@ def test_a_folder_that_is_not_cgroup_v2_gives_rlimits_and_says_why(
         assert base is not None and not base.usable
         group = cgroups.create(64, 8)
         assert group.dirs == {} and not group.holds("memory")
-        assert group.mechanisms() == {"memory": "rlimit", "processes": "rlimit"}
+        assert group.mechanisms() == {"memory": "rlimit", "processes": "rlimit", "time": "proc"}
         assert list(tmp_path.iterdir()) == []  # nothing made in an ordinary folder
         rows = doctor.check_limits((), "", base)
         assert [r.status for r in rows] == [doctor.WEAK, doctor.WEAK]
@@ -282,8 +288,10 @@ def test_each_backends_solution_joins_its_v2_group(
     assert result.has_verdict and result.score == 1.0, result
     kind = "pool-" if sandbox == "pool" else "run-"
     assert any(name.startswith(kind) for name in seen), seen  # the solution was in its group
-    # no controller here: the limits were rlimits, and the result says so
+    # no controller here: the limits were rlimits, and the result says so; the time limits read
+    # the group's CPU accounting (cpu.stat, in every group)
     assert result.evidence.limit_mechanism["memory"] == "rlimit"
+    assert result.evidence.limit_mechanism["time"] == "cgroup-v2"
     _nothing_left(real_v2)
 
 

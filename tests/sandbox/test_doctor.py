@@ -182,7 +182,7 @@ def test_this_host_gets_full_limits_in_a_few_seconds() -> None:
         "image builds",
         *(f"language {name}" for name in LANGUAGES),
     ]
-    full = set(cgroups.v1_controllers()) == {"memory", "pids"}
+    full = {"memory", "pids"} <= set(cgroups.v1_controllers())
     assert report.exit_code == (0 if full else 1), report.summary
     assert checks["bwrap"].found.startswith("the wheel bwrap") or "DEEPGYM_BWRAP" in (
         checks["bwrap"].found

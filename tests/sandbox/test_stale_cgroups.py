@@ -25,7 +25,7 @@ from deepgym.sandbox import cgroups
 from deepgym.sandbox.workspace import LOCK, PREFIX, owner_of, sweep_stale
 
 pytestmark = pytest.mark.skipif(
-    set(cgroups.v1_controllers()) != {"memory", "pids"}, reason="needs writable cgroup v1"
+    not {"memory", "pids"} <= set(cgroups.v1_controllers()), reason="needs writable cgroup v1"
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +100,8 @@ def test_a_killed_processs_groups_go_before_its_folder(
 ) -> None:
     h = _holder(tmp_path, "idle")
     holders.append(h)
-    assert owner_of(h.root) is not None and len(h.groups) == 4  # a slot and a run, 2 each
+    # a slot and a run, a group per v1 controller each
+    assert owner_of(h.root) is not None and len(h.groups) == 2 * len(cgroups.v1_controllers())
     assert all(owner_of(h.root) in Path(d).name for d in h.groups)
     h.kill()
     assert all(os.path.isdir(d) for d in h.groups)  # SIGKILL: its close never ran

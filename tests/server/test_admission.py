@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from deepgym.exceptions import ConfigError, TransportError
 from deepgym.protocol import error_for
+from deepgym.sandbox import cgroups
 from deepgym.server import admission
 from deepgym.server.admission import RETRY_AFTER_S, InFlightBytes
 from deepgym.server.inputs import Limits
@@ -62,9 +63,9 @@ def _memory_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cgroup: str) 
     root = tmp_path / "cgroup"
     (tmp_path / "self-cgroup").write_text(cgroup)
     (tmp_path / "meminfo").write_text("MemTotal:       2048 kB\nMemFree:        1024 kB\n")
-    monkeypatch.setattr(admission, "CGROUP_ROOT", str(root))
-    monkeypatch.setattr(admission, "PROC_CGROUP", str(tmp_path / "self-cgroup"))
-    monkeypatch.setattr(admission, "MEMINFO", str(tmp_path / "meminfo"))
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", str(root))
+    monkeypatch.setattr(cgroups, "PROC_CGROUP", str(tmp_path / "self-cgroup"))
+    monkeypatch.setattr(cgroups, "MEMINFO", str(tmp_path / "meminfo"))
     return root
 
 
@@ -77,7 +78,7 @@ def test_the_memory_is_the_tightest_limit_of_the_cgroup_and_its_parents(
     (own / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")  # unlimited, as v1 says it
     (own.parent / "memory.limit_in_bytes").write_text(f"{256 << 20}\n")  # the parent's bound
     (root / "memory" / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")
-    assert admission.service_memory_bytes() == 256 << 20
+    assert cgroups.service_memory_bytes() == 256 << 20
     assert admission.default_limit() == int((256 << 20) * admission.MEMORY_FRACTION)
 
 
@@ -85,9 +86,9 @@ def test_a_v2_limit_counts_and_max_is_none(tmp_path: Path, monkeypatch: pytest.M
     root = _memory_files(tmp_path, monkeypatch, "0::/svc\n")
     (root / "svc").mkdir(parents=True)
     (root / "svc" / "memory.max").write_text("max\n")
-    assert admission.service_memory_bytes() == 2048 * 1024  # no limit: the machine's memory
+    assert cgroups.service_memory_bytes() == 2048 * 1024  # no limit: the machine's memory
     (root / "svc" / "memory.max").write_text(f"{64 << 20}\n")
-    assert admission.service_memory_bytes() == 64 << 20
+    assert cgroups.service_memory_bytes() == 64 << 20
 
 
 def test_no_cgroup_and_no_meminfo_is_no_bound(
@@ -95,7 +96,7 @@ def test_no_cgroup_and_no_meminfo_is_no_bound(
 ) -> None:
     _memory_files(tmp_path, monkeypatch, "")
     (tmp_path / "meminfo").unlink()
-    assert admission.service_memory_bytes() is None and admission.default_limit() is None
+    assert cgroups.service_memory_bytes() is None and admission.default_limit() is None
     assert InFlightBytes().admit(2**40) == "admit"
 
 

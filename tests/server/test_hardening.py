@@ -393,6 +393,9 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/run_code"): FUSION_CODE,
     ("POST", "/submit"): FUSION_CODE,
     ("GET", "/v1/ping"): NO_ENV,
+    ("POST", "/seed_session"): CLIENT_ENV,
+    ("POST", "/verify"): CLIENT_ENV,
+    ("POST", "/aggregate_metrics"): NO_ENV,
 }
 """Every route of the app, classified. A route added without a line here fails the test."""
 
@@ -431,6 +434,12 @@ def _bodies(env: Any) -> dict[str, dict[str, Any]]:
         "/v1/eval": {"envs": [env], "outputs": {}},
         "/v1/time_limit": {"env": env},
         "/v1/sessions": {"env": env},
+        "/seed_session": {"responses_create_params": {}, "verifier_metadata": {"env": env}},
+        "/verify": {
+            "responses_create_params": {},
+            "verifier_metadata": {"env": env},
+            "response": {"output": []},
+        },
     }
 
 

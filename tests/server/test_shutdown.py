@@ -14,7 +14,7 @@ import pytest
 from deepgym.client import DeepGym
 from deepgym.models import BatchResult, RunResult
 from deepgym.protocol import StreamEvent
-from deepgym.server.runner import ThreadedServer
+from deepgym.server.runner import ThreadedServer, make_server
 from deepgym.server.streams import SHUTDOWN_CAUSE
 from deepgym.store import RunStore
 from tests.server.conftest import TOKEN, fake_app, fake_service
@@ -180,3 +180,10 @@ def test_runs_that_fail_inside_the_service_come_back_without_a_verdict() -> None
     assert [r.has_verdict for r in results] == [False, True, False]
     assert results[0].error_type == "runtime_error"
     assert "RuntimeError: the pool fell over" in results[0].error
+
+
+def test_the_service_runs_on_asyncios_loop_whatever_is_installed() -> None:
+    """uvicorn's "auto" picks uvloop where it is installed (atroposlib and NeMo Gym bring it);
+    under uvloop a killed session's sandbox answered 500 (tests/server/test_sessions_remote.py)."""
+    app, _ = fake_app()
+    assert make_server(app).config.loop == "asyncio"

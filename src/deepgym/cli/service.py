@@ -43,7 +43,7 @@ def _open_store(path: Path | None, no_store: bool) -> RunStore | None:
 def _refuse_ignored_with_ray(ray_address: str | None, **pool: int | None) -> None:
     """Under ``--ray`` the cluster's pools run the answers (one per node, sized by its CPUs):
     the options that size this host's pool would be ignored, so they are refused."""
-    given = [f"--{name}" for name, value in pool.items() if value is not None]
+    given = [f"--{name.replace('_', '-')}" for name, value in pool.items() if value is not None]
     if ray_address is not None and given:
         raise ConfigError(
             f"--ray would ignore {', '.join(given)} (the cluster's pools run the answers, one "
@@ -69,13 +69,23 @@ def _refuse_ignored_with_ray(ray_address: str | None, **pool: int | None) -> Non
 @no_store_option
 @click.option("--sandbox", type=click.Choice(SANDBOXES), default="pool", show_default=True)
 @click.option(
-    "--workers", type=click.IntRange(min=1), default=None, help="Pool workers (not with --ray)."
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Pool workers kept warm (default: two per core; not with --ray).",
+)
+@click.option(
+    "--max-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The most pool workers while runs wait for one (default: three per core, at most one "
+    "per 256 MiB of memory; not with --ray).",
 )
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
     default=None,
-    help="Runs at once across all requests (default: the worker count; not with --ray).",
+    help="Runs at once across all requests (default: the pool's --max-workers; not with --ray).",
 )
 @click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=32.0, show_default=True)
 @click.option(
@@ -126,6 +136,7 @@ def serve_cmd(
     no_store: bool,
     sandbox: str,
     workers: int | None,
+    max_workers: int | None,
     concurrency: int | None,
     max_body_mb: float,
     max_inflight_mb: float | None,
@@ -141,7 +152,9 @@ def serve_cmd(
         raise ConfigError(
             f"--host {host} is reachable from other machines: give --token (or DEEPGYM_TOKEN)"
         )
-    _refuse_ignored_with_ray(ray_address, workers=workers, concurrency=concurrency)
+    _refuse_ignored_with_ray(
+        ray_address, workers=workers, max_workers=max_workers, concurrency=concurrency
+    )
     # click's ranges let "nan" through (it compares false with every bound): check here.
     max_body_bytes = int(number(max_body_mb, "--max-body-mb", 0.001, 2**20) * 2**20)
     max_inflight_bytes = None
@@ -159,6 +172,7 @@ def serve_cmd(
         app = launch.service_app(
             sandbox=sandbox,
             workers=workers,
+            max_workers=max_workers,
             concurrency=concurrency,
             store=store,
             token=token,

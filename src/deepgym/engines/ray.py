@@ -58,6 +58,7 @@ from deepgym.exceptions import (
     VerifierError,
 )
 from deepgym.identity import env_key
+from deepgym.judge.blame import BACKSTOP
 from deepgym.models import BatchResult, Environment, EvalResult, RunResult
 from deepgym.protocol import Raised, RunReply, raised_error
 from deepgym.sandbox.spec import START_GRACE_S
@@ -436,7 +437,8 @@ class RayEngine:
         cap = max((time_limit or envs[i].time_limit or envs[i].timeout) for i in chunk.indices)
         slots = min((a.slots for a in self._actors.values()), default=1)
         rounds = math.ceil(len(chunk.indices) / slots) + 2  # its own, and what waits ahead of it
-        return time.monotonic() + rounds * (2 * cap + START_GRACE_S) + 10.0
+        # a round: a run held to its backstop (a starved one), or a failed start and its retry
+        return time.monotonic() + rounds * ((BACKSTOP + 1) * cap + START_GRACE_S) + 10.0
 
     async def _score(
         self,

@@ -8,6 +8,11 @@ failures that get masked escapes their penalty, so more than ``limit`` masked sa
 environment and the cause, logged once per distinct pair (a broken environment fails every
 sample the same way; one line says so, thousands would bury it).
 
+``shared_client`` is the process-wide blocking client of the adapters whose framework makes an
+environment object per sample (SkyRL, Atropos's workers): one per sandbox mode, never one per
+sample. ``require_verdict`` is how an adapter whose framework leaves out a sample that raised
+(verl's v1 trainer, verifiers) turns a result without a verdict into ``NoVerdictError``.
+
 ``default_reward_function`` is the process-wide ``RewardFunction`` behind the adapters' module-level
 functions (loaded by dotted path, so they take no constructor arguments). It reads its settings
 from the environment: ``DEEPGYM_ENV`` (the environment when no dataset column names one),
@@ -23,17 +28,22 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from deepgym.exceptions import ConfigError
+from deepgym.client import DeepGym
+from deepgym.exceptions import ConfigError, NoVerdictError
+from deepgym.models import RunResult
 from deepgym.reward_function import AsyncRewardFunction, RewardFunction
 from deepgym.types import EnvLike
 from deepgym.validation import non_negative_int, positive_int
 
 __all__ = [
     "MaskedRate",
+    "close_shared_clients",
     "default_async_reward_function",
     "default_reward_function",
     "label_env",
+    "require_verdict",
     "reward_settings",
+    "shared_client",
     "warn_unscored",
 ]
 
@@ -144,7 +154,40 @@ def reward_settings() -> dict[str, object]:
     return out
 
 
+def require_verdict(result: RunResult) -> RunResult:
+    """``result`` when it has a verdict; else ``NoVerdictError`` carrying it (its score means
+    nothing about the answer)."""
+    if not result.has_verdict:
+        raise NoVerdictError(
+            f"no verdict ({result.error_type}): {result.error[:300]}", result=result
+        )
+    return result
+
+
 _lock = threading.Lock()
+_clients: dict[str, DeepGym] = {}
+
+
+def shared_client(sandbox: str | None = None) -> DeepGym:
+    """The process-wide blocking client for ``sandbox`` (default ``DEEPGYM_SANDBOX``, else
+    ``pool``), made on first use and closed at exit."""
+    mode = sandbox or os.environ.get("DEEPGYM_SANDBOX") or "pool"
+    with _lock:
+        client = _clients.get(mode)
+        if client is None:
+            client = _clients[mode] = DeepGym(sandbox=mode)
+        return client
+
+
+def close_shared_clients() -> None:
+    """Close every ``shared_client`` (they are also closed at exit); the next call makes anew."""
+    with _lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
+
+
 _sync: RewardFunction | None = None
 _async: AsyncRewardFunction | None = None
 

@@ -42,7 +42,7 @@ from typing import Any
 from deepgym import AsyncDeepGym, DeepGym, Environment, NoVerdictError, RunResult
 from deepgym.completions import answer_of
 from deepgym.exceptions import DeepGymError
-from deepgym.integrations.reward import MaskedRate, warn_unscored
+from deepgym.integrations.reward import MaskedRate, require_verdict, warn_unscored
 from deepgym.types import EnvLike
 from deepgym.validation import optional_positive_int, positive_int
 
@@ -127,14 +127,6 @@ def score_dict(result: RunResult) -> dict[str, float]:
     }
 
 
-def _judged(result: RunResult) -> RunResult:
-    if not result.has_verdict:
-        raise NoVerdictError(
-            f"no verdict ({result.error_type}): {result.error[:300]}", result=result
-        )
-    return result
-
-
 def compute_score(
     data_source: Any = None,
     solution_str: str = "",
@@ -148,7 +140,7 @@ def compute_score(
     """verl's custom reward function; raises ``NoVerdictError`` without a verdict."""
     target = environment_of(data_source, extra_info, env)
     result = _client().run_one(target, answer_of(solution_str))
-    _judged(result)
+    require_verdict(result)
     return score_dict(result) if return_dict else result.score
 
 
@@ -164,7 +156,7 @@ async def compute_score_async(
 ) -> dict[str, float] | float:
     """``compute_score`` as an ``async def`` (verl awaits it in its reward loop)."""
     target = environment_of(data_source, extra_info, env)
-    result = _judged(await _async_client().run_one(target, answer_of(solution_str)))
+    result = require_verdict(await _async_client().run_one(target, answer_of(solution_str)))
     return score_dict(result) if return_dict else result.score
 
 

@@ -7,7 +7,7 @@ The tree, and who raises what::
      +-- SolutionError      the answer raised, or sent something malformed (a verifier may catch it)
      +-- SolutionDied       the solution process ended before it replied (crash, kill, a limit)
     BaseException
-     +-- SolutionTimeout    a call into the answer ran past its limit
+     +-- SolutionTimeout    a call into the answer ran past its limit (or the host held it back)
      +-- AheadError         requests sent ahead were not taken as planned: the verifier's error
      +-- LaunchError        the solution process could not be started: ours, the sandbox's
 
@@ -39,14 +39,14 @@ class SolutionDied(Exception):
 
 class SolutionTimeout(BaseException):
     """A call into the answer ran past its time limit (cannot be caught by ``except Exception``);
-    ``blame_solution``: the solution process used its own time, so the answer is to blame;
-    ``run_limit``: the limit that stopped it was the whole run's, not the call's own."""
+    ``blame_solution``: the answer used its CPU time or chose to wait, so it is to blame (else
+    the host held it back: no verdict); ``whole_run``: the run's own limit, not only the call's,
+    ran out (no further call can be judged)."""
 
-    def __init__(self, message: str, blame_solution: bool = True, run_limit: bool = False) -> None:
+    def __init__(self, message: str, blame_solution: bool = True, whole_run: bool = False) -> None:
         super().__init__(message)
         self.blame_solution = blame_solution
-        self.run_limit = run_limit
-        """The run's limit stopped it (the whole run's time was out), not the call's own."""
+        self.whole_run = whole_run
 
 
 class AheadError(BaseException):

@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import compare, wire
-from .codes import REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
+from .codes import BEGAN, EXEC_FAILED, REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
 from .report import ends, fit, report_from_value
@@ -55,13 +55,12 @@ class Judge:
     ) -> None:
         self.job = job
         self.t0 = time.monotonic()
-        self.deadline = self.t0 + float(job["timeout"])
         self.case_timeout = float(job["case_timeout"])
         self.result_fd = result_fd
         self.marks_fd = marks_fd
         self.in_play = False
         self.launcher = (launcher or Launcher)(job, self.mark_in_play)
-        self.session = Session(self.launcher, self.case_timeout, self.deadline)
+        self.session = Session(self.launcher, self.case_timeout)
         self.shown: Process | None = None
         """A script's program whose output the result shows: the first that failed its case,
         else the last that ran."""
@@ -160,8 +159,7 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
         try:
             got = pending.take()
         except SolutionTimeout as exc:
-            if time.monotonic() >= j.deadline:
-                exc.run_limit = True  # the run's time is out: no case after this one runs
+            if exc.whole_run or not exc.blame_solution:  # the run's limit, or held back: no case
                 raise
             results.append(_case(i, False, f"timeout: {exc}"))
             continue
@@ -193,6 +191,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         args = prefix + tuple(map(str, case.get("args", [])))
         t_case = time.monotonic()
         proc = j.launcher.start(mode, args, keep_stdout=True)
+        cpu0 = j.launcher.cpu_ms(proc)
         j.mark_in_play()  # a script runs the answer at once
         stdin = str(case.get("stdin", "")).encode()
         try:
@@ -200,20 +199,17 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         except BrokenPipeError:
             pass
         os.close(proc.fds.pop("in"))
-        limit = min(j.case_timeout, max(j.deadline - time.monotonic(), 0.0))
-        try:
-            j.launcher.pump(proc, time.monotonic() + limit, want_line=False)
-        except TimeoutError:
-            blame = j.launcher.timeout_blame(proc, limit * 1000.0)
+        try:  # its end (reaped), under the case's and the run's CPU-time limits
+            j.launcher.wait(proc, j.case_timeout, t_case, cpu0, want_line=False)
+        except SolutionTimeout as exc:
             j.launcher.kill(proc)
-            if limit < j.case_timeout or time.monotonic() >= j.deadline:
-                msg = f"test_{i} ran past the run's limit"
-                raise SolutionTimeout(msg, blame, run_limit=True) from None
+            if exc.whole_run or not exc.blame_solution:
+                what = f"test_{i}" if exc.whole_run else "the program"
+                raise SolutionTimeout(f"{what} {exc}", exc.blame_solution, exc.whole_run) from None
             proc.out.chunks = []
             results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
             j.show(proc, passed=False)
             continue
-        j.launcher.reap(proc)
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
         crash = _runtime_error(proc.status)
@@ -322,7 +318,11 @@ CHECKER_TIMEOUT_S = 10.0
 
 
 def _setup_failed(proc: Any) -> bool:
-    """Ours, not the answer's: the solution host's own set-up failed, or bwrap's did."""
+    """Ours, not the answer's: the solution host's own set-up failed, or bwrap's did, or a
+    program's exec. Once the process said the answer began (``BEGAN``, and no exec failure
+    after it), its exit code is the answer's, ``SETUP_FAILED``'s number included."""
+    if proc.marks.startswith(BEGAN) and EXEC_FAILED not in proc.marks:
+        return False
     status = proc.status or 0
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETUP_FAILED:
         return True
@@ -428,7 +428,7 @@ def _timeout_report(j: Judge, exc: SolutionTimeout) -> dict[str, Any]:
     """The report of a run a time limit ended: the answer's 0 where it used its own time,
     unless the limit was the run's and the run's limit is only a backstop (``timeout_kind``):
     then a limit of the runner's cut the run short, and the run has no verdict."""
-    if exc.run_limit and j.job.get("timeout_kind") == "backstop":
+    if exc.whole_run and j.job.get("timeout_kind") == "backstop":
         message = (
             f"the run's backstop of {float(j.job['timeout']):g} s ran out before its cases "
             "had run within their own limits (a limit of the runner's, not the task's)"
@@ -497,12 +497,17 @@ def judge(
         report = {"status": "verifier_error", "message": ends(tb, 3000)}
     finally:
         j.session.close()
-    if j.session.timed_out and report.get("status") in ("verifier_error", "invalid_score"):
+    if j.launcher.starved is not None:  # whatever the verifier made of it: no verdict
+        report = {"status": "timeout", "message": f"the answer {j.launcher.starved}"}
+    elif j.session.timed_out and report.get("status") in ("verifier_error", "invalid_score"):
         report = {"status": "solution_timeout", "message": "a call into the answer timed out"}
     proc = j.session.proc
     shown = proc or j.shown  # a function task's serving process, or a script's program
+    cpu_ms = j.launcher.run_used_ms or None  # over every call and program run, where any ran
+    if proc is not None and proc.rusage_cpu_ms is not None:
+        cpu_ms = max(cpu_ms or 0.0, proc.rusage_cpu_ms)
     report["solution"] = {
-        "cpu_ms": proc.rusage_cpu_ms if proc else None,
+        "cpu_ms": cpu_ms,
         "limit": proc.limit if proc else None,
         "stdout": shown.out.kept() if shown else "",
         "stderr": shown.err.kept() if shown else "",

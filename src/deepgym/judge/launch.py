@@ -2,10 +2,15 @@
 
 A ``Launcher`` starts a solution process (``start``), waits for its ready line, moves its output
 (``pump``: a reply line, or the process's end, or the deadline, waiting in ``poll`` on its pipes
-and a pidfd, never by sleeping), kills and reaps it, and gathers the evidence for a timeout's
-blame (``timeout_blame``). ``ServedLauncher`` asks a server for each process over a socket: the
-host in ``strict`` and ``unsafe``, a pool worker's zygote in ``pool``. What is said to a started
-process, and what its replies mean, is ``rpc``'s business.
+and a pidfd, never by sleeping), and kills and reaps it. ``wait`` is ``pump`` under the time
+limits of a call into the answer or of one run of a program: each time a wait on the clock ends
+it measures the answer's CPU time (``cpu_ms``: the run's cgroup counter, one ``pread``, where the
+job names one; else the process's own CPU clock) and, past a limit on the clock, whether any of
+its threads can run (``measure``, the process tree from ``/proc``), and applies ``blame``'s rule:
+wait again, or ``SolutionTimeout`` (the answer's, or the host's when it held the answer back
+past the backstop). ``ServedLauncher`` asks a server for each process over a socket: the host in
+``strict`` and ``unsafe``, a pool worker's zygote in ``pool``. What is said to a started process,
+and what its replies mean, is ``rpc``'s business.
 
 Output is bounded twice, and the two bounds mean different things:
 
@@ -25,9 +30,20 @@ import select
 import time
 
 from . import wire
-from .blame import read_tree, tree_used_its_time
+from .blame import (
+    BACKSTOP,
+    OVER,
+    STARVED,
+    WAITING,
+    Limit,
+    counter_ms,
+    host_cpus,
+    process_cpu_ms,
+    read_tree,
+    runnable,
+)
 from .codes import KEPT_OUTPUT_BYTES, MAX_OUTPUT_BYTES, MSG_MAX, OUTPUT_TAIL_BYTES
-from .errors import LaunchError
+from .errors import LaunchError, SolutionTimeout
 from .solution_host import READY
 
 TYPE_CHECKING = False
@@ -144,6 +160,13 @@ class Process:
         """The pid as our ``/proc`` numbers it (differs across pid namespaces; None: not in it)."""
         self.tree_cpu_ms: float | None = None
         self.watch: _Watch | None = None
+        self.cpu_seen_ms = 0.0
+        """The most CPU time read of it (``Launcher.cpu_ms`` without a cgroup counter)."""
+        self.read_at = (0.0, 0.0)
+        """(when, the CPU counter then) at the end of its last ``wait``."""
+        self.marks = b""
+        """What a script's or a program's process said on its reply pipe (``codes.BEGAN``, then
+        ``codes.EXEC_FAILED`` where its exec failed), read when it is reaped."""
 
 
 class _Watch:
@@ -184,6 +207,19 @@ class Launcher:
         self.kept: int = int(job.get("kept_output") or KEPT_OUTPUT_BYTES)
         """How much of each stream comes back (the environment's ``kept_output_kb``)."""
         self.on_start = on_start
+        fd = job.get("cpu_fd")
+        self.counter: int | None = int(fd) if fd is not None else None
+        """The run's cgroup CPU counter (a read-only descriptor), or None: no cgroup per run."""
+        self.cpus = host_cpus()
+        self.run_limit_ms = float(job.get("timeout", 0.0)) * 1000.0
+        """The run's limit: the answer's CPU time over all its calls (or program runs)."""
+        self.run_used_ms = 0.0
+        """CPU time the answer used in its calls so far."""
+        self.run_elapsed_ms = 0.0
+        """Time on the clock its calls took so far."""
+        self.starved: str | None = None
+        """Why the host held the answer back past a backstop, if it did: the run has no verdict."""
+        self._reading = 0.0
 
     def start(self, mode: str, args: tuple[str, ...] = (), keep_stdout: bool = False) -> Process:
         """Start a solution process. The caller marks the answer in play (``on_start``) once the
@@ -270,13 +306,109 @@ class Launcher:
                         self.kill(proc)
                         return None
 
-    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
-        """Whether ``proc``, past its ``limit_ms``, used its own time (``blame``'s rule)."""
-        # What the tree used before it is killed: wait4 counts only reaped children, and a
-        # sandbox wrapper's own descendants die unreaped with it.
+    def cpu_ms(self, proc: Process) -> float:
+        """The answer's CPU time now, in ms: the run's cgroup counter (all its processes, one
+        ``pread``), else ``proc``'s own (its CPU clock while it runs; what its end reported once
+        reaped). Only differences between two readings of one process mean anything."""
+        if self.counter is not None:
+            return counter_ms(self.counter)
+        if proc.status is None:
+            try:
+                proc.cpu_seen_ms = max(proc.cpu_seen_ms, self._process_cpu_ms(proc))
+            except OSError:  # ended meanwhile: what was last read of it
+                pass
+            return proc.cpu_seen_ms
+        return max(proc.cpu_seen_ms, proc.rusage_cpu_ms or 0.0)
+
+    def _process_cpu_ms(self, proc: Process) -> float:
+        return process_cpu_ms(proc.proc_pid or proc.pid)
+
+    def measure(self, proc: Process) -> tuple[float, bool]:
+        """``proc``'s tree now, from ``/proc``: its CPU time in ms (what it reaped of its
+        children included), and whether any of its threads is runnable (``blame.runnable``)."""
         cpu_ms, states = read_tree(proc.proc_pid or proc.pid)
-        proc.tree_cpu_ms = cpu_ms
-        return tree_used_its_time(cpu_ms, states, limit_ms)
+        return cpu_ms, runnable(states)
+
+    def wait(
+        self, proc: Process, limit_s: float, since: float, cpu0: float, want_line: bool
+    ) -> bytes | None:
+        """``pump`` for one call into the answer (``want_line``: its reply) or one run of a
+        program (its end), under two CPU-time limits (``blame``): the call's own, ``limit_s`` of
+        the answer's CPU time from ``since`` (when ``cpu_ms`` read ``cpu0``), and what is left
+        of the run's (its CPU time and clock summed over its calls). Each time a wait on the
+        clock ends the rule decides: wait again, or ``SolutionTimeout`` (the process still runs:
+        the caller kills it). A process that ended is reaped here. The call's CPU time and clock
+        are added to the run's, and its end noted in ``proc.read_at``."""
+        call = Limit(limit_s * 1000.0, cpu0, since, self.cpus)
+        run = Limit(
+            self.run_limit_ms,
+            cpu0 - self.run_used_ms,
+            since - self.run_elapsed_ms / 1000.0,
+            self.cpus,
+        )
+        call.check(cpu0, since)
+        run.check(cpu0, since)
+        self._reading = cpu0
+        try:
+            while True:
+                try:
+                    line = self.pump(proc, min(call.due, run.due), want_line)
+                    break
+                except TimeoutError:
+                    self._check(proc, call, run)
+            if line is None:
+                self.reap(proc)
+            self._reading = self.cpu_ms(proc)
+            return line
+        finally:
+            end = time.monotonic()
+            cpu = self._reading
+            self.run_used_ms += max(cpu - cpu0, 0.0)
+            self.run_elapsed_ms += (end - since) * 1000.0
+            proc.read_at = (end, cpu)
+
+    def _check(self, proc: Process, call: Limit, run: Limit) -> None:
+        """Apply the rule to both limits now (the reading kept in ``_reading``); raise
+        ``SolutionTimeout`` where it ends the wait."""
+        now = time.monotonic()
+        cpu = self.cpu_ms(proc)
+        held = True
+        if self.counter is None or call.needs_states(now) or run.needs_states(now):
+            # What the tree used before it is killed (wait4 counts only reaped children, and a
+            # sandbox wrapper's own descendants die unreaped with it), and whether it can run.
+            tree_ms, held = self.measure(proc)
+            proc.tree_cpu_ms = tree_ms
+            if self.counter is None:  # its children's CPU time counts too
+                cpu = max(cpu, tree_ms)
+        self._reading = cpu
+        verdicts = (
+            ("run", run, run.check(cpu, now, held)),
+            ("call", call, call.check(cpu, now, held)),
+        )
+        for scope, limit, what in verdicts:
+            if what in (OVER, WAITING):
+                why = _why(what, scope, limit, cpu, now)
+                raise SolutionTimeout(why, blame_solution=True, whole_run=scope == "run")
+        for scope, limit, what in verdicts:
+            if what == STARVED:
+                self.starved = _why(what, scope, limit, cpu, now)
+                raise SolutionTimeout(self.starved, blame_solution=False, whole_run=True)
+
+
+def _why(what: str, scope: str, limit: Limit, cpu_ms: float, now: float) -> str:
+    """What happened to a CPU-time limit (the rule's ``what``; ``scope``: ``call`` or
+    ``run``), in words that follow "the call" or "the program"."""
+    used_s = (cpu_ms - limit.cpu0) / 1000.0
+    whose = "its" if scope == "call" else "the run's"
+    limit_s = limit.limit_ms / 1000.0
+    if what == OVER:
+        return f"used {whose} {limit_s:.3g} s of CPU time"
+    if what == WAITING:
+        return f"waited past {whose} {limit_s:.3g} s limit ({used_s:.3g} s of CPU time used)"
+    return (
+        f"was held back by the host: {used_s:.3g} s of CPU time of {whose} {limit_s:.3g} s in "
+        f"{limit.elapsed_ms(now) / 1000.0:.3g} s on the clock, past the {BACKSTOP:g}x backstop"
+    )
 
 
 def recv_fds(sock: Any, bufsize: int, maxfds: int) -> tuple[bytes, list[int]]:
@@ -343,9 +475,16 @@ class ServedLauncher(Launcher):
         self.reap(proc)
 
     def reap(self, proc: Process) -> None:
-        """Have the server reap ``proc`` (if not yet), then close its descriptors."""
+        """Have the server reap ``proc`` (if not yet), then close its descriptors (what a
+        script's or a program's process said on its reply pipe kept first: ``Process.marks``)."""
         if proc.status is None:
             self._ask(proc, "reap")
+        rep = proc.fds.get("rep")
+        if rep is not None and (proc.watch is None or not proc.watch.want_line):
+            try:
+                proc.marks = os.read(rep, 64)
+            except OSError:  # nothing said (BlockingIOError): the set-up never ended
+                pass
         for fd in (*proc.fds.values(), proc.pidfd):
             try:
                 os.close(fd)
@@ -353,13 +492,19 @@ class ServedLauncher(Launcher):
                 pass
         proc.fds = {}
 
-    def timeout_blame(self, proc: Process, limit_ms: float) -> bool:
-        """As the base does where ``proc`` is in our ``/proc``; else the server's word."""
+    def measure(self, proc: Process) -> tuple[float, bool]:
+        """As the base does where ``proc`` is in our ``/proc``; else the server's reading."""
         if proc.proc_pid is not None:
-            return super().timeout_blame(proc, limit_ms)
-        reply = self._request({"op": "blame", "pid": proc.pid, "limit_ms": limit_ms})
-        proc.tree_cpu_ms = float(reply.get("cpu_ms") or 0.0)
-        return bool(reply.get("blame"))
+            return super().measure(proc)
+        reply = self._request({"op": "measure", "pid": proc.pid})
+        return float(reply.get("cpu_ms") or 0.0), bool(reply.get("runnable"))
+
+    def _process_cpu_ms(self, proc: Process) -> float:
+        """As the base does where ``proc`` is in our ``/proc``; else the server's reading of its
+        tree (a host without a cgroup per run)."""
+        if proc.proc_pid is not None:
+            return super()._process_cpu_ms(proc)
+        return self.measure(proc)[0]
 
     def _request(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.ctl.send(wire.encode(msg))

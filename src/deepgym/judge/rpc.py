@@ -10,8 +10,9 @@ values or the exceptions of ``errors``:
 
 - ``SolutionError`` (an ``Exception``): the answer raised, or returned something that cannot cross;
 - ``SolutionDied`` (an ``Exception``): the solution process ended (crash, kill, memory limit);
-- ``SolutionTimeout`` (a ``BaseException``): a call ran past its limit. It derives from
-  ``BaseException`` so that a verifier's ``except Exception`` cannot swallow it;
+- ``SolutionTimeout`` (a ``BaseException``): a call ran past its limit (judged on the answer's
+  CPU time: ``launch.Launcher.wait``), or the host held it back past the backstop. It derives
+  from ``BaseException`` so that a verifier's ``except Exception`` cannot swallow it;
 - ``AheadError`` (a ``BaseException``): calls sent ahead (``Ahead``) were misused by the verifier.
 """
 
@@ -21,8 +22,8 @@ import os
 import time
 
 from . import wire
-from .codes import SETUP_FAILED
-from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
+from .blame import BACKSTOP
+from .errors import AheadError, SolutionDied, SolutionError, SolutionTimeout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,10 +45,9 @@ class Session:
     ``write_files``), so a restart after a death serves the same files.
     """
 
-    def __init__(self, launcher: Launcher, case_timeout: float, deadline: float) -> None:
+    def __init__(self, launcher: Launcher, case_timeout: float) -> None:
         self.launcher = launcher
         self.case_timeout = case_timeout
-        self.deadline = deadline
         self.proc: Process | None = None
         self.timed_out = False
         self.last_death: SolutionDied | None = None
@@ -59,7 +59,9 @@ class Session:
     def _ensure(self) -> Process:
         if self.proc is None or self.proc.status is not None:
             self.proc = self.launcher.start(self.mode)
-            self.launcher.await_ready(self.proc, time.monotonic() + self.case_timeout)
+            # its set-up is ours, not the answer's: waited for as long as a call's backstop
+            ready_by = time.monotonic() + BACKSTOP * self.case_timeout
+            self.launcher.await_ready(self.proc, ready_by)
             self.launcher.on_start()  # the answer loads with the next request
             if self.prelude is not None:
                 self._exchange(self.proc, self.prelude, None)
@@ -88,26 +90,25 @@ class Session:
     def _exchange(
         self, proc: Process, req: dict[str, Any], deref: Callable[[int], Any] | None
     ) -> Any:
+        cpu0 = self.launcher.cpu_ms(proc)
+        since = time.monotonic()
         self._send(proc, wire.encode(req))
-        return self._receive(proc, deref, time.monotonic())
+        return self._receive(proc, deref, since, cpu0)
 
-    def _receive(self, proc: Process, deref: Callable[[int], Any] | None, since: float) -> Any:
+    def _receive(
+        self, proc: Process, deref: Callable[[int], Any] | None, since: float, cpu0: float
+    ) -> Any:
         """The reply to the request the process serves next, which it began at ``since`` at
-        the latest: its time limit counts from there."""
-        limit = min(self.case_timeout, max(self.deadline - since, 0.0))
+        the latest, when the answer's CPU counter read ``cpu0``: its time limit counts from
+        there (``Launcher.wait``)."""
         try:
-            line = self.launcher.pump(proc, since + limit, want_line=True)
-        except TimeoutError:
-            blame = self.launcher.timeout_blame(proc, limit * 1000.0)
+            line = self.launcher.wait(proc, self.case_timeout, since, cpu0, want_line=True)
+        except SolutionTimeout as exc:
             self.launcher.kill(proc)
             proc.limit = "case_time"
-            self.timed_out = True
-            by_run = limit < self.case_timeout  # the run's deadline came before the call's own
-            raise SolutionTimeout(
-                f"the call ran past its {limit:.3g} s limit", blame, by_run
-            ) from None
-        if line is None:
-            self.launcher.reap(proc)
+            self.timed_out = self.timed_out or exc.blame_solution
+            raise SolutionTimeout(f"the call {exc}", exc.blame_solution, exc.whole_run) from None
+        if line is None:  # it ended (``wait`` reaped it)
             self.last_death = self._death(proc)
             raise self.last_death
         try:
@@ -128,8 +129,8 @@ class Session:
         return reply.get("ok")
 
     def _death(self, proc: Process) -> SolutionDied:
-        if os.WIFEXITED(proc.status or 0) and os.WEXITSTATUS(proc.status or 0) == SETUP_FAILED:
-            raise LaunchError("the solution process's set-up failed")
+        """The end of a serving process, which said it was ready (``READY``) before any of the
+        answer ran: whatever its exit code, ``SETUP_FAILED``'s number included, the answer's."""
         status = proc.status or 0
         limit = proc.limit
         if os.WIFSIGNALED(status):
@@ -174,6 +175,7 @@ class Ahead:
         self.sent = 0
         self.proc: Process | None = None
         self.since = 0.0
+        self.cpu0 = 0.0
 
     def take(self) -> Any:
         """The next request's reply (sending it, and what fits after it, if not yet sent)."""
@@ -192,9 +194,9 @@ class Ahead:
         self.taken = i + 1
         s.unanswered -= 1
         try:
-            return s._receive(proc, s.deref, self.since)
+            return s._receive(proc, s.deref, self.since, self.cpu0)
         finally:
-            self.since = time.monotonic()  # the next call began by now, at the latest
+            self.since, self.cpu0 = proc.read_at  # the next call began by then, at the latest
 
     def _send_from(self, i: int) -> None:
         s = self.session
@@ -210,8 +212,9 @@ class Ahead:
             data.append(more)
             size += len(more)
             j += 1
-        s._send(proc, b"".join(data))
+        self.cpu0 = s.launcher.cpu_ms(proc)
         self.since = time.monotonic()
+        s._send(proc, b"".join(data))
         s.unanswered += j - i
         self.sent = j
 

@@ -21,6 +21,10 @@ class Job:
     answer: str
     timeout: float
     case_timeout: float
+    start_by: float | None = None
+    """The latest instant (``time.monotonic()``) the run may start at: one still waiting for a
+    sandbox then never starts and has no verdict (``not_started``), because its client will
+    have given up before it could end. None: it waits as long as it takes."""
 
 
 @dataclass
@@ -48,6 +52,13 @@ class RawRun:
     """A compiled language: the compile phase (0.0 from the cache); None for Python."""
     in_compile: bool = False
     """The run ended in its compile phase (no program): its evidence is the compiler's."""
+
+
+def not_started(isolation: str, why: str) -> RawRun:
+    """A run that waited for a sandbox past its ``Job.start_by`` and never started: no verdict
+    (``timeout``, before the answer came into play), with ``why`` as its message."""
+    outcome = Outcome(report=None, in_play=False, wall_timeout=True, detail=why)
+    return RawRun(outcome=outcome, report=None, isolation=isolation)
 
 
 class Backend(Protocol):

@@ -1,14 +1,21 @@
-"""cgroups for the solution's memory and process limits, where the host lets us.
+"""cgroups for the solution's memory and process limits and its CPU time, where the host lets us.
 
 Where the groups are made, in this order:
 
 - a cgroup v2 folder given in ``DEEPGYM_CGROUP`` (a subtree delegated to this user);
-- cgroup v1 with writable ``memory`` and ``pids`` controllers (as root on these machines);
+- cgroup v1 with writable ``memory`` and ``pids`` controllers (as root on these machines), and
+  ``cpuacct`` where it is writable too;
 - this process's own cgroup v2 group when systemd delegated it (``Delegate=yes``: the group
   carries the ``trusted.delegate`` or ``user.delegate`` mark).
 
 Otherwise the limits fall back to rlimits inside the solution process. Every result records which
 mechanism enforced each limit (``cgroup-v1``, ``cgroup-v2`` or ``rlimit``).
+
+The answer's CPU time, on which its time limits are judged (``deepgym.judge.blame``), is the
+group's accounting: v1's ``cpuacct.usage``, v2's ``cpu.stat`` (present in every v2 group, no
+controller needed). The judge reads it through a read-only descriptor the host opens
+(``cpu_fd``), one ``pread`` per reading; where there is no group, the judge reads the solution
+process's own CPU clock and its tree in ``/proc`` instead (``time`` in the mechanisms: ``proc``).
 
 On cgroup v2 a group with processes cannot hand controllers to groups below it, so before it
 enables ``memory`` and ``pids`` for its groups deepgym moves the processes of a group it uses
@@ -53,6 +60,8 @@ V2_ENV = "DEEPGYM_CGROUP"
 HOST_LEAF = "deepgym-host"
 """The leaf the processes of a v2 group deepgym uses move to, so it can enable controllers."""
 V2_CONTROLLERS = ("memory", "pids")
+V1_CONTROLLERS = ("memory", "pids", "cpuacct")
+"""The v1 controllers a group is made in where writable: the two limits, and CPU accounting."""
 _PENDING: list[str] = []
 
 AT_LIMIT_BYTES = 2**20
@@ -63,23 +72,41 @@ always count it (measured: 0 after a run held at its limit by page cache), the p
 
 @functools.cache
 def v1_controllers() -> tuple[str, ...]:
-    """Writable v1 controllers among memory and pids (probed by creating a test group); none
-    when ``DEEPGYM_CGROUP`` names a v2 folder to use instead."""
+    """Writable v1 controllers among memory, pids and cpuacct (probed by creating a test
+    group); none when ``DEEPGYM_CGROUP`` names a v2 folder to use instead, and none without
+    memory or pids (cpuacct alone holds no limit)."""
     if os.environ.get(V2_ENV):
         return ()
     found = []
-    for ctrl in ("memory", "pids"):
-        base = os.path.join(V1_ROOT, ctrl)
-        if not os.path.isfile(os.path.join(base, "cgroup.procs")):
+    for ctrl in V1_CONTROLLERS:
+        if not os.path.isfile(os.path.join(V1_ROOT, ctrl, "cgroup.procs")):
             continue
-        probe = os.path.join(base, "deepgym", f"probe-{os.getpid()}")
+        probe = os.path.join(v1_parent(ctrl), f"probe-{os.getpid()}")
         try:
             os.makedirs(probe, exist_ok=True)
             os.rmdir(probe)
         except OSError:
             continue
         found.append(ctrl)
+    if not {"memory", "pids"} & set(found):
+        return ()
     return tuple(found)
+
+
+@functools.cache
+def v1_parent(ctrl: str) -> str:
+    """The folder deepgym's v1 groups of ``ctrl`` are made in: ``deepgym`` at the hierarchy's
+    root for the limits (memory, pids); for cpuacct, ``deepgym`` below this process's own group,
+    so that whatever accounts for this process's CPU time (a service's cgroup, a container's,
+    where cpu and cpuacct share a hierarchy its CPU quota too) still counts its answers'."""
+    if ctrl != "cpuacct":
+        return os.path.join(V1_ROOT, ctrl, "deepgym")
+    own = "/"
+    for line in _read_text("/proc/self/cgroup").splitlines():
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if ctrl in controllers.split(","):
+            own = path
+    return os.path.normpath(os.path.join(V1_ROOT, ctrl, own.lstrip("/"), "deepgym"))
 
 
 @dataclass(frozen=True)
@@ -280,7 +307,7 @@ def group_parents() -> list[str]:
     base = v2_base()
     if base is not None:
         return [base.path] if base.usable else []
-    return [os.path.join(V1_ROOT, c, "deepgym") for c in v1_controllers()]
+    return [v1_parent(c) for c in v1_controllers()]
 
 
 class _Groups:
@@ -290,6 +317,7 @@ class _Groups:
     dirs: dict[str, str]
     v2: tuple[str, ...] | None = None
     _join_fd: int | None = None
+    _cpu_fd: int | None = None
 
     def holds(self, ctrl: str) -> bool:
         """Whether a group holds the ``memory`` or ``pids`` limit."""
@@ -322,16 +350,33 @@ class _Groups:
         return (self._join_fd,)
 
     def _close_join(self) -> None:
-        if self._join_fd is not None:
+        for fd in (self._join_fd, self._cpu_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._join_fd = self._cpu_fd = None
+
+    def cpu_file(self) -> str | None:
+        """The group's CPU counter (v1 ``cpuacct.usage``, v2 ``cpu.stat``), or None."""
+        if self.v2 is not None:
+            return os.path.join(self.dirs["v2"], "cpu.stat") if "v2" in self.dirs else None
+        d = self.dirs.get("cpuacct")
+        return os.path.join(d, "cpuacct.usage") if d is not None else None
+
+    def cpu_fd(self) -> int | None:
+        """A read-only descriptor of the CPU counter, opened here once (closed with the group),
+        for the judge (``deepgym.judge.blame.counter_ms``); None without one."""
+        if self._cpu_fd is None and (path := self.cpu_file()) is not None:
             with contextlib.suppress(OSError):
-                os.close(self._join_fd)
-            self._join_fd = None
+                self._cpu_fd = os.open(path, os.O_RDONLY)
+        return self._cpu_fd
 
     def mechanisms(self) -> dict[str, str]:
         kind = "cgroup-v1" if self.v2 is None else "cgroup-v2"
         return {
             "memory": kind if self.holds("memory") else "rlimit",
             "processes": kind if self.holds("pids") else "rlimit",
+            "time": kind if self.cpu_fd() is not None else "proc",
         }
 
 
@@ -459,7 +504,7 @@ def create(memory_mb: int, max_processes: int, *, owner: str | None = None) -> R
         return _create_v2(base, name, memory_mb, max_processes)
     group = RunCgroup()
     for ctrl in v1_controllers():
-        d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
+        d = os.path.join(v1_parent(ctrl), name)
         try:
             os.makedirs(d)
             if ctrl == "memory":
@@ -467,7 +512,7 @@ def create(memory_mb: int, max_processes: int, *, owner: str | None = None) -> R
                 group.memory_bytes = memory_mb * 2**20
                 with contextlib.suppress(OSError):  # absent without swap accounting
                     _write(os.path.join(d, "memory.memsw.limit_in_bytes"), str(memory_mb * 2**20))
-            else:
+            elif ctrl == "pids":
                 _write(os.path.join(d, "pids.max"), str(max_processes))
         except OSError:
             _rmdir(d)
@@ -547,7 +592,7 @@ class Slot(_Groups):
                 self._open_v2(base, name)
             return
         for ctrl in v1_controllers():
-            d = os.path.join(V1_ROOT, ctrl, "deepgym", name)
+            d = os.path.join(v1_parent(ctrl), name)
             fds = _make_and_open(d, _SLOT_FILES[ctrl])
             if fds is not None:
                 self.dirs[ctrl] = d
@@ -677,6 +722,7 @@ _SLOT_FILES = {
         ("memory.oom_control", False),
     ),
     "pids": (("pids.max", True), ("pids.events", False)),
+    "cpuacct": (),
 }
 _SLOT_FILES_V2 = {
     "memory": (("memory.max", True), ("memory.current", False), ("memory.events", False)),
@@ -696,3 +742,51 @@ def _counter(text: str, key: str) -> int:
         if name == key:
             return _int(value)
     return 0
+
+
+# -- the service's own memory -----------------------------------------------------------------
+CGROUP_ROOT = V1_ROOT
+PROC_CGROUP = "/proc/self/cgroup"
+MEMINFO = "/proc/meminfo"
+_UNLIMITED = 2**60
+"""A cgroup v1 limit at or above this is no limit (v1 writes "unlimited" as about 2**63)."""
+
+
+def _cgroup_limit(line: str) -> int | None:
+    """The tightest memory limit on one ``/proc/self/cgroup`` line's group and its ancestors."""
+    hierarchy, _, rest = line.partition(":")
+    controllers, _, path = rest.partition(":")
+    if hierarchy == "0" and not controllers:  # v2
+        base, name = os.path.join(CGROUP_ROOT, "unified"), "memory.max"
+        if not os.path.isdir(base):
+            base = CGROUP_ROOT
+    elif "memory" in controllers.split(","):
+        base, name = os.path.join(CGROUP_ROOT, "memory"), "memory.limit_in_bytes"
+    else:
+        return None
+    best: int | None = None
+    parts = [p for p in path.split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        text = _read_text(os.path.join(base, *parts[:depth], name)).strip()
+        if text.isdigit() and int(text) < _UNLIMITED:
+            best = int(text) if best is None else min(best, int(text))
+    return best
+
+
+def service_memory_bytes() -> int | None:
+    """This process's memory: the tightest memory limit of its cgroup and the cgroup's
+    ancestors (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) where one is set, else the
+    machine's (``MemTotal``); None where neither can be read. What bounds the service's
+    admission (``deepgym.server.admission``) and the pool's size (``deepgym.sandbox.pool``)."""
+    limits = [
+        limit
+        for line in _read_text(PROC_CGROUP).splitlines()
+        if (limit := _cgroup_limit(line)) is not None
+    ]
+    if limits:
+        return min(limits)
+    for line in _read_text(MEMINFO).splitlines():
+        key, _, value = line.partition(":")
+        if key == "MemTotal" and value.split() and value.split()[0].isdigit():
+            return int(value.split()[0]) * 1024
+    return None

@@ -102,9 +102,10 @@ def take_evidence(group: cgroups.RunCgroup, work_dir: str) -> Evidence:
 
 
 def mechanisms(group: cgroups.RunCgroup | cgroups.Slot, work_dir: str) -> dict[str, str]:
-    """Which mechanism enforced each limit of a run on ``group`` (and, for a bwrap sandbox, the
-    bwrap that ran it when it was not the first choice: ``host.Bwrap.note``)."""
-    used = {**group.mechanisms(), "work_dir": work_dir, "time": "judge+host"}
+    """Which mechanism enforced each limit of a run on ``group`` (``time``: what measured the
+    answer's CPU time for its time limits) and, for a bwrap sandbox, the bwrap that ran it when
+    it was not the first choice (``host.Bwrap.note``)."""
+    used = {**group.mechanisms(), "work_dir": work_dir}
     if work_dir == "tmpfs" and host.find_bwrap().note:  # bwrap-backed runs only
         bw = host.find_bwrap()
         used["bwrap"] = f"{bw.path} ({bw.note})"

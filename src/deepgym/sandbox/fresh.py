@@ -28,7 +28,7 @@ from deepgym.sandbox.policy import BASE_ENV
 from deepgym.sandbox.programs import Program, ProgramCache
 from deepgym.sandbox.served import SolutionServer
 from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
-from deepgym.sandbox.spec import START_GRACE_S, job_spec
+from deepgym.sandbox.spec import job_spec, wall_limit
 from deepgym.sandbox.workspace import Workspace
 
 _AHEAD_MODE = {"function": "module", "patch": "repo"}
@@ -107,7 +107,9 @@ class FreshRuns:
                 shutil.copyfile(program.path, answer)
                 answer.chmod(0o755)
             env_in, answer_path = launch.job_paths(run_dir, env_dir)
+            cpu_fd = group.cpu_fd()  # the run's CPU counter: the judge's time limits read it
             spec = {**job_spec(job, env_in, answer_path), "ctl_fd": theirs.fileno()}
+            spec["cpu_fd"] = cpu_fd
             (run_dir / "job.json").write_text(json.dumps(spec))
             r_fd, w_fd = os.pipe()
             try:
@@ -118,7 +120,7 @@ class FreshRuns:
                         stdin=asyncio.subprocess.DEVNULL,
                         stdout=asyncio.subprocess.PIPE,
                         stderr=asyncio.subprocess.PIPE,
-                        pass_fds=(w_fd, theirs.fileno()),
+                        pass_fds=(w_fd, theirs.fileno(), *([] if cpu_fd is None else [cpu_fd])),
                         start_new_session=True,
                         cwd=str(run_dir),
                         env=BASE_ENV,  # bwrap's own init keeps its environ: no host secrets in it
@@ -157,7 +159,7 @@ class FreshRuns:
         return apply_evidence(raw, evidence, t0)
 
     async def _collect(self, job: Job, proc: asyncio.subprocess.Process, r_fd: int) -> RawRun:
-        got = await collect(proc, r_fd, job.timeout + START_GRACE_S)
+        got = await collect(proc, r_fd, wall_limit(job))
         raw = read_run(
             got.events, proc.returncode, got.out, got.err, got.timed_out, self.launch.isolation
         )

@@ -10,11 +10,22 @@ namespaces, uid 65534 without capabilities, in the worker's cgroups and the run'
 ``strict`` test for test; what changes is that no interpreter and no bwrap start per run.
 
 Each worker has a cgroup per controller of its own (``cgroups.Slot``), reused run after run: the
-host sets a run's limits before sending the job and reads its evidence when the run ends.
-Workers start lazily, are handed out first come first served (but for a worker that ran the
-run's environment lately), are replaced when they die or when a run on them is cancelled, and
-stop at ``close`` or exit. A worker that dies takes its run with it as a run without a verdict
-(the client retries it if the answer was not yet in play).
+host sets a run's limits before sending the job and reads its evidence when the run ends; its
+judge reads the slot's CPU accounting (a descriptor passed at its start) to judge time limits on
+the answer's CPU time. Workers start lazily, are handed out first come first served (but for a
+worker that ran the run's environment lately), are replaced when they die or when a run on them
+is cancelled, and stop at ``close`` or exit. A worker that dies takes its run with it as a run
+without a verdict (the client retries it if the answer was not yet in play).
+
+The pool has a base size (two workers per core it may run on) and grows above it on demand
+(``sizing``): when runs have waited ``GROW_AFTER_S`` for a worker while workers are held by runs
+that long (an endless loop, or an answer that sleeps, holds its worker for its whole limit), a
+worker is added for each such run, up to ``max_workers``, while the cores are not kept busy.
+Time limits are judged on CPU time, so runs above the core count share the cores without
+anyone's verdict changing, as long as each gets the CPU time of its limit within its backstop.
+An added worker idle for ``IDLE_S`` is stopped, down to the base size. A run whose job says when
+it must start by (``Job.start_by``) and that gets no worker by then never starts: no verdict
+(``base.not_started``).
 """
 
 from __future__ import annotations
@@ -33,19 +44,30 @@ from typing import Any
 
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.judge.codes import ANSWER_PATH, REPORT_MAX_BYTES
-from deepgym.sandbox import cgroups, policy
-from deepgym.sandbox.base import Job, RawRun
+from deepgym.sandbox import cgroups, policy, sizing
+from deepgym.sandbox.base import Job, RawRun, not_started
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import refuse_image
 from deepgym.sandbox.programs import PROGRAMS, Program, ProgramCache
-from deepgym.sandbox.spec import START_GRACE_S, job_spec, rlimits, solution_env, work_bytes
+from deepgym.sandbox.spec import job_spec, rlimits, solution_env, wall_limit, work_bytes
 from deepgym.sandbox.strict import BwrapLaunch
 from deepgym.sandbox.workspace import Workspace
 
 STDERR_KEEP = 8192
 EXIT_WAIT_S = 2.0
 READY_TIMEOUT_S = 30.0
+GROW_AFTER_S = 0.25
+"""How long runs wait for a worker, with workers held that long by their runs, before the pool
+adds workers (``sizing.grow_by``). Short runs free their workers within milliseconds, so a queue
+of them never grows the pool; a run that holds its worker for seconds (a long limit, an endless
+loop, a sleep) does."""
+IDLE_S = 10.0
+"""How long a worker above the base size stays idle before it is stopped."""
+
+
+def _fds(fd: int | None) -> tuple[int, ...]:
+    return () if fd is None else (fd,)
 
 
 class _Worker:
@@ -68,6 +90,8 @@ class _Worker:
         self.rss_kb = 0
         self.stderr = bytearray()
         self.healthy = True
+        self.busy_since: float | None = None
+        """When its current run took it (None: idle)."""
         self._drain = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
@@ -212,6 +236,8 @@ class _Idle:
         self._free: collections.deque[_Worker] = collections.deque()
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._recent: dict[_Worker, dict[str, None]] = {}
+        self._since: dict[_Worker, float] = {}
+        """When each free worker became free."""
         self.patience = patience
         self.affinity = affinity
 
@@ -227,12 +253,35 @@ class _Idle:
     def forget(self, worker: _Worker) -> None:
         """A worker that left the pool."""
         self._recent.pop(worker, None)
+        self._since.pop(worker, None)
+
+    def waiting(self) -> int:
+        """How many runs wait for a worker."""
+        return sum(1 for w in self._waiters if not w.future.done())
+
+    def has_free(self) -> bool:
+        """Whether ``get`` would return at once."""
+        return bool(self._free) and not self._waiters
+
+    def idle_since(self) -> list[float]:
+        """When each free worker became free."""
+        return [self._since.get(w, 0.0) for w in self._free]
+
+    def take_idle(self, since: float) -> _Worker | None:
+        """A free worker idle since before ``since`` (the longest idle first), taken out."""
+        for worker in self._free:
+            if self._since.get(worker, 0.0) <= since:
+                self._free.remove(worker)
+                self._since.pop(worker, None)
+                return worker
+        return None
 
     def put_nowait(self, worker: _Worker) -> None:
         waiters = self._waiters
         while waiters and waiters[0].future.done():  # cancelled while waiting
             waiters.popleft()
         if not waiters:
+            self._since[worker] = time.monotonic()
             self._free.append(worker)
             return
         pick = 0
@@ -266,18 +315,29 @@ class _Idle:
             raise
 
 
+_LATE = "no pool worker was free before the time the run had to start by (its client's deadline)"
+
+
 class PoolBackend:
     """Warm sandboxed workers that fork per run: a few milliseconds of overhead per answer."""
 
     name = "pool"
     isolation = "pool"
 
-    def __init__(self, workers: int | None = None, affinity: bool = True) -> None:
-        # Two per core by default: a worker waits on the host and on its solution between bursts
-        # of work, and a second one keeps the core busy meanwhile (measured: +15% runs/s).
-        size = workers if workers is not None else 2 * (os.cpu_count() or 1)
+    def __init__(
+        self, workers: int | None = None, affinity: bool = True, max_workers: int | None = None
+    ) -> None:
+        size = workers if workers is not None else sizing.base_size()
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ConfigError(f"workers must be a positive int, got {workers!r}")
+        if max_workers is None:
+            most = sizing.default_max_workers(size, memory=cgroups.service_memory_bytes())
+        elif isinstance(max_workers, bool) or not isinstance(max_workers, int):
+            raise ConfigError(f"max_workers must be an int, got {max_workers!r}")
+        elif max_workers < size:
+            raise ConfigError(f"max_workers ({max_workers}) must be at least workers ({size})")
+        else:
+            most = max_workers
         compile_judge()
         check_bwrap()
         self._host = host_params()
@@ -291,6 +351,9 @@ class PoolBackend:
         )
         """Compiled languages' programs, built in a ``solution`` sandbox like strict's."""
         self.size = size
+        """The base size: workers started at first use, and kept."""
+        self.max_workers = most
+        """The most workers the pool grows to while runs wait (``GROW_AFTER_S``)."""
         self.affinity = affinity
         """Hand a run to a worker that ran its environment lately (``_Idle``); False: strictly
         first come, first served (``benchmarks/affinity.py`` compares the two)."""
@@ -298,9 +361,12 @@ class PoolBackend:
         self._workers: list[_Worker] = []
         self._starting: asyncio.Task[None] | None = None
         self._replacing: set[asyncio.Task[None]] = set()
-        self._cg_parents = {
-            c: os.path.join(cgroups.V1_ROOT, c, "deepgym") for c in cgroups.v1_controllers()
-        }
+        self._growing: set[asyncio.Task[None]] = set()
+        self._grow_timer: asyncio.TimerHandle | None = None
+        self._cpu_at: tuple[int, int] | None = None
+        """The cores' busy and total ticks when runs began to wait (``cores_busy``)."""
+        self._shrink_timer: asyncio.TimerHandle | None = None
+        self._cg_parents = {c: cgroups.v1_parent(c) for c in cgroups.v1_controllers()}
         """The v1 groups' folders, bound into each worker (a v2 slot is joined by descriptor)."""
         for parent in self._cg_parents.values():
             os.makedirs(parent, exist_ok=True)
@@ -315,9 +381,11 @@ class PoolBackend:
             ]
         else:
             procs = [f"&{fd}" for fd in slot.join_fds()]
+        cpu = slot.cpu_fd()  # its runs' CPU counter, read-only: the judge's time limits read it
+        counter = "-" if cpu is None else str(cpu)
         params = dataclasses.replace(
             self._host,
-            command=("worker", str(result_fd), str(marks_fd), *procs),
+            command=("worker", str(result_fd), str(marks_fd), counter, *procs),
             # The worker's environment is every solution's: a solution inherits it from the
             # zygote. LD_BIND_NOW is for the worker's start: it takes it out.
             env={**solution_env("/work"), "LD_BIND_NOW": "1"},
@@ -337,7 +405,7 @@ class PoolBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_fd, m_w, *slot.join_fds()),
+                pass_fds=(w_fd, m_w, *slot.join_fds(), *_fds(slot.cpu_fd())),
                 start_new_session=True,
             )
         except BaseException:
@@ -377,18 +445,25 @@ class PoolBackend:
 
     async def _release(self, worker: _Worker) -> None:
         assert self._idle is not None
+        worker.busy_since = None
         if worker.healthy and worker.proc.returncode is None:
             self._idle.put_nowait(worker)
+            if len(self._workers) > self.size:
+                self._arm_shrink()
             return
         self._workers.remove(worker)
         self._idle.forget(worker)
-        # Replace it in the background: a cancelled run must not cost the pool a worker.
+        # Replace it in the background: a cancelled run must not cost the pool a worker. One
+        # above the base size is replaced only while runs wait (they grow the pool again).
         task = asyncio.ensure_future(self._replace(worker))
         self._replacing.add(task)
         task.add_done_callback(self._replacing.discard)
 
     async def _replace(self, worker: _Worker) -> None:
         await worker.stop()
+        idle = self._idle
+        if idle is not None and len(self._workers) >= self.size and not idle.waiting():
+            return
         fresh = await self._spawn_worker()
         if self._idle is None:  # closed meanwhile
             await fresh.stop()
@@ -396,9 +471,94 @@ class PoolBackend:
             return
         self._idle.put_nowait(fresh)
 
+    # -- growing and shrinking ------------------------------------------------------------
+    async def _take(self, idle: _Idle, key: str, start_by: float | None) -> _Worker | None:
+        """A worker for a run of environment ``key``, or None where none came by ``start_by``.
+        While the run waits, the pool grows (``_grow``)."""
+        if start_by is not None and time.monotonic() >= start_by:
+            return None
+        if idle.has_free():
+            return await idle.get(key)
+        self._arm_grow()
+        if start_by is None:
+            return await idle.get(key)
+        try:
+            async with asyncio.timeout(max(start_by - time.monotonic(), 0.0)):
+                return await idle.get(key)
+        except TimeoutError:  # (``get`` passes on a worker handed over as it was cancelled)
+            return None
+
+    def _arm_grow(self) -> None:
+        if self._grow_timer is None and self._idle is not None:
+            if self._cpu_at is None:
+                self._cpu_at = sizing.cores_busy()
+            loop = asyncio.get_running_loop()
+            self._grow_timer = loop.call_later(GROW_AFTER_S, self._grow)
+
+    def _grow(self) -> None:
+        """Add workers for the runs that wait (``grow_by``); check again while runs wait."""
+        self._grow_timer = None
+        idle = self._idle
+        now_cpu = sizing.cores_busy()
+        busy = sizing.busy_share(self._cpu_at, now_cpu)
+        self._cpu_at = now_cpu
+        if idle is None or not (waiting := idle.waiting()):
+            self._cpu_at = None
+            return
+        since = time.monotonic() - GROW_AFTER_S
+        held = sum(1 for w in self._workers if w.busy_since is not None and w.busy_since <= since)
+        room = self.max_workers - len(self._workers)
+        for _ in range(sizing.grow_by(waiting, held, len(self._growing), room, busy)):
+            task = asyncio.ensure_future(self._add_worker())
+            self._growing.add(task)
+            task.add_done_callback(self._growing.discard)
+        self._arm_grow()
+
+    async def _add_worker(self) -> None:
+        try:
+            worker = await self._spawn_worker()
+        except (OSError, SandboxUnavailableError, TimeoutError):
+            return  # the runs wait for the others; the next check tries again
+        if self._idle is None:  # closed meanwhile
+            await worker.stop()
+            self._workers.remove(worker)
+            return
+        self._idle.put_nowait(worker)
+        if len(self._workers) > self.size:
+            self._arm_shrink()
+
+    def _arm_shrink(self, delay: float = IDLE_S) -> None:
+        if self._shrink_timer is None:
+            loop = asyncio.get_running_loop()
+            self._shrink_timer = loop.call_later(delay, self._shrink)
+
+    def _shrink(self) -> None:
+        """Stop workers above the base size that have been idle ``IDLE_S``; check again, while
+        the pool is above it, when the next idle one will have been."""
+        self._shrink_timer = None
+        idle = self._idle
+        if idle is None:
+            return
+        now = time.monotonic()
+        while len(self._workers) > self.size and (worker := idle.take_idle(now - IDLE_S)):
+            self._workers.remove(worker)
+            idle.forget(worker)
+            task = asyncio.ensure_future(worker.stop())
+            self._replacing.add(task)
+            task.add_done_callback(self._replacing.discard)
+        if len(self._workers) > self.size:
+            soonest = min(idle.idle_since(), default=now)
+            self._arm_shrink(max(soonest + IDLE_S - now, GROW_AFTER_S))
+
     def stats(self) -> dict[str, Any]:
-        """Worker count and the memory each idle worker holds (RSS, KiB, measured at start)."""
-        return {"workers": len(self._workers), "rss_kb": [w.rss_kb for w in self._workers]}
+        """Worker count (and the base size and most), and the memory each idle worker holds
+        (RSS, KiB, measured at start)."""
+        return {
+            "workers": len(self._workers),
+            "base_workers": self.size,
+            "max_workers": self.max_workers,
+            "rss_kb": [w.rss_kb for w in self._workers],
+        }
 
     # -- runs -----------------------------------------------------------------------------
     async def run(self, job: Job) -> RawRun:
@@ -414,8 +574,14 @@ class PoolBackend:
         idle = await self._ensure_started()
         env_dir = self._workspace.env_dir(job.env)
         t_wait = time.monotonic()
-        worker = await idle.get(env_dir.name)
+        worker = await self._take(idle, env_dir.name, job.start_by)
         queue_ms = (time.monotonic() - t_wait) * 1000.0
+        if worker is None:
+            raw = not_started(self.isolation, _LATE)
+            raw.queue_ms = raw.start_ms = queue_ms
+            raw.total_ms = (time.monotonic() - t0) * 1000.0
+            return raw
+        worker.busy_since = time.monotonic()
         slot = worker.slot
         try:
             slot.begin(job.env.memory_mb, job.env.max_processes)
@@ -431,7 +597,7 @@ class PoolBackend:
                 "work_bytes": work_bytes(job),
             }
             start_ms = (time.monotonic() - t0) * 1000.0
-            events, code, timed_out, died = await worker.execute(spec, job.timeout + START_GRACE_S)
+            events, code, timed_out, died = await worker.execute(spec, wall_limit(job))
         finally:
             err = bytes(worker.stderr)
             limit, peak = slot.end()
@@ -450,6 +616,12 @@ class PoolBackend:
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting
+        for timer in (self._grow_timer, self._shrink_timer):
+            if timer is not None:
+                timer.cancel()
+        self._grow_timer = self._shrink_timer = None
+        if self._growing:
+            await asyncio.gather(*self._growing, return_exceptions=True)
         if self._replacing:
             await asyncio.gather(*self._replacing, return_exceptions=True)
         await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)

@@ -1,15 +1,17 @@
 """The host's side of a run's solution processes (``strict`` and ``unsafe``).
 
 The verifier never starts the answer itself: it asks the host over a socket (``spawn``, ``kill``,
-``reap``, ``blame``), and the host starts each solution process as a sandbox of its own beside the
+``reap``, ``measure``), and the host starts each solution process as a sandbox of its own beside the
 verifier's, hands the verifier the pipe ends and a pidfd (``SCM_RIGHTS``), and signals, reaps and
 measures it on request. Because the host does the starting, it can start the run's first solution
 process at the same time as the verifier's sandbox: the two interpreters start in parallel, and
 the answer still runs none of its code until the verifier first uses it (the solution host loads
 the answer on the first request). An unused early process is killed with the run.
 
-Blame for a timeout comes from the host's ``/proc`` (the verifier cannot see a sibling sandbox):
-the solution tree's CPU time and whether any of it was runnable (``deepgym.judge.blame``).
+The evidence for a time limit comes from the host's ``/proc`` where the verifier cannot see a
+sibling sandbox (``measure``): the solution tree's CPU time and whether any of its threads is
+runnable (``deepgym.judge.blame``); the verifier applies the rule. Where the run has a cgroup,
+the verifier reads its CPU time from the group's counter instead, a descriptor the host opened.
 
 Under bwrap, a solution's exit status comes from its sandbox's init (``deepgym.judge.init``),
 which writes it on a pipe of its own before it exits: exactly, where bwrap's exit code would read
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from deepgym.judge import wire
-from deepgym.judge.blame import read_tree, tree_used_its_time
+from deepgym.judge.blame import read_tree, runnable
 from deepgym.judge.codes import MSG_MAX, STATUS_FD_ENV
 from deepgym.sandbox.spawn import end_process, start_process
 
@@ -138,10 +140,9 @@ class SolutionServer:
                     os.close(fd)
             return
         proc = self.procs[int(req["pid"])]
-        if op == "blame":
+        if op == "measure":
             cpu_ms, states = read_tree(proc.pid)
-            blame = tree_used_its_time(cpu_ms, states, float(req["limit_ms"]))
-            self.sock.send(wire.encode({"blame": blame, "cpu_ms": cpu_ms}))
+            self.sock.send(wire.encode({"cpu_ms": cpu_ms, "runnable": runnable(states)}))
             return
         cpu_ms = 0.0
         if op == "kill":

@@ -1,5 +1,5 @@
 """What a backend tells the judge about one run: the job's kind and paths, the solution's
-rlimits and environment, and the grace a run's wall limit allows past its own time limit.
+rlimits and environment, and the host's own wall limit on a run (``wall_limit``).
 
 Pure functions of a ``Job``, shared by every backend (``strict``, ``unsafe``, ``pool``).
 """
@@ -11,13 +11,22 @@ import os
 from typing import Any
 
 from deepgym import languages
+from deepgym.judge.blame import BACKSTOP
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job
 from deepgym.sandbox.policy import BASE_ENV
 
 START_GRACE_S = 2.0
-"""How far past a run's own time limit its sandbox may go before the host kills it (starting
+"""How far past a run's own backstop its sandbox may go before the host kills it (starting
 the sandbox and sending the report take time too)."""
+
+
+def wall_limit(job: Job) -> float:
+    """The host's wall limit on a whole run, in seconds: the judge's backstop (``BACKSTOP``
+    times the run's limit, which the judge counts in the answer's CPU time) and the start grace.
+    Shorter, and the host would kill a run the judge is still fairly waiting on: a right answer
+    held back by a busy host, which is to be judged once it has run, or has no verdict."""
+    return BACKSTOP * job.timeout + START_GRACE_S
 
 
 def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:

@@ -13,19 +13,20 @@ that carries a body is admitted by size (``admit``):
 - one no larger than the limit is always admitted when nothing else is held: the service always
   makes progress.
 
-The default limit (``default_limit``) is ``MEMORY_FRACTION`` of the service's memory: the
-tightest memory limit of its cgroup and the cgroup's ancestors (v2 ``memory.max``, v1
-``memory.limit_in_bytes``) where one is set, else the machine's (``MemTotal``). The cgroup is
-read when the first request arrives and again every ``REREAD_S``: a supervisor may place the
-service in its group after it starts.
+The default limit (``default_limit``) is ``MEMORY_FRACTION`` of the service's memory
+(``deepgym.sandbox.cgroups.service_memory_bytes``: the tightest memory limit of its cgroup and
+the cgroup's ancestors where one is set, else the machine's). It is read when the first request
+arrives and again every ``REREAD_S``: a supervisor may place the service in its group after it
+starts.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Literal
+
+from deepgym.sandbox.cgroups import service_memory_bytes
 
 __all__ = [
     "MEMORY_FRACTION",
@@ -33,7 +34,6 @@ __all__ = [
     "InFlightBytes",
     "admission",
     "default_limit",
-    "service_memory_bytes",
 ]
 
 MEMORY_FRACTION = 1 / 16
@@ -48,12 +48,6 @@ RETRY_AFTER_S = 1
 limits, and a client's backoff grows from here."""
 REREAD_S = 5.0
 """How long a derived limit stands before the service's memory is read again."""
-CGROUP_ROOT = "/sys/fs/cgroup"
-PROC_CGROUP = "/proc/self/cgroup"
-MEMINFO = "/proc/meminfo"
-_UNLIMITED = 2**60
-"""A cgroup v1 limit at or above this is no limit (v1 writes "unlimited" as about 2**63)."""
-
 Admission = Literal["admit", "busy", "too_large"]
 
 
@@ -65,52 +59,6 @@ def admission(held: int, size: int, limit: int) -> Admission:
     if held + size > limit:
         return "busy"
     return "admit"
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _cgroup_limit(line: str) -> int | None:
-    """The tightest memory limit on one ``/proc/self/cgroup`` line's group and its ancestors."""
-    hierarchy, _, rest = line.partition(":")
-    controllers, _, path = rest.partition(":")
-    if hierarchy == "0" and not controllers:  # v2
-        base, name = os.path.join(CGROUP_ROOT, "unified"), "memory.max"
-        if not os.path.isdir(base):
-            base = CGROUP_ROOT
-    elif "memory" in controllers.split(","):
-        base, name = os.path.join(CGROUP_ROOT, "memory"), "memory.limit_in_bytes"
-    else:
-        return None
-    best: int | None = None
-    parts = [p for p in path.split("/") if p]
-    for depth in range(len(parts), -1, -1):
-        text = _read(os.path.join(base, *parts[:depth], name))
-        if text.isdigit() and int(text) < _UNLIMITED:
-            best = int(text) if best is None else min(best, int(text))
-    return best
-
-
-def service_memory_bytes() -> int | None:
-    """This process's memory: its cgroup's tightest limit where one is set, else the machine's
-    (None where neither can be read)."""
-    limits = [
-        limit
-        for line in _read(PROC_CGROUP).splitlines()
-        if (limit := _cgroup_limit(line)) is not None
-    ]
-    if limits:
-        return min(limits)
-    for line in _read(MEMINFO).splitlines():
-        key, _, value = line.partition(":")
-        if key == "MemTotal" and value.split() and value.split()[0].isdigit():
-            return int(value.split()[0]) * 1024
-    return None
 
 
 def default_limit() -> int | None:

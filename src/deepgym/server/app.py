@@ -2,6 +2,7 @@
 
 Routes: ``POST /v1/run``, ``/v1/run_batch`` and ``/v1/eval`` (NDJSON streamed by group),
 SandboxFusion's ``POST /run_code`` and ``/submit`` and ``GET /v1/ping`` (``server.fusion``),
+NeMo Gym's ``POST /seed_session``, ``/verify`` and ``/aggregate_metrics`` (``server.nemo_gym``),
 ``/v1/time_limit``; agent sessions under ``/v1/sessions`` (open, exec, files, score, ``DELETE``
 to close); ``GET /v1/environments``, ``/health``, ``/metrics`` (Prometheus) and ``/console``
 (when a console token is given). The wire format is ``deepgym.protocol``.
@@ -59,6 +60,8 @@ from deepgym.server.admission import RETRY_AFTER_S
 from deepgym.server.fusion import add_fusion
 from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
 from deepgym.server.metrics import CONTENT_TYPE
+from deepgym.server.nemo_gym import ROUTES as NEMO_GYM_PATHS
+from deepgym.server.nemo_gym import add_nemo_gym
 from deepgym.server.openapi import openapi_schema
 from deepgym.server.service import Service, eval_plan
 from deepgym.session import AsyncSession
@@ -94,6 +97,7 @@ ROUTES = (
     "/v1/ping",
     "/run_code",
     "/submit",
+    *NEMO_GYM_PATHS,
 )
 _SESSION_PREFIX = "/v1/sessions/"
 OPENRLHF_PREFIX = "/openrlhf"
@@ -190,7 +194,7 @@ class _Guard:
                 metrics.request(route, int(message["status"]))
             await send(message)
 
-        api = path.startswith(("/v1/", OPENRLHF_PREFIX)) or path in FUSION_PATHS
+        api = path.startswith(("/v1/", OPENRLHF_PREFIX)) or path in (*FUSION_PATHS, *NEMO_GYM_PATHS)
         protected = api or path == "/metrics"
         refusal: Response | None = None
         if protected and not self._authorized(scope):
@@ -543,6 +547,7 @@ def create_app(
     if api:
         _add_api(app, service)
         add_fusion(app, service)
+        add_nemo_gym(app, service)
 
         @app.get("/openapi.json")
         async def openapi() -> JSONResponse:

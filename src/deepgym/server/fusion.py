@@ -8,6 +8,10 @@ differ are deepgym's contract:
 - Where deepgym has no verdict (its sandbox, limits or host failed, or the host held a compiler
   back), the reply is **HTTP 504** with ``status: "SandboxError"`` and the cause in
   ``message``: verl retries a 504, where it would score a ``SandboxError`` 0.
+- A ``/run_code`` request waits for a sandbox no longer than its client waits for the reply:
+  verl gives up after ``compile_timeout + run_timeout + 10`` seconds (``client_deadline``), so a
+  run that has not started by the time it could still end before then (``start_by``) never
+  starts: a 504 at once, which verl retries, never a reply it no longer reads.
 - A compile that failed once the compiler had started on the code (a refusal, an internal
   compiler error, a limit, its time), or the program's own failure (a non-zero exit, a crash, a
   time limit), is a normal reply, as SandboxFusion gives it: ``status: "Failed"`` with
@@ -29,6 +33,7 @@ result's SandboxFusion shape) is a pure function here; the routes only drive the
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -53,9 +58,11 @@ __all__ = [
     "add_fusion",
     "backstop",
     "check_tests_fit",
+    "client_deadline",
     "language_of",
     "run_code_env",
     "run_code_reply",
+    "start_by",
     "submit_env",
     "submit_reply",
 ]
@@ -81,6 +88,11 @@ runs past ``run_timeout`` is stopped there, as a case's time limit: the answer's
 CASE_SLACK_S = 0.5
 """The run's wall limit past each test's own (starting, stopping and reaping its program)."""
 DEFAULT_TIMEOUT_S = 10.0
+CLIENT_MARGIN_S = 10.0
+"""What verl's ``call_sandbox_api`` waits past a request's ``compile_timeout + run_timeout``
+before it gives up on the reply (its ``API_TIMEOUT``; it then records an API error)."""
+START_MARGIN_S = 2.0
+"""A started run's own time besides its program's: the sandbox's start, and the reply."""
 
 
 class RunCodeRequest(BaseModel):
@@ -176,6 +188,20 @@ def run_code_env(req: RunCodeRequest, limits: Limits) -> Environment:
         )
     except ValueError as exc:
         raise ConfigError(one_line(str(exc), MESSAGE_CHARS)) from exc
+
+
+def client_deadline(req: RunCodeRequest, arrived: float) -> float:
+    """When the client of a ``/run_code`` request that ``arrived`` then gives up on it: verl's
+    request timeout, ``compile_timeout + run_timeout + CLIENT_MARGIN_S`` seconds."""
+    return arrived + req.compile_timeout + req.run_timeout + CLIENT_MARGIN_S
+
+
+def start_by(env: Environment, deadline: float) -> float:
+    """The latest instant a run of ``env`` may start and still reply by ``deadline``: its
+    program's limit (``case_timeout``, judged on CPU time: an idle host takes no longer), a
+    compiled language's compile phase (``compile_timeout``), and ``START_MARGIN_S``."""
+    compiling = env.compile_timeout if env.language != "python" else 0.0
+    return deadline - env.case_timeout - compiling - START_MARGIN_S
 
 
 def _command(
@@ -397,9 +423,11 @@ def add_fusion(app: FastAPI, service: Service) -> None:
 
     @app.post("/run_code")
     async def run_code(request: Request) -> JSONResponse:
+        arrived = time.monotonic()
         req: RunCodeRequest = await _body(request, RunCodeRequest)
         env = run_code_env(req, service.limits)
-        result = await service.score(env, req.code, env.timeout)
+        begin = start_by(env, client_deadline(req, arrived))
+        result = await service.score(env, req.code, env.timeout, start_by=begin)
         status, body = run_code_reply(result, env.language)
         return JSONResponse(body, status_code=status)
 

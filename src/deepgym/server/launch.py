@@ -13,7 +13,6 @@ anything needs them; ``require_server_extra`` says, as a ``ConfigError``, when t
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import TYPE_CHECKING
 
@@ -53,6 +52,7 @@ def service_app(
     workers: int | None,
     concurrency: int | None,
     store: RunStore | None,
+    max_workers: int | None = None,
     token: str | None,
     console_token: str,
     allow_verifier_code: bool,
@@ -63,7 +63,8 @@ def service_app(
     """The API and console over a new backend of the ``sandbox`` kind (closed with the app), or
     over the Ray cluster at ``ray_address`` (one pool per node, ``deepgym.engines.ray``).
 
-    A pool's runs at once default to ``workers``, or to the core count when that is unset.
+    A pool's runs at once default to its ``max_workers`` (the most it grows to while runs
+    wait: time limits are judged on CPU time, so runs above the core count are judged alike).
     """
     require_server_extra()
     from deepgym.sandbox import make_backend
@@ -81,9 +82,9 @@ def service_app(
             openrlhf=openrlhf,
             engine=RayEngine(ray_address, sandbox=sandbox),
         )
-    backend = make_backend(sandbox, workers=workers)
+    backend = make_backend(sandbox, workers=workers, max_workers=max_workers)
     if concurrency is None and sandbox == "pool":
-        concurrency = workers or os.cpu_count() or 2
+        concurrency = getattr(backend, "max_workers", None)
     return create_app(
         backend,
         store=store,

@@ -149,6 +149,24 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "SandboxFusion's ping: `pong`",
         "reply_schema": {"type": "string"},
     },
+    ("post", "/seed_session"): {
+        "summary": "NeMo Gym's seed_session: check that a row names an environment served here",
+        "reply_schema": {"type": "object"},
+        "about": "`{}`. The body is a NeMo Gym row: `responses_create_params` and "
+        "`verifier_metadata.env` (docs: Coming from NeMo Gym).",
+    },
+    ("post", "/verify"): {
+        "summary": "NeMo Gym's verify: score a row's response (HTTP 504: no verdict)",
+        "reply_schema": {"type": "object"},
+        "about": "The request with `reward`, `passed`, `extracted_model_code` and `deepgym`; "
+        "where deepgym has no verdict, HTTP 504 with the cause.",
+    },
+    ("post", "/aggregate_metrics"): {
+        "summary": "NeMo Gym's aggregate_metrics over verify responses",
+        "reply_schema": {"type": "object"},
+        "about": "NeMo Gym's `AggregateMetrics`: per task and overall statistics of `reward` "
+        "and `passed`.",
+    },
     ("get", "/health"): {
         "summary": "`ok`, or 503 while the service drains at shutdown (no token needed)",
         "reply_schema": {"type": "object"},

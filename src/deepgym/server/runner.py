@@ -95,6 +95,11 @@ def make_server(
         log_config=log_config(),  # no token in any line (deepgym.server.logs)
         log_level=log_level,
         lifespan="on",
+        # asyncio's loop, whatever else is installed: uvicorn's "auto" picks uvloop where it is
+        # (atroposlib's and NeMo Gym's uvicorn[standard] bring it), and under uvloop a write to
+        # the pipe of a killed session sandbox raises RuntimeError, which answered 500
+        # (tests/server/test_sessions_remote.py); the service is tested on asyncio's loop.
+        loop="asyncio",
         timeout_graceful_shutdown=int(grace_s) + 10,
         timeout_keep_alive=30,
     )

@@ -22,6 +22,8 @@ Pure asyncio: no FastAPI here, so the rules are tested without a server.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
@@ -39,7 +41,7 @@ from deepgym.exceptions import (
 from deepgym.models import Environment, RunResult
 from deepgym.protocol import EnvSpec, Raised, RunReply, StreamEvent, encode_event
 from deepgym.sandbox import make_backend
-from deepgym.sandbox.base import Backend, Job, RawRun
+from deepgym.sandbox.base import Backend, Job, RawRun, not_started
 from deepgym.scheduling import TimeLimitPolicy, group_slices
 from deepgym.server.admission import InFlightBytes
 from deepgym.server.inputs import Limits, check_parallel, check_time_limit, parse_env, parse_envs
@@ -58,12 +60,22 @@ from deepgym.store import RunStatus, RunStore
 
 T = TypeVar("T")
 
+START_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "deepgym_start_by", default=None
+)
+"""The instant (``time.monotonic()``) the runs of the request being served must start by, where
+its client's deadline is known (``Service.score``'s ``start_by``); ``MeteredBackend`` puts it on
+each job (``Job.start_by``), so that a run never waits for a sandbox past it."""
+LATE = "no sandbox was free before the time the run had to start by (its client's deadline)"
+
 
 class MeteredBackend:
     """Wraps the service's backend: a service-wide cap on runs at once, and the queue gauges.
 
     Time spent waiting for a slot is added to the run's queue time: ``total_ms`` includes it, the
-    service time (``ServiceTime.run_ms``) does not.
+    service time (``ServiceTime.run_ms``) does not. A run of a request with a start-by time
+    (``START_BY``) waits for a slot, and then for a sandbox (the job carries it), no longer than
+    that: past it, it never starts and has no verdict (``base.not_started``).
     ``inner`` None: the default backend (``make_backend()``, a pool), made at the first run.
     """
 
@@ -83,10 +95,15 @@ class MeteredBackend:
     async def run(self, job: Job) -> RawRun:
         """Run ``job`` once a slot is free, counting the wait as queue time."""
         t0 = time.monotonic()
+        start_by = START_BY.get()
+        if start_by is not None:
+            job = dataclasses.replace(job, start_by=start_by)
         self.metrics.queue_depth += 1
         try:
-            if self._sem is not None:
-                await self._sem.acquire()
+            if self._sem is not None and not await _acquire_by(self._sem, start_by):
+                raw = not_started(self.name, LATE)
+                raw.queue_ms = raw.start_ms = raw.total_ms = (time.monotonic() - t0) * 1000.0
+                return raw
         finally:
             self.metrics.queue_depth -= 1
         wait_ms = (time.monotonic() - t0) * 1000.0
@@ -111,6 +128,22 @@ class MeteredBackend:
         """Close the wrapped backend, if it was made."""
         if self._inner is not None:
             await self._inner.close()
+
+
+async def _acquire_by(sem: asyncio.Semaphore, start_by: float | None) -> bool:
+    """Acquire ``sem``, waiting no later than ``start_by`` (None: as long as it takes); whether
+    it was acquired."""
+    if start_by is None:
+        await sem.acquire()
+        return True
+    if time.monotonic() >= start_by:
+        return False
+    try:
+        async with asyncio.timeout(max(start_by - time.monotonic(), 0.0)):
+            await sem.acquire()
+    except TimeoutError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,12 +278,24 @@ class Service:
         value: float = await self._abandonable(self.client.time_limit(env, time_limit))
         return value
 
-    async def score(self, env: Environment, answer: str, time_limit: float | None) -> RunResult:
+    async def score(
+        self,
+        env: Environment,
+        answer: str,
+        time_limit: float | None,
+        start_by: float | None = None,
+    ) -> RunResult:
         """One run with the batch rules (never raises for the run: no verdict is a result),
-        counted in the metrics: what SandboxFusion's routes answer from."""
-        result: RunResult = await self._abandonable(
-            self.client.run_one(env, answer, time_limit=time_limit)
-        )
+        counted in the metrics: what SandboxFusion's routes answer from. ``start_by``: the
+        instant (``time.monotonic()``) past which the run must not start (``START_BY``): its
+        client gives up before it could end."""
+        token = START_BY.set(start_by)  # before the run's task is made: it copies the context
+        try:
+            result: RunResult = await self._abandonable(
+                self.client.run_one(env, answer, time_limit=time_limit)
+            )
+        finally:
+            START_BY.reset(token)
         self.metrics.observe(result)
         return result
 
