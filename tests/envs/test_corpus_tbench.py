@@ -26,6 +26,8 @@ from deepgym.envs.harbor import import_harbor_folder, import_task
 from deepgym.envs.qa.check import check_environment
 from deepgym.envs.qa.session_check import reference_actions, scripted
 from deepgym.images.build import build
+from deepgym.images.oci import image_manifest
+from deepgym.images.store import ImageStore
 from deepgym.models import Environment, RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +94,13 @@ def _env(imported: dict[str, object], task: str) -> Environment:
     return load_folder(out / task)
 
 
+def _layers(ref: str) -> list[str]:
+    """The layers of the image ``ref`` in the store, by digest."""
+    store = ImageStore()
+    manifest = store.blobs.read(store.blobs.stored(store.lookup(ref)))
+    return [layer.digest for layer in image_manifest(manifest, None, ref).layers]
+
+
 def _play(dg: DeepGym, env: Environment, actions: list[dict[str, str]]) -> RunResult:
     return dg.run_episode(env, scripted(actions)).result
 
@@ -113,9 +122,21 @@ def test_the_tasks_import_on_the_stand_in_with_the_toolchain_built_once(
     assert again.ok  # type: ignore[attr-defined]
     lines = imported["lines"]
     assert isinstance(lines, list)
+    # The store is kept between runs: a task's image there already is not built again. Those
+    # built this run built the toolchain at most once, each on the stand-in.
+    built = len(TASKS) - sum(line.endswith(": in the image store") for line in lines)
     toolchain = [line for line in lines if "libboost-all-dev" in line]
-    assert len(toolchain) == 16 and sum("(cached)" not in line for line in toolchain) <= 1
-    assert sum("the stand-in deepgym-test/buildpack-deps:jammy" in line for line in lines) == 16
+    assert len(toolchain) == built and sum("(cached)" not in line for line in toolchain) <= 1
+    assert sum("the stand-in deepgym-test/buildpack-deps:jammy" in line for line in lines) == built
+    # However they came to be: the 16 images share their layers up to their own files (the
+    # stand-in's, then the toolchain's), each built once.
+    layers = [_layers(_env(imported, task).image or "") for task in TASKS]
+    shared = 0  # how many first layers all 16 have alike
+    while all(len(ls) > shared and ls[shared] == layers[0][shared] for ls in layers):
+        shared += 1
+    base = _layers(STAND_IN_REF)
+    assert layers[0][: len(base)] == base and shared >= len(base) + 2, layers  # + tmux, cmake
+    assert len({tuple(ls[shared:]) for ls in layers}) == 16
     seconds = imported["seconds"]
     print(f"\nterminal-bench C++: stand-in, import of 16 cold and warm, in s: {seconds}")
     env = _env(imported, TASKS[0])
