@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,11 +51,20 @@ repository that the package does not ship; one init runs as another user, one ch
 users (a session maps one uid); two inits install packages (no network); one check reads a
 set-uid bit (never carried out of a sandbox)."""
 
+_FIXED = "the task's: the dev split's fixed answer ({}), from AgentBench's machine"
 KNOWN: dict[str, str] = {
-    "agentbench_os/dev-15": "ours: a fixed answer (8 groups past 50) from AgentBench's image",
-    "agentbench_os/dev-17": "ours: a fixed answer from AgentBench's image",
-    "agentbench_os/dev-18": "ours: a fixed answer from AgentBench's image",
-    "agentbench_os/dev-23": "ours: a fixed answer from AgentBench's image",
+    "agentbench_os/dev-8": _FIXED.format("35M used by /home"),
+    "agentbench_os/dev-9": _FIXED.format("14 empty files in /home"),
+    "agentbench_os/dev-10": _FIXED.format("15 folders in /"),
+    "agentbench_os/dev-11": _FIXED.format("126 folders in /home"),
+    "agentbench_os/dev-13": _FIXED.format("4 CPU cores"),
+    "agentbench_os/dev-14": _FIXED.format("43 groups"),
+    "agentbench_os/dev-15": _FIXED.format("8 groups past 50"),
+    "agentbench_os/dev-17": _FIXED.format("21 users"),
+    "agentbench_os/dev-18": _FIXED.format("23 users"),
+    "agentbench_os/dev-23": _FIXED.format("30000 processes"),
+    "agentbench_os/test-25": "ours: the final verifier's / holds two folders more than the "
+    "session's (/judge, /snapshot), and the expected answer counts them",
     "agentbench_os/test-35": "ours: its state is outside the work dir (/data's group)",
 }
 """Tasks that run here whose reference does not score 1.0, and why."""
@@ -76,6 +86,14 @@ def test_the_suite_reads_every_task_and_says_why_each_other_does_not_run() -> No
     assert "/work/answer.txt" in env.task and "/root" not in env.task
     with pytest.raises(ConfigError, match=r"init/stock-log\.sh"):
         load_environment("agentbench_os/test-0")
+    # Every reference action is bash that parses (an example may end in a comment), and a
+    # folder of /usr an example installs into is made in the home it moves to.
+    for each in envs:
+        for action in reference_actions(each):
+            if action.tool == "bash":
+                parsed = subprocess.run(["bash", "-n", "-c", action.command], capture_output=True)
+                assert parsed.returncode == 0, (each.name, action.command, parsed.stderr)
+    assert "mkdir -p /work/local/bin" in load_environment("agentbench_os/test-19").setup_script
 
 
 @pytest.fixture(scope="module")

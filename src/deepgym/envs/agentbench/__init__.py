@@ -201,21 +201,17 @@ def _example_code(example: Any, tests: str) -> str:
     return str(example["code"] if isinstance(example, dict) else example)
 
 
+def _scripts(evaluation: dict[str, Any]) -> list[str]:
+    """The check and example scripts ``evaluation`` names (paths under ``data/scripts``)."""
+    check = evaluation.get("check")
+    items = [check, evaluation.get("example"), *(check if isinstance(check, list) else [])]
+    return sorted({item["file"] for item in items if isinstance(item, dict) and "file" in item})
+
+
 def _task_dir(name: str, task: dict[str, Any], data: Path) -> Path:
     """The task's hidden tests (its ``task.json`` and the scripts it names), written once
     under ``$DEEPGYM_HOME/suites``, keyed by their content."""
-    scripts = sorted(
-        {
-            item["file"]
-            for item in [task["evaluation"].get("check"), task["evaluation"].get("example")]
-            + (
-                task["evaluation"].get("check")
-                if isinstance(task["evaluation"].get("check"), list)
-                else []
-            )
-            if isinstance(item, dict) and "file" in item
-        }
-    )
+    scripts = _scripts(task["evaluation"])
     files = {"task.json": json.dumps(task, indent=2, sort_keys=True).encode()}
     for script in scripts:
         files[script] = _moved((data / "scripts" / script).read_text()).encode()
@@ -271,7 +267,8 @@ def _reference(kind: str, evaluation: dict[str, Any], tests: Path) -> list[dict[
         actions.append({"tool": "bash", "command": f"cd {WORK} && {code}"})
     else:
         actions.append(
-            {"tool": "bash", "command": f"cd {WORK} && ({code}) > /tmp/answer.out"},
+            # The closing parenthesis on a line of its own: an example may end in a comment.
+            {"tool": "bash", "command": f"cd {WORK} && ({code}\n) > /tmp/answer.out"},
         )
         actions.append({"tool": "bash", "command": f"cp /tmp/answer.out {ANSWER}"})
     return actions
@@ -297,7 +294,11 @@ def environment(name: str, record: dict[str, Any]) -> Environment:
     init = _init_code(task)
     start = task.get("start")
     example = evaluation.get("example")
-    dirs = sorted({m for m in ("local/bin", "bin") if f"/usr/{m}" in json.dumps(record)})
+    # /usr's folders the task names (its record or its scripts: an example that installs a
+    # command into /usr/local/bin), made in the home they move to.
+    named = [json.dumps(record)]
+    named += [(data / "scripts" / s).read_text() for s in _scripts(record["evaluation"])]
+    dirs = sorted({m for m in ("local/bin", "bin") if any(f"/usr/{m}" in t for t in named)})
     hidden = {
         "dirs": dirs,
         "name": name,
