@@ -13,6 +13,7 @@ slow (a cold store builds Debian and Boost; each episode compiles Catch2), run b
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Iterator
@@ -105,11 +106,46 @@ def _play(dg: DeepGym, env: Environment, actions: list[dict[str, str]]) -> RunRe
     return dg.run_episode(env, scripted(actions)).result
 
 
-BREAK_ONE_FUNCTION = (
-    'f=$(ls *.cpp 2>/dev/null | grep -v _test | head -1); [ -n "$f" ] || '
-    "f=$(ls *.h | head -1); sed -i '0,/^\\(\\s*\\)return [^;]*;/s//\\1return {};/' \"$f\""
-)
-"""After the reference: the solution's first ``return`` statement returns a default value."""
+BREAK_ONE_FUNCTION: dict[str, tuple[str, str]] = {
+    "all-your-base": ("all_your_base.cpp", "s/return b;/return {};/"),
+    "bank-account": ("bank_account.cpp", "s/return balance_;/return balance_ + 1;/"),
+    "circular-buffer": ("circular_buffer.h", "s/if (is_empty()) throw/if (false) throw/"),
+    "clock": ("clock.cpp", "s/return str.str();/return {};/"),
+    "crypto-square": (
+        "crypto_square.cpp",
+        '/normalized_cipher_text() const$/,/return result;/s/return result;/return result + "?";/',
+    ),
+    "dnd-character": ("dnd_character.cpp", "s|- 10) / 2)|- 10) / 2) + 1|"),
+    "gigasecond": ("gigasecond.cpp", "s/seconds(1000000000)/seconds(1000000001)/"),
+    "kindergarten-garden": (
+        "kindergarten_garden.cpp",
+        "s/diagram\\[first_plant_index\\], diagram\\[first_plant_index + 1\\]/"
+        "diagram[first_plant_index + 1], diagram[first_plant_index]/",
+    ),
+    "linked-list": ("linked_list.h", "s/return data;/return {};/"),
+    "meetup": ("meetup.h", "0,/weekdays::Monday/s//weekdays::Tuesday/"),
+    "perfect-numbers": (
+        "perfect_numbers.cpp",
+        "s/return classification::perfect;/return classification::abundant;/",
+    ),
+    "queen-attack": ("queen_attack.h", "s/return white_;/return black_;/"),
+    "robot-name": ("robot_name.cpp", "s/setw(3)/setw(4)/"),
+    "spiral-matrix": ("spiral_matrix.cpp", "s/matrix(size,/matrix(size + 1,/"),
+    "yacht": ("yacht.cpp", "s/is_yacht(dice) ? 50 : 0/is_yacht(dice) ? 30 : 0/"),
+    "zebra-puzzle": (
+        "zebra_puzzle.cpp",
+        's/drinksWater = nationalityStrings\\[houses\\[i\\].nationality\\];/drinksWater = "";/',
+    ),
+}
+"""After the reference, per task, a ``sed`` edit of the reference's code that breaks the function
+the task's tests call, and nothing else: the program still builds. The tests run only their first
+case (Exercism's ``EXERCISM_RUN_ALL_TESTS`` is left undefined by ``run-tests.sh``, as in
+terminal-bench), so each edit breaks what that case checks."""
+
+
+def _break_one_function(task: str) -> dict[str, str]:
+    path, script = BREAK_ONE_FUNCTION[task.removeprefix("polyglot_cpp_")]
+    return {"tool": "bash", "command": f"cd /work && sed -i {shlex.quote(script)} {path}"}
 
 
 @pytest.mark.timeout(1800)
@@ -162,10 +198,10 @@ def test_the_reference_scores_one_and_a_no_op_and_a_broken_function_zero(
     print(f"\n{task}: the reference's episode took {seconds:.1f} s")
     idle = _play(dg, env, [])
     assert (idle.has_verdict, idle.score) == (True, 0.0), idle
-    broken = _play(
-        dg, env, [*reference_actions(env), {"tool": "bash", "command": BREAK_ONE_FUNCTION}]
-    )
+    broken = _play(dg, env, [*reference_actions(env), _break_one_function(task)])
     assert (broken.has_verdict, broken.score) == (True, 0.0), broken
+    # It built, and its test failed (a build that fails prints no summary: no case).
+    assert [(c.name, c.passed) for c in broken.cases] == [("aider_polyglot_test", False)], broken
 
 
 @pytest.mark.timeout(1800)
