@@ -140,7 +140,9 @@ BREAK_ONE_FUNCTION: dict[str, tuple[str, str]] = {
 """After the reference, per task, a ``sed`` edit of the reference's code that breaks the function
 the task's tests call, and nothing else: the program still builds. The tests run only their first
 case (Exercism's ``EXERCISM_RUN_ALL_TESTS`` is left undefined by ``run-tests.sh``, as in
-terminal-bench), so each edit breaks what that case checks."""
+terminal-bench), so each edit breaks what that case checks. Their ``CMakeLists.txt`` runs the
+tests as a build step, so a failing test fails the build: the script prints no summary, the
+agent's 0 (``solution_error``), as a wrong answer is in terminal-bench."""
 
 
 def _break_one_function(task: str) -> dict[str, str]:
@@ -200,8 +202,6 @@ def test_the_reference_scores_one_and_a_no_op_and_a_broken_function_zero(
     assert (idle.has_verdict, idle.score) == (True, 0.0), idle
     broken = _play(dg, env, [*reference_actions(env), _break_one_function(task)])
     assert (broken.has_verdict, broken.score) == (True, 0.0), broken
-    # It built, and its test failed (a build that fails prints no summary: no case).
-    assert [(c.name, c.passed) for c in broken.cases] == [("aider_polyglot_test", False)], broken
 
 
 @pytest.mark.timeout(1800)
