@@ -13,9 +13,13 @@ the final verifier compares it.
 2. Episodes (open, two actions, the final verifier, close) on the image as root: ``--episodes``
    of them one at a time (the baseline), then the same number 8 at a time on ``AsyncDeepGym``;
    episodes per second of each, and the median episode.
+3. With ``--tbench``: terminal-bench's 16 aider-polyglot C++ tasks (``../shared/data``) into an
+   empty image store: the stand-in for ``buildpack-deps:jammy`` built (``tests/data/stand-ins``,
+   from Debian's mirror), the 16 imported on a cold build cache, then again on the warm one;
+   then one episode of ``polyglot_cpp_clock``'s reference (``solution.sh``, then its tests).
 
     unshare --pid --fork --mount-proc --kill-child python benchmarks/corpora.py \\
-        [--opens 30] [--episodes 48] [--out PATH]
+        [--opens 30] [--episodes 48] [--tbench] [--out PATH]
 """
 
 from __future__ import annotations
@@ -151,10 +155,64 @@ def episodes(n: int) -> dict[str, Any]:
     return out
 
 
+def tbench_import(work: Path) -> dict[str, Any]:
+    from tests.shared_data import shared_data
+
+    from deepgym.envs.harbor import import_harbor_folder
+    from deepgym.envs.qa.session_check import reference_actions, scripted
+    from deepgym.envs.registry import load_folder
+    from deepgym.images.build import build
+
+    data = shared_data() / "terminal-bench-datasets" / "datasets" / "aider_polyglot"
+    stand_in = "bench/buildpack-deps:jammy"
+    bases = {"buildpack-deps:jammy": stand_in}
+    lines: list[str] = []
+    t0 = time.perf_counter()
+    build(
+        ROOT / "tests" / "data" / "stand-ins" / "buildpack-deps-jammy" / "Dockerfile", ref=stand_in
+    )
+    t1 = time.perf_counter()
+    cold = import_harbor_folder(data, work / "cold", progress=lines.append, bases=bases)
+    t2 = time.perf_counter()
+    warm = import_harbor_folder(data, work / "warm", bases=bases)
+    t3 = time.perf_counter()
+    if not (cold.ok and warm.ok):
+        raise SystemExit("\n".join(cold.lines() + warm.lines()))
+    steps = [line for line in lines if line.startswith("step ")]
+    built = sum("(cached)" not in line for line in steps)
+    env = load_folder(work / "cold" / "polyglot_cpp_clock")
+    with DeepGym() as dg:
+        t4 = time.perf_counter()
+        result = dg.run_episode(env, scripted(reference_actions(env))).result
+        t5 = time.perf_counter()
+    out = {
+        "tasks": len(cold.imported),
+        "stand_in_s": t1 - t0,
+        "cold_import_s": t2 - t1,
+        "warm_import_s": t3 - t2,
+        "build_steps": len(steps),
+        "build_steps_run": built,
+        "episode_s": t5 - t4,
+        "episode_score": result.score if result.has_verdict else None,
+    }
+    print("\n3. terminal-bench's 16 C++ tasks into an empty store\n")
+    print_table(
+        [
+            ["the stand-in (Debian bookworm + its packages)", f"{t1 - t0:.0f}"],
+            [f"import of 16, cold ({built} of {len(steps)} build steps run)", f"{t2 - t1:.0f}"],
+            ["import of 16, warm", f"{t3 - t2:.1f}"],
+            [f"one episode: clock's reference (score {out['episode_score']})", f"{t5 - t4:.1f}"],
+        ],
+        ["what", "seconds"],
+    )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--opens", type=int, default=30)
     parser.add_argument("--episodes", type=int, default=48)
+    parser.add_argument("--tbench", action="store_true", help="3.: import terminal-bench's tasks")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="deepgym-bench-corpora-") as tmp:
@@ -166,9 +224,13 @@ def main() -> int:
         store.import_layout(work / "layout", IMAGE)
         store.resolve(IMAGE)
         print(f"image {IMAGE}: {digest}")
-        opened = open_close(args.opens)
-        ran = episodes(args.episodes)
-    write_json(args.out or "corpora", {"args": vars(args), "open_close": opened, "episodes": ran})
+        opened = open_close(args.opens) if args.opens else {}
+        ran = episodes(args.episodes) if args.episodes else {}
+        imported = tbench_import(work / "tbench") if args.tbench else {}
+    write_json(
+        args.out or "corpora",
+        {"args": vars(args), "open_close": opened, "episodes": ran, "tbench": imported},
+    )
     return 0
 
 
