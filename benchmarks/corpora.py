@@ -213,7 +213,7 @@ def main() -> int:
     parser.add_argument("--opens", type=int, default=30)
     parser.add_argument("--episodes", type=int, default=48)
     parser.add_argument("--tbench", action="store_true", help="3.: import terminal-bench's tasks")
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="deepgym-bench-corpora-") as tmp:
         work = Path(tmp)
