@@ -604,6 +604,7 @@ def main(argv: list[str]) -> int:
     result_fd, marks_fd = int(argv[0]), int(argv[1])
     cpu_fd = int(argv[2]) if argv[2] != "-" else None
     isolate.set_process_name("dg-worker")
+    solution_host.default_signals()  # (before any fork: each process of the sandbox has them)
     # Started with LD_BIND_NOW=1: the dynamic linker bound every symbol of the interpreter at
     # start, once, so no forked solution binds (and copies the pages of) the ones it is first
     # to call (measured: 14 fewer page faults per run). Nothing started from here needs it.
