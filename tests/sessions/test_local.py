@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
 from deepgym.sandbox.spawn import kill_tree
 from deepgym.session import Action, Budget, Observation
+from tests.procs import host_ignores
 from tests.sessions.conftest import FIX
 
 pytestmark = pytest.mark.sandbox
@@ -37,14 +37,8 @@ def test_what_the_host_process_ignores_never_reaches_the_agent(example: Environm
     """Started under ``nohup`` (SIGHUP ignored) or as a shell's background job (SIGINT and
     SIGQUIT ignored), the agent's commands still start with no signal ignored or blocked. (A
     client of its own: its sandboxes start after the host ignores them.)"""
-    ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
-    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in ignored}
-    try:
-        with DeepGym() as dg, dg.session(example) as s:
-            r = s.exec("grep -E '^Sig(Ign|Blk)' /proc/self/status")
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+    with host_ignores(), DeepGym() as dg, dg.session(example) as s:
+        r = s.exec("grep -E '^Sig(Ign|Blk)' /proc/self/status")
     assert r.stdout == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n", r
 
 
