@@ -417,3 +417,29 @@ def test_the_init_cannot_be_traced(dg: DeepGym, host: HostGuard) -> None:
         reply = body["run_result"]
         assert reply["return_code"] == 0, body
         assert reply["stdout"] == "0 Operation not permitted\n", body
+
+
+PY_SIGNAL_INIT = """
+    import os, time
+    assert os.getpid() != 1
+    for sig in range(1, 65):
+        try:
+            os.kill(1, sig)
+        except OSError as exc:
+            print("refused", sig, exc)
+    time.sleep(0.2)  # a signal the init acted on would have ended it, and this process with it
+    os.kill(1, 0)
+    print("init alive")
+    """
+
+
+def test_no_signal_reaches_the_init(dg: DeepGym, host: HostGuard) -> None:
+    """The answer sends its init every signal, SIGINT (the one Python installs a handler for)
+    and SIGKILL among them: each is dropped (the init has no handler to run), the init lives on,
+    and the next run is judged as usual (the pool's init shares its zygote's memory: a handler
+    run there would have reached the zygote)."""
+    r, body = run_code(dg, "python", PY_SIGNAL_INIT)
+    assert body["run_result"]["return_code"] == 0, body
+    assert body["run_result"]["stdout"] == "init alive\n", body
+    r, body = run_code(dg, "python", "print(6 * 7)")
+    assert r.has_verdict and body["run_result"]["stdout"] == "42\n", body
