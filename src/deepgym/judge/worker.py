@@ -34,6 +34,7 @@ reads when the run ends.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
 import array
 import contextlib
 import gc
@@ -245,7 +246,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     # As any process: dumpable, Python's SIGINT handler (the zygote, whose memory its inits
     # share, is neither: ``Zygote.seal``).
     isolate.dumpable(True)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # (no enums: fewer pages written)
     os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
     # New mount and ipc namespaces in the worker's user namespace, where this process is uid
     # 65534: the capabilities inherited from the zygote serve this set-up and are dropped
@@ -447,17 +448,26 @@ class Zygote:
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
         """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
         now, whose end takes whatever the answer left there, and reaped by ``bury``. The
-        solution's wait status and CPU ms."""
+        solution's wait status and CPU ms. One that has ended is reaped before its init is
+        killed: the init, which ends only once every other process of its namespace is gone,
+        then ends at once instead of waiting for this reap."""
         pidfd, init_fd = self.children.pop(pid)
-        _kill(init_fd)
-        if kill:
-            _kill(pidfd)  # now, not once its init's end reaches it
-        self.dying.append(init_fd)
+        done = None
         try:
-            _, status, usage = os.wait4(pid, 0)
+            if not kill:
+                done = _reaped(pid)
+        finally:
+            _kill(init_fd)
+            self.dying.append(init_fd)
+        try:
+            if done is None:
+                if kill:
+                    _kill(pidfd)  # now, not once its init's end reaches it
+                done = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
-        return status, (usage.ru_utime + usage.ru_stime) * 1000.0
+        usage = done[2]
+        return done[1], (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def bury(self) -> None:
         """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
@@ -490,9 +500,15 @@ class Zygote:
                 self.prepare()
 
 
+def _reaped(pid: int) -> tuple[int, int, Any] | None:
+    """``wait4``'s result for child ``pid`` if it has ended (reaped now), else None."""
+    done = os.wait4(pid, os.WNOHANG)
+    return done if done[0] else None
+
+
 def _kill(pidfd: int) -> None:
     try:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
     except ProcessLookupError:
         pass
 
