@@ -53,6 +53,7 @@ from deepgym.judge.codes import IN_RUNTIME, RUNTIME_ENV
 
 __all__ = [
     "DEFAULT",
+    "MANIFEST",
     "RUNTIMES",
     "SITE",
     "Built",
