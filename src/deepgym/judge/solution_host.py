@@ -19,7 +19,7 @@ import resource
 import sys
 
 from . import wire
-from .codes import RUNTIME_ENV, SETUP_FAILED, STATUS_FD_ENV
+from .codes import BEGAN, RUNTIME_ENV, SETUP_FAILED, STATUS_FD_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -301,6 +301,16 @@ READY = b'{"ready":true}\n'
 A process that dies before it is the sandbox's failure, never the answer's."""
 
 
+def began() -> None:
+    """Say on the reply pipe that the set-up is done and the answer runs next (``BEGAN``): a
+    script's or a program's process has no other word for the judge, which can then tell its
+    own failure (``SETUP_FAILED`` before this) from the answer's exit code (after it)."""
+    try:
+        write_all(REP_FD, BEGAN)
+    except OSError:  # no judge reads it (a direct run): nothing to tell
+        pass
+
+
 def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -> int:
     """``solution module|script|repo|build|exec PATH LIMITS_JSON [ARGS...]``; ``source``: the
     bytes of PATH, where the caller (a pool's solution process, which wrote it) has them;
@@ -333,6 +343,8 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
         from . import build
 
         return build.main(mode, path, args)
+    began()  # the answer runs from here: its exit code, whatever it is, is its own
+    os.close(REP_FD)
     sys.argv = [path, *args]
     import runpy
 
