@@ -103,6 +103,12 @@ def test_the_store_is_under_deepgym_home_unless_named(
     assert RuntimeStore().root == tmp_path / "home" / "runtimes"
     monkeypatch.setenv("DEEPGYM_RUNTIMES", str(tmp_path / "elsewhere"))
     assert RuntimeStore().root == tmp_path / "elsewhere"
+    # a relative folder (``make pytest``'s build/runtimes) is the working directory's, made
+    # absolute once: a sandbox mounts it wherever its process runs
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEEPGYM_RUNTIMES", "build/runtimes")
+    assert RuntimeStore().root == tmp_path / "build" / "runtimes"
+    assert RuntimeStore(Path("kept")).root == tmp_path / "kept"
 
 
 class FakePip:

@@ -168,7 +168,8 @@ class RuntimeStore:
     store however many runs wait for it."""
 
     def __init__(self, root: Path | None = None, say: Callable[[str], None] | None = None) -> None:
-        self.root = Path(root) if root is not None else default_root()
+        self.root = Path(root if root is not None else default_root()).absolute()
+        """(absolute: a sandbox mounts it, whatever the working directory)"""
         self.say = say or _say_stderr
         self._built: dict[str, Built] = {}
         self._building: dict[str, asyncio.Future[Built | None]] = {}
