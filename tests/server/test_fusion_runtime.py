@@ -9,11 +9,14 @@ the URL's ``/runtime/<name>/`` prefix (after ``/t/<token>`` where the token is i
 - On a real ``deepgym serve --runtime scientific`` (a process of its own, the pool sandbox, the
   tests' built runtime): verl's ``check_correctness`` and the ``sandbox-fusion`` client, their
   code unmodified, run answers that import numpy, pandas, scipy, scikit-learn and sympy; the
-  same answers under ``/runtime/stdlib/`` fail as they would without the packages.
+  same answers under ``/runtime/stdlib/`` fail as they would without the packages. SkyRL's
+  code-interpreter tool (not installed here: its body, ``fusion_fixtures/``) posts to the URL
+  it is given with ``/run_code`` appended, so a URL ending in the runtime's prefix works too.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +24,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -175,3 +179,21 @@ def test_the_sandbox_fusion_client_runs_numpy_under_the_runtimes_prefix(serve: s
         timeout=30,
     )
     assert unknown.status_code == 400 and "stdlib, scientific" in unknown.text
+
+
+@pytest.mark.sandbox
+def test_skyrls_body_runs_numpy_under_the_runtimes_prefix(serve: str) -> None:
+    """SkyRL's tool appends ``/run_code`` to its ``SANDBOX_FUSION_URL``: set to a URL ending in
+    ``/runtime/scientific`` (the token in the path), its body runs with numpy there, and without
+    it under ``/runtime/stdlib``."""
+    fixture = Path(__file__).with_name("fusion_fixtures") / "skyrl_code_interpreter.json"
+    body = dict(json.loads(fixture.read_text())["body"])
+    body["code"] = "import numpy as np\nx = np.arange(7).sum() * 2\nprint(x)"
+    r = httpx.post(f"{serve}/t/{TOKEN}/runtime/scientific" + "/run_code", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert reply["status"] == "Success" and reply["run_result"]["stdout"] == "42\n", reply
+    r = httpx.post(f"{serve}/t/{TOKEN}/runtime/stdlib" + "/run_code", json=body, timeout=60)
+    reply = r.json()
+    assert r.status_code == 200 and reply["status"] == "Failed", reply
+    assert "No module named 'numpy'" in reply["run_result"]["stderr"]
