@@ -12,6 +12,8 @@ the URL's ``/runtime/<name>/`` prefix (after ``/t/<token>`` where the token is i
   same answers under ``/runtime/stdlib/`` fail as they would without the packages. SkyRL's
   code-interpreter tool (not installed here: its body, ``fusion_fixtures/``) posts to the URL
   it is given with ``/run_code`` appended, so a URL ending in the runtime's prefix works too.
+  deepgym's own client against the same service: each request's environment names its runtime
+  (the service's ``--runtime`` is its SandboxFusion routes' only).
 """
 
 from __future__ import annotations
@@ -197,3 +199,21 @@ def test_skyrls_body_runs_numpy_under_the_runtimes_prefix(serve: str) -> None:
     reply = r.json()
     assert r.status_code == 200 and reply["status"] == "Failed", reply
     assert "No module named 'numpy'" in reply["run_result"]["stderr"]
+
+
+@pytest.mark.sandbox
+def test_deepgyms_own_client_names_the_runtime_per_request(serve: str) -> None:
+    from deepgym import DeepGym, Environment
+
+    code = "import numpy as np\nprint(int(np.arange(5).sum()))\n"
+    cases = [{"stdin": "", "expected_stdout": "10\n"}]
+    with DeepGym("remote", url=serve, token=TOKEN) as dg:
+        results = dg.run_batch(
+            [
+                Environment(name="np", kind="script", test_cases=cases, runtime=runtime)
+                for runtime in ("scientific", "stdlib")
+            ],
+            [code, code],
+        )
+    got = [(r.has_verdict, r.score) for r in results.results]
+    assert got == [(True, 1.0), (True, 0.0)], results
