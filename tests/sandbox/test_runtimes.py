@@ -290,3 +290,26 @@ def test_the_unsafe_backend_runs_the_runtime_from_its_folder() -> None:
     with client:
         r = client.run(script("scientific"), STACK.replace(repr(SITE), repr(str(scientific()))))
     assert r.has_verdict and r.score == 1.0, (r, r.cases[0].output)
+
+
+def test_a_pool_worker_without_the_runtimes_is_no_verdict_never_a_zero(
+    fake_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker started without the runtimes' folder (here: the pool told it had none while its
+    workers started) and a job that names a runtime: the solution process's set-up fails, a
+    run without a verdict, never an answer that ran without its packages and scored 0."""
+    client, backend = _client("pool", fake_root)
+    with client:
+        monkeypatch.setattr(backend, "_runtimes_mounted", False)
+        warm = client.run(script("stdlib"), "print('warm')")  # the workers start without it
+        assert warm.has_verdict, warm
+        monkeypatch.setattr(backend, "_runtimes_mounted", True)
+        env = Environment(
+            name="rt-missing",
+            kind="script",
+            test_cases=[{"stdin": "", "expected_stdout": "stand-in\n"}],
+            runtime="scientific",
+            **LIMITS,
+        )
+        r = client.run_batch(env, ["import numpy\nprint(numpy.__version__)\n"]).results[0]
+    assert not r.has_verdict and r.error_type == "sandbox_error", r
