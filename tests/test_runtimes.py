@@ -95,6 +95,20 @@ def test_the_key_names_the_python_the_machine_and_the_pins(monkeypatch: pytest.M
     assert runtime_key(RUNTIMES["scientific"]) != key  # another Python: another folder
 
 
+def test_the_pins_digest_leaves_comments_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pins = tmp_path / "pins.txt"
+    monkeypatch.setattr(rt, "_requirements", lambda _: pins)
+    scientific = RUNTIMES["scientific"]
+    pins.write_text("# the pins\nnumpy==1.26.3\nsympy==1.12\n")
+    key = runtime_key(scientific)
+    pins.write_text("# the pins, said otherwise\n\nnumpy==1.26.3  # (a note)\nsympy==1.12\n")
+    assert runtime_key(scientific) == key
+    pins.write_text("numpy==1.26.4\nsympy==1.12\n")
+    assert runtime_key(scientific) != key  # another pin: another folder
+
+
 def test_the_store_is_under_deepgym_home_unless_named(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -3,8 +3,8 @@
 An environment names its answers' runtime (``Environment.runtime``): ``stdlib`` (the default),
 the judge's own interpreter with its standard library only, as every answer ran before runtimes;
 or ``scientific``, the same interpreter with numpy, pandas, scipy, scikit-learn and sympy
-(``scientific.txt`` beside this module pins them, SandboxFusion's versions where this Python has
-wheels for them). ``RUNTIMES`` is the table; ``RuntimeStore`` builds and finds them.
+(``scientific.txt`` beside this module pins them: SandboxFusion's versions of the first four where
+this Python has wheels for them). ``RUNTIMES`` is the table; ``RuntimeStore`` builds and finds them.
 
 Invariants:
 
@@ -120,8 +120,11 @@ def _requirements(rt: Runtime) -> Path:
 
 def runtime_key(rt: Runtime) -> str:
     """The folder name of ``rt`` built for this interpreter and machine: its name, the
-    interpreter's cache tag, the machine, and the digest of its pins."""
-    digest = hashlib.sha256(_requirements(rt).read_bytes()).hexdigest()[:12]
+    interpreter's cache tag, the machine, and the digest of its pins (its requirement lines,
+    comments left out)."""
+    lines = (line.partition("#")[0].strip() for line in _requirements(rt).read_text().splitlines())
+    pins = "\n".join(line for line in lines if line)  # (a comment changes no build)
+    digest = hashlib.sha256(pins.encode()).hexdigest()[:12]
     return f"{rt.name}-{sys.implementation.cache_tag}-{platform.machine()}-{digest}"
 
 
