@@ -10,6 +10,7 @@ reaps what the answer leaves to it. After each test the host guard checks that n
 
 from __future__ import annotations
 
+import signal
 import textwrap
 from typing import Any
 
@@ -241,6 +242,42 @@ def test_a_program_starts_with_no_signal_ignored_or_blocked(dg: DeepGym, host: H
     _, body = run_code(dg, "c", C_DISPOSITIONS)
     assert body["run_result"]["return_code"] == 0, body
     assert body["run_result"]["stdout"] == "", body
+
+
+PY_DISPOSITIONS = """
+    import signal
+    print(
+        signal.getsignal(signal.SIGHUP) == signal.SIG_DFL,
+        signal.getsignal(signal.SIGQUIT) == signal.SIG_DFL,
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    )
+    """
+
+
+@pytest.mark.parametrize("sandbox", ["strict", "pool"])
+def test_what_the_host_process_ignores_never_reaches_the_answer(sandbox: str) -> None:
+    """Started under ``nohup`` (SIGHUP ignored) or as a shell's background job (SIGINT and
+    SIGQUIT ignored), deepgym's answers still start as on a plain host: a program with no
+    signal ignored, a Python answer with SIGINT raising ``KeyboardInterrupt``. (A client of its
+    own: its sandboxes start after the host ignores them.)"""
+    need("c")
+    ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in ignored}
+    try:
+        with DeepGym(sandbox=sandbox) as dg:
+            _, body = run_code(dg, "c", C_DISPOSITIONS)
+            assert body["run_result"]["return_code"] == 0, body
+            assert body["run_result"]["stdout"] == "", body
+            env = Environment(
+                name="dispositions",
+                kind="script",
+                test_cases=[{"stdin": "", "expected_stdout": "True True True\n"}],
+            )
+            r = dg.run(env, textwrap.dedent(PY_DISPOSITIONS))
+            assert r.has_verdict and r.score == 1.0, r
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def test_a_write_to_a_closed_pipe_ends_a_program_by_sigpipe(dg: DeepGym, host: HostGuard) -> None:

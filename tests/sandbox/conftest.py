@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from deepgym import DeepGym, Environment
+from deepgym import DeepGym, Environment, RunResult
 from deepgym.exceptions import SandboxUnavailableError
 from deepgym.sandbox import cgroups, make_backend
 from deepgym.sandbox.base import Backend
@@ -298,3 +298,12 @@ def host(dg: DeepGym, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iter
     monkeypatch.setattr(cgroups, "create", spy)
     yield guard
     guard.check()
+
+
+def held_back(r: RunResult) -> bool:
+    """Whether the host held a computing answer back past its backstop (a loaded machine): no
+    verdict, never the answer's 0 (``deepgym.judge.blame``). Checks the result says so."""
+    if r.has_verdict:
+        return False
+    assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
+    return True

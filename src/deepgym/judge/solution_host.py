@@ -223,6 +223,23 @@ def _serve(path: str | None, source: bytes | None = None) -> int:
     return 0
 
 
+def default_signals() -> None:
+    """Every signal as a fresh interpreter on a plain host has it, whatever the process that
+    started the sandbox inherited (``nohup`` ignores SIGHUP, a shell's background job SIGINT and
+    SIGQUIT, a service manager may block some): none ignored but SIGPIPE and SIGXFSZ, which
+    Python itself ignores (a program gets them back at its exec: ``judge.build``), SIGINT
+    raising ``KeyboardInterrupt``, none blocked. (A pool's worker calls it once at its start:
+    every process it forks inherits it.)"""
+    import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
+
+    kept = {_signal.SIGKILL, _signal.SIGSTOP, _signal.SIGPIPE, _signal.SIGXFSZ}
+    for sig in _signal.valid_signals():
+        if sig not in kept and _signal.getsignal(sig) == _signal.SIG_IGN:
+            dfl = _signal.default_int_handler if sig == _signal.SIGINT else _signal.SIG_DFL
+            _signal.signal(sig, dfl)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
+
+
 def _take_host_setup() -> None:
     """What a host that started this process ahead of time passes in the environment: cgroup
     files to join, and where the RPC pipes are (moved to fds 3 and 4). Done before any of the
@@ -327,6 +344,7 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
                 init.supervise(int(status_fd) if status_fd else None)
             elif status_fd:
                 os.close(int(status_fd))
+            default_signals()
             _take_host_setup()
         use_runtime()
         apply_limits(wire.loads(limits_json))

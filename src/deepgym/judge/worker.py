@@ -536,10 +536,10 @@ def _wait_end(pidfd: int) -> None:
         os.close(pidfd)
 
 
-def _start_factory() -> socket.socket:
+def _start_factory() -> tuple[int, socket.socket]:
     """Fork the init factory (``init.factory``), pid 1 of a new pid namespace our user namespace
-    owns, into which this process's later children are born (the zygote first); return the
-    zygote's end of the factory's socket. Called before the heavy imports: the factory stays
+    owns, into which this process's later children are born (the zygote first); return its pid
+    and the zygote's end of its socket. Called before the heavy imports: the factory stays
     small."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     isolate.unshare(isolate.CLONE_NEWPID)
@@ -551,7 +551,7 @@ def _start_factory() -> socket.socket:
         finally:
             os._exit(SETUP_FAILED)
     theirs.close()
-    return mine
+    return pid, mine
 
 
 def _start_zygote(
@@ -594,6 +594,17 @@ def _rss_kb() -> int:
     return 0
 
 
+def _end(zygote: socket.socket, factory_pid: int) -> None:
+    """The pool closed this worker: end the zygote (its socket closed, it ends its runs and
+    exits), whose end ends the init factory's, and wait for the factory, whose end waits for
+    every process of its namespace. So nothing of this worker's outlives it: its sandbox's
+    processes are gone when the pool sees it exit. (A worker that does not exit in time is
+    killed, and every process below it dies with it, all the same.)"""
+    zygote.close()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(factory_pid, 0)
+
+
 def main(argv: list[str]) -> int:
     """``worker RESULT_FD MARKS_FD CPU_FD [CGROUP_PROCS...]``: serve jobs from stdin until it
     closes; events go to RESULT_FD, each run's in-play mark to MARKS_FD, time limits are judged
@@ -603,6 +614,7 @@ def main(argv: list[str]) -> int:
     result_fd, marks_fd = int(argv[0]), int(argv[1])
     cpu_fd = int(argv[2]) if argv[2] != "-" else None
     isolate.set_process_name("dg-worker")
+    solution_host.default_signals()  # (before any fork: each process of the sandbox has them)
     # Started with LD_BIND_NOW=1: the dynamic linker bound every symbol of the interpreter at
     # start, once, so no forked solution binds (and copies the pages of) the ones it is first
     # to call (measured: 14 fewer page faults per run). Nothing started from here needs it.
@@ -612,7 +624,7 @@ def main(argv: list[str]) -> int:
     # another (seccomp), and cannot reach this process, the init factory or the zygote (a pid
     # namespace of its own, /proc covered).
     isolate.new_user_namespace(os.getuid(), os.getgid(), SOLUTION_UID)
-    factory = _start_factory()  # first: it makes an init per run, and stays small
+    factory_pid, factory = _start_factory()  # first: it makes an init per run, and stays small
     for name in PRELOAD:
         try:
             __import__(name)
@@ -637,6 +649,7 @@ def main(argv: list[str]) -> int:
     while True:
         chunk = jobs.read(MSG_MAX)
         if not chunk:
+            _end(zygote, factory_pid)
             return 0
         buffer += chunk
         while b"\n" in buffer:
