@@ -150,10 +150,10 @@ def _pid_ns(pid: int) -> str:
 
 def live_pool_pids(backend: Backend | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
-    worker's bwrap, the worker, its init factory (``dg-init-factory``), its zygote, the
-    zygote's standby (a process forked ahead of the next run, named ``dg-standby`` until it has
-    one) and the standby's init (``dg-init``, the factory's child whose pid namespace the
-    standby is in), never a solution process or the init of a run's namespace."""
+    worker's bwrap, the worker, its zygote, the zygote's standby (a process forked ahead of the
+    next run, named ``dg-standby`` until it has one) and the standby's init (``dg-init``, the
+    zygote's child whose pid namespace the standby is in), never a solution process or the init
+    of a run's namespace."""
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}
     tree = children()
@@ -167,8 +167,8 @@ def live_pool_pids(backend: Backend | None) -> set[int]:
         out.add(p)
         todo.extend(tree.get(p, []))
     standbys = {_pid_ns(p) for p in out if _comm(p) == "dg-standby"} - {""}
-    factories = [p for p in out if _comm(p) == "dg-init-factory"]
-    return out | {k for f in factories for k in tree.get(f, []) if _pid_ns(k) in standbys}
+    zygotes = [p for p in out if _comm(p) == "dg-zygote"]
+    return out | {k for z in zygotes for k in tree.get(z, []) if _pid_ns(k) in standbys}
 
 
 def describe(pid: int) -> str:
