@@ -159,6 +159,12 @@ def read_only(target: str, bind_first: bool = False) -> None:
     _mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
 
 
+def bind_read_only(source: str, target: str) -> None:
+    """Mount the folder ``source`` at ``target``, read-only."""
+    _mount(source, target, None, MS_BIND, None)
+    read_only(target)
+
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 

@@ -19,7 +19,7 @@ import resource
 import sys
 
 from . import wire
-from .codes import BEGAN, SETUP_FAILED, STATUS_FD_ENV
+from .codes import BEGAN, RUNTIME_ENV, SETUP_FAILED, STATUS_FD_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -278,6 +278,16 @@ def _take_host_setup() -> None:
         move_fds([req, rep], REQ_FD)
 
 
+def use_runtime() -> None:
+    """The answer's runtime (``RUNTIME_ENV``, set where its environment names one): its packages'
+    folder last on ``sys.path``, after the standard library's, and the variable out of the
+    environment the answer sees. Nothing else is added: the interpreter runs isolated (``-I -S``),
+    so no package of the host's is on the path."""
+    site = os.environ.pop(RUNTIME_ENV, "")
+    if site:
+        sys.path.append(site)
+
+
 def join_cgroups(value: str) -> None:
     """Join the groups ``value`` names (``DEEPGYM_CGROUP_PROCS``, ``:``-separated): a
     ``cgroup.procs`` path (cgroup v1), or ``&N``, a descriptor of one the host opened (cgroup v2:
@@ -363,6 +373,7 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
                 os.close(int(status_fd))
             default_signals()
             _take_host_setup()
+        use_runtime()
         apply_limits(wire.loads(limits_json))
         if not prepared:
             os.chdir(os.path.dirname(path) or "/")

@@ -45,7 +45,7 @@ from deepgym.exceptions import ConfigError
 from deepgym.judge.report import MAX_CASES
 from deepgym.languages import NAMES
 from deepgym.models import CaseOutput, Environment, RunResult
-from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
+from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit, in_runtime
 from deepgym.server.service import Service
 from deepgym.text import one_line
 from deepgym.verdict import COMPILER_STARTED
@@ -425,7 +425,7 @@ def add_fusion(app: FastAPI, service: Service) -> None:
     async def run_code(request: Request) -> JSONResponse:
         arrived = time.monotonic()
         req: RunCodeRequest = await _body(request, RunCodeRequest)
-        env = run_code_env(req, service.limits)
+        env = in_runtime(run_code_env(req, service.limits), request.scope)
         begin = start_by(env, client_deadline(req, arrived))
         result = await service.score(env, req.code, env.timeout, start_by=begin)
         status, body = run_code_reply(result, env.language)
@@ -435,6 +435,7 @@ def add_fusion(app: FastAPI, service: Service) -> None:
     async def submit(request: Request) -> JSONResponse:
         req: SubmitRequest = await _body(request, SubmitRequest)
         env, code, kind, language = submit_env(req, service.limits)
+        env = in_runtime(env, request.scope)
         result = await service.score(env, code, env.timeout)
         status, body = submit_reply(req, env, result, code, kind, language)
         return JSONResponse(body, status_code=status)
