@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from deepgym.exceptions import ConfigError
 from deepgym.server.app import create_app
 from tests.built_runtimes import scientific
 from tests.fakes import FakeBackend
+from tests.procs import stop
 from tests.server.conftest import NO_DERIVED, TOKEN, call
 from tests.server.test_fusion import _load_verl
 
@@ -117,15 +117,7 @@ def serve() -> Iterator[str]:
         assert m, (first, proc.stderr.read() if proc.poll() is not None else "")
         yield m.group(1)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        stop(proc)
 
 
 @pytest.fixture(scope="module")
