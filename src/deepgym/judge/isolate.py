@@ -129,6 +129,14 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     _check(ret, f"mount {target}")
 
 
+MNT_DETACH = 2
+
+
+def umount(target: str) -> None:
+    """Unmount ``target`` (lazily: ``MNT_DETACH``), uncovering what it was mounted over."""
+    _check(libc().umount2(target.encode(), MNT_DETACH), f"umount {target}")
+
+
 def make_private() -> None:
     """Make every mount private, so nothing mounted here propagates out."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)

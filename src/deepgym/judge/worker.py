@@ -241,8 +241,8 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
 
     The zygote prepared what every solution shares (``Zygote.seal``): the verifier's folders
     covered, the rest read-only, an empty bounding set, no-new-privileges and the seccomp
-    filter. What is the run's own is made here: its runtime, if it names one, is mounted from
-    the worker's folder of every built runtime, which is then covered."""
+    filter, and the worker's folder of every built runtime covered. What is the run's own is
+    made here: its runtime, if it names one, is mounted from beneath that cover."""
     isolate.set_process_name("dg-standby")
     isolate.die_with_parent()
     # As any process: dumpable, Python's SIGINT handler (the zygote, whose memory its inits
@@ -265,13 +265,13 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         os.write(fd, b"0")
     answer = _read_file(job["answer_path"])
     if runtime := job.get("runtime"):  # mounted as strict mounts it: read-only, same place
-        # (a worker without the runtimes' folder fails here, its set-up: never an answer's 0)
+        # The zygote covered every runtime (``seal``): this run's is bound from beneath the
+        # cover, which goes back over the others. (A worker without the runtimes' folder fails
+        # here, its set-up: never an answer's 0.) A run without one mounts nothing here.
+        isolate.umount(IN_RUNTIMES)
         isolate.bind_read_only(f"{IN_RUNTIMES}/{runtime['dir']}", IN_RUNTIME)
+        isolate.hide((IN_RUNTIMES,))
         os.environ.update(runtime["env"])  # (its own variables and its packages' folder)
-    if os.path.isdir(IN_RUNTIMES):
-        # the others (a bind made by the zygote's namespace could not be mounted here, so the
-        # zygote leaves them to each solution to cover)
-        isolate.tmpfs(IN_RUNTIMES, 4096, "0555")
     solution_host.move_fds(fds, 0)
     os.closerange(5, 65536)  # the zygote's own descriptors among them
     size = int(job.get("work_bytes") or 128 * 2**20)
@@ -374,13 +374,13 @@ class Zygote:
 
     def seal(self) -> None:
         """Once, what every solution shares: a mount namespace of the zygote's own with the
-        verifier's folders (``/judge``, ``/cg``, ``/proc``) covered and everything else
-        read-only (each solution then mounts only its writable tmpfs), the hostname, an empty
-        bounding set, no-new-privileges and the seccomp filter against user namespaces. Every
-        fork inherits them; none of them needs undoing."""
+        verifier's folders (``/judge``, ``/cg``, ``/proc``) and the runtimes covered and
+        everything else read-only (each solution then mounts only its writable tmpfs, and its
+        runtime, if any), the hostname, an empty bounding set, no-new-privileges and the seccomp
+        filter against user namespaces. Every fork inherits them; none of them needs undoing."""
         isolate.unshare(isolate.CLONE_NEWNS | isolate.CLONE_NEWUTS)
         isolate.make_private()
-        isolate.hide(isolate.VERIFIER_FOLDERS)
+        isolate.hide((*isolate.VERIFIER_FOLDERS, IN_RUNTIMES))  # (a run's own: its solution)
         # Nothing writable but what each solution mounts (its capped work dir, /tmp and
         # /dev/shm): the worker's root and /dev are tmpfs that no limit would count.
         for folder in ("/", "/dev"):
