@@ -323,6 +323,12 @@ class CaseOutput(BaseModel):
     """Wall time from its start to its end."""
     timed_out: bool = False
     """It ran past ``case_timeout`` and was killed."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """The files read back from its work dir once it ended (name: base64), where the run asked
+    for them (a SandboxFusion request's ``fetch_files``); one that was not there is not here."""
+    files_left_out: list[str] = Field(default_factory=list)
+    """The files asked for that were there but not read back: past the run's room for them
+    (``deepgym.judge.files.FETCH_MAX_BYTES``)."""
 
 
 class CaseResult(BaseModel):

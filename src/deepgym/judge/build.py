@@ -150,7 +150,7 @@ def run_program(path: str, argv: list[str]) -> int:
     if not words:
         os.write(2, b"exec: no command line\n")
         return SETUP_FAILED
-    os.closerange(3, 5)  # the call pipes: a program serves no calls
+    os.closerange(3, 6)  # the call pipes and the io socket: a program serves no calls
     # Python ignores SIGPIPE and SIGXFSZ, and an exec keeps what is ignored: the program gets
     # them back as a shell or ``subprocess`` would start it (a write to a closed pipe, or past
     # the file size limit, ends it by the signal, as on any host).
