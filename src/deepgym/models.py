@@ -57,6 +57,8 @@ LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
 TimeoutKind = Literal["limit", "backstop"]
+Dialect = Literal["deepgym", "sandbox_fusion"]
+"""Whose command lines build a compiled answer (``Environment.dialect``)."""
 
 
 class Environment(BaseModel):
@@ -111,6 +113,12 @@ class Environment(BaseModel):
     """A compiled language: the time limit of the compile phase, in seconds of the compiler's
     CPU time (a compile that uses it, or waits past it, is the answer's ``solution_timeout``;
     one the host held back past three times it on the clock has no verdict)."""
+    dialect: Dialect = "deepgym"
+    """A compiled language: whose command line builds the answer. ``deepgym``: the language's
+    own (``deepgym.languages``: C++ as ``-std=gnu++17 -O2``); ``sandbox_fusion``: the one
+    SandboxFusion builds it with, where it differs (C++ as ``-std=c++17``, no ``-O``, linked
+    with ``-lcrypto -lssl -lpthread``), so that an answer behaves as it does there: what
+    ``deepgym serve``'s SandboxFusion routes use."""
     checker_path: Path | None = None
     """A script task: a checker program (``checker.py``, testlib's convention: it reads the
     case's input, the expected output and the answer's output, and exits 0 accepted, 1 wrong

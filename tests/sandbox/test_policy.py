@@ -44,6 +44,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "own_proc": {BUILD, VERIFIER, WORKER, PROBE, SESSION},
     "capped_work_dir": HOSTILE,
     "answer_read_only": {SOLUTION, BUILD},
+    "precompiled_headers": {BUILD},
     "run_cgroups": HOSTILE,
     "capped_tmp": HOSTILE,
     "capped_shm": HOSTILE,
@@ -398,6 +399,7 @@ FULL = replace(
     size=SIZE,
     seed_dir="/tmp/deepgym-abc/envs/0123/repo",
     snapshot_dir="/tmp/deepgym-abc/session-1/snapshot",
+    headers_dir="/home/u/.deepgym/pch/cpp-0123",
 )
 """Every parameter set: a rule adds something for any role, so one that is absent is absent
 because of the role, not for want of a path."""

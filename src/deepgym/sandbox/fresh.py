@@ -60,9 +60,16 @@ class Launch(Protocol):
         ...
 
     def solution_argv(
-        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """A solution process's command line and whole environment."""
+        """A solution process's command line and whole environment (a build's: given the
+        folder of a precompiled header it may use, ``sandbox.headers``)."""
         ...
 
 
@@ -172,6 +179,7 @@ class FreshRuns:
 
     async def close(self) -> None:
         """Remove what the runs left: cgroups still busy at their end, and the workspace."""
+        await self.programs.close()
         cgroups.retry_pending(final=True)
         self.workspace.close()
 

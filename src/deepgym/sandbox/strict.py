@@ -63,9 +63,16 @@ class BwrapLaunch:
         return policy.argv(policy.VERIFIER, params)
 
     def solution_argv(
-        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """A ``solution`` sandbox serving the answer, told where the run's cgroups are."""
+        """A ``solution`` sandbox serving the answer, told where the run's cgroups are (a
+        ``build``'s: with the folder of precompiled ``headers`` at ``/pch``, where given)."""
         limits = json.dumps(rlimits(job, group))
         env = solution_env("/work")
         env["DEEPGYM_CGROUP_PROCS"], binds, _ = group.join(policy.RUN_CGROUP)
@@ -75,6 +82,7 @@ class BwrapLaunch:
             run_dir=str(run_dir),
             cgroups=binds,
             size=work_bytes(job),
+            headers_dir=str(headers) if headers is not None else "",
         )
         role = policy.BUILD if mode == "build" else policy.SOLUTION  # a compiler's sandbox
         return policy.argv(role, params), env

@@ -38,9 +38,16 @@ class BareLaunch:
         return boot_command(SANDBOX_PYTHON, str(JUDGE_DIR), args)
 
     def solution_argv(
-        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """The solution host on the answer's file, told where the run's cgroups are."""
+        """The solution host on the answer's file, told where the run's cgroups are (no
+        precompiled ``headers``: a build here uses none)."""
         limits = json.dumps(rlimits(job, group))
         answer = str(run_dir / "answer" / "solution.py")
         env = solution_env(str(run_dir))
