@@ -636,8 +636,12 @@ async def _run(
         started = _compiling(proc.pid)
         kill_tree(proc.pid)
         await end_process(proc)
-    except BaseException:
+    except BaseException:  # cancelled (a header's build, at its backend's close): end it all
         await end_process(proc)
+        work.cancel()
+        await asyncio.wait([work])  # its outcome is of no interest now: mark it seen
+        if not work.cancelled():
+            work.exception()
         raise
     err = b""
     with contextlib.suppress(Exception):  # what it said before the kill, if it comes in time

@@ -32,7 +32,10 @@ result's SandboxFusion shape) is a pure function here; the routes only drive the
 
 from __future__ import annotations
 
+import binascii
+import functools
 import json
+import posixpath
 import time
 from typing import Any
 
@@ -42,9 +45,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deepgym.completions import extract_code_kind
 from deepgym.exceptions import ConfigError
+from deepgym.judge import files as run_files
 from deepgym.judge.report import MAX_CASES
 from deepgym.languages import NAMES
 from deepgym.models import CaseOutput, Environment, RunResult
+from deepgym.sandbox.base import RunInput
 from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
 from deepgym.server.service import Service
 from deepgym.text import one_line
@@ -57,10 +62,12 @@ __all__ = [
     "SubmitRequest",
     "add_fusion",
     "backstop",
+    "check_files",
     "check_tests_fit",
     "client_deadline",
     "language_of",
     "run_code_env",
+    "run_code_input",
     "run_code_reply",
     "start_by",
     "submit_env",
@@ -91,6 +98,9 @@ DEFAULT_TIMEOUT_S = 10.0
 CLIENT_MARGIN_S = 10.0
 """What verl's ``call_sandbox_api`` waits past a request's ``compile_timeout + run_timeout``
 before it gives up on the reply (its ``API_TIMEOUT``; it then records an API error)."""
+DIALECT = "sandbox_fusion"
+"""How these routes build a compiled answer: with SandboxFusion's command lines
+(``Environment.dialect``), so that an answer builds and behaves as it does there."""
 START_MARGIN_S = 2.0
 """A started run's own time besides its program's: the sandbox's start, and the reply."""
 
@@ -154,10 +164,58 @@ def _memory(mb: int) -> dict[str, int]:
     return {"memory_mb": mb} if mb > 0 else {}
 
 
-def _refuse_files(files: dict[str, str | None], fetch: list[str]) -> None:
-    if files or fetch:
-        named = "files" if files else "fetch_files"
-        raise ConfigError(f"{named}: files in and out of a run are not supported by this service")
+def _normal(name: str) -> str:
+    """A file's name as the work dir holds it (``./a`` and ``a//b`` are ``a`` and ``a/b``, as
+    SandboxFusion's ``os.path.join`` reads them); anything else is left for ``check_name``."""
+    return posixpath.normpath(name) if isinstance(name, str) and name else name
+
+
+def check_files(
+    files: dict[str, str | None], fetch: list[str]
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """A request's ``files`` (name: base64; a null content is skipped, as SandboxFusion skips
+    it) and ``fetch_files``, checked before anything runs (``ConfigError``, a 400 naming the
+    field): names relative to the work dir with no ``..`` (``judge.files.check_name``), no file
+    inside another, at most ``MAX_FILES`` files of ``MAX_FILES_BYTES`` in all, valid base64, at
+    most ``MAX_FETCH`` names. The files and the names to read back, as the work dir names them."""
+    given = [(name, content) for name, content in files.items() if content is not None]
+    if len(given) > run_files.MAX_FILES:
+        raise ConfigError(f"files: {len(given)} files, over the {run_files.MAX_FILES} a run takes")
+    out: dict[str, str] = {}
+    size = 0
+    for name, content in given:
+        normal = _normal(name)
+        why = run_files.check_name(normal)
+        if why or normal in out:
+            raise ConfigError(f"files: {name!r}: {why or 'named twice'}")
+        if not isinstance(content, str):
+            raise ConfigError(f"files: {name!r}: the content must be base64 text")
+        try:
+            size += len(binascii.a2b_base64(content))
+        except (binascii.Error, ValueError) as exc:
+            raise ConfigError(f"files: {name!r}: not base64 ({exc})") from None
+        out[normal] = content
+    if size > run_files.MAX_FILES_BYTES:
+        raise ConfigError(
+            f"files: {size} bytes in all, over the {run_files.MAX_FILES_BYTES} a run takes"
+        )
+    for normal in out:
+        parts = normal.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in out:
+                raise ConfigError(f"files: {normal!r} is inside another file, {parts[i - 1]!r}")
+    if len(fetch) > run_files.MAX_FETCH:
+        raise ConfigError(
+            f"fetch_files: {len(fetch)} names, over the {run_files.MAX_FETCH} a run reads back"
+        )
+    names = []
+    for name in fetch:
+        normal = _normal(name)
+        why = run_files.check_name(normal) if normal != run_files.PROGRAM_NAME else ""
+        if why:
+            raise ConfigError(f"fetch_files: {name!r}: {why}")
+        names.append(normal)
+    return tuple(out.items()), tuple(dict.fromkeys(names))
 
 
 def backstop(run: float, tests: int) -> float:
@@ -168,26 +226,52 @@ def backstop(run: float, tests: int) -> float:
 
 
 def run_code_env(req: RunCodeRequest, limits: Limits) -> Environment:
-    """The one-case script environment a ``/run_code`` request runs as: the program on the
-    request's stdin, its output kept, nothing compared."""
-    _refuse_files(req.files, req.fetch_files)
+    """The one-case script environment a ``/run_code`` request runs in: its language and
+    limits, its program's output kept, nothing compared. The request's own stdin and files are
+    the run's (``run_code_input``), never the environment's, so one environment, made once,
+    serves every request with the same settings (``_prepared``): nothing is made or staged
+    per request."""
     run = _seconds(req.run_timeout, "run_timeout", limits)
+    settings = {
+        "language": language_of(req.language),
+        "dialect": DIALECT,
+        "case_timeout": run,
+        "timeout": backstop(run, 1),
+        "compile_timeout": _seconds(req.compile_timeout, "compile_timeout", limits),
+        **_memory(req.memory_limit_MB),
+    }
+    return _prepared(tuple(sorted(settings.items())))
+
+
+PREPARED = 256
+"""The ``/run_code`` environments kept made (one per language and limits a client sends)."""
+
+
+@functools.lru_cache(maxsize=PREPARED)
+def _prepared(settings: tuple[tuple[str, Any], ...]) -> Environment:
+    """The ``/run_code`` environment of ``settings`` (made once: the same object each time, so
+    its key and its staged folder are computed once too). Its one test case stands in for the
+    run's own (``run_code_input``)."""
     try:
         return Environment(
             name="run_code",
             kind="script",
-            language=language_of(req.language),
-            test_cases=[{"stdin": req.stdin or "", "expected_stdout": ""}],
+            test_cases=[{"stdin": "", "expected_stdout": ""}],
             keep_output=True,
-            case_timeout=run,
-            timeout=backstop(run, 1),
             timeout_kind="backstop",
-            compile_timeout=_seconds(req.compile_timeout, "compile_timeout", limits),
             scoring="partial",
-            **_memory(req.memory_limit_MB),
+            **dict(settings),
         )
     except ValueError as exc:
         raise ConfigError(one_line(str(exc), MESSAGE_CHARS)) from exc
+
+
+def run_code_input(req: RunCodeRequest) -> RunInput:
+    """A ``/run_code`` request's own part of its run: its stdin as the one case, its files
+    written into the program's work dir, the files read back (``check_files``)."""
+    given, fetch = check_files(req.files, req.fetch_files)
+    case = {"stdin": req.stdin or "", "expected_stdout": ""}
+    return RunInput(cases=(case,), files=given, fetch=fetch)
 
 
 def client_deadline(req: RunCodeRequest, arrived: float) -> float:
@@ -252,20 +336,32 @@ def _run_result(result: RunResult, output: CaseOutput | None) -> dict[str, Any] 
     return _command("Finished", seconds, code, output.stdout, output.stderr)
 
 
-def _exec_info(result: RunResult, language: str, output: CaseOutput | None) -> dict[str, Any]:
-    """One run in SandboxFusion's ``RunCodeResponse`` shape (a run that has a verdict)."""
+def _exec_info(
+    result: RunResult, language: str, output: CaseOutput | None, fetch: list[str] | None = None
+) -> dict[str, Any]:
+    """One run in SandboxFusion's ``RunCodeResponse`` shape (a run that has a verdict); its
+    ``files``: those of ``fetch`` (the names as the request gave them) read back."""
     compiled = _compile_result(result, language)
     ran = _run_result(result, output)
     ok = (compiled is None or compiled["return_code"] == 0) and (
         ran is not None and ran["status"] == "Finished" and ran["return_code"] == 0
     )
+    got, left_out = (output.files, output.files_left_out) if output is not None else ({}, [])
+    files = {name: got[_normal(name)] for name in fetch or () if _normal(name) in got}
+    message = ""
+    if left_out:
+        named = ", ".join(repr(n) for n in left_out)
+        message = (
+            f"fetch_files: {named} not returned: past the {run_files.FETCH_MAX_BYTES} bytes of "
+            "files a run returns"
+        )
     return {
         "status": "Success" if ok else "Failed",
-        "message": "",
+        "message": message,
         "compile_result": compiled,
         "run_result": ran,
         "executor_pod_name": None,
-        "files": {},
+        "files": files,
     }
 
 
@@ -283,12 +379,15 @@ def no_verdict_body(result: RunResult) -> dict[str, Any]:
     }
 
 
-def run_code_reply(result: RunResult, language: str) -> tuple[int, dict[str, Any]]:
-    """``/run_code``'s HTTP status and body for ``result``: 504 without a verdict, else 200."""
+def run_code_reply(
+    result: RunResult, language: str, fetch: list[str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``/run_code``'s HTTP status and body for ``result``: 504 without a verdict, else 200,
+    with the files of ``fetch`` (the request's ``fetch_files``) read back."""
     if not result.has_verdict:
         return 504, no_verdict_body(result)
     output = result.cases[0].output if result.cases else None
-    return 200, _exec_info(result, language, output)
+    return 200, _exec_info(result, language, output, fetch)
 
 
 # -- /submit ------------------------------------------------------------------------------------
@@ -365,6 +464,7 @@ def submit_env(req: SubmitRequest, limits: Limits) -> tuple[Environment, str, st
             timeout_kind="backstop",
             compile_timeout=_seconds(req.config.compile_timeout, "config.compile_timeout", limits),
             scoring="partial",
+            dialect=DIALECT,
         )
     except ValueError as exc:
         raise ConfigError(one_line(str(exc), MESSAGE_CHARS)) from exc
@@ -426,9 +526,10 @@ def add_fusion(app: FastAPI, service: Service) -> None:
         arrived = time.monotonic()
         req: RunCodeRequest = await _body(request, RunCodeRequest)
         env = run_code_env(req, service.limits)
+        given = run_code_input(req)
         begin = start_by(env, client_deadline(req, arrived))
-        result = await service.score(env, req.code, env.timeout, start_by=begin)
-        status, body = run_code_reply(result, env.language)
+        result = await service.score(env, req.code, env.timeout, begin, given)
+        status, body = run_code_reply(result, env.language, req.fetch_files)
         return JSONResponse(body, status_code=status)
 
     @app.post("/submit")
