@@ -301,8 +301,16 @@ def test_the_attack_answers_get_the_same_outcomes_through_ray(cluster: Cluster) 
     answers = list(ATTACKS.values())
     want, got = asyncio.run(_both(cluster, [env] * len(answers), answers))
     for name, w, g in zip(ATTACKS, want, got, strict=True):
+        if _held_back(w) or _held_back(g):  # a loop the loaded host held past its backstop
+            assert name == "infinite loop" and not (w.passed or g.passed), (name, w, g)
+            continue
         assert _verdict(g) == _verdict(w), name
         assert g.has_verdict and not g.passed, (name, g)
+
+
+def _held_back(r: RunResult) -> bool:
+    """No verdict because the host held the answer back past its backstop (a loaded host)."""
+    return not r.has_verdict and r.error_type == "timeout" and "held back" in (r.error or "")
 
 
 class Hang:
@@ -326,11 +334,13 @@ HANG_ENV = Environment(
 )
 
 
-async def _hung_batch(cluster: Cluster, stall_s: float) -> tuple[list[RunResult], float, int]:
+async def _hung_batch(
+    cluster: Cluster, stall_s: float, env: Environment = HANG_ENV
+) -> tuple[list[RunResult], float, int]:
     engine = _engine(cluster, backend_factory=Hang, stall_s=stall_s)
     async with AsyncDeepGym(engine=engine) as dg:
         t0 = time.monotonic()
-        batch = await dg.run_batch(HANG_ENV, ["pass"] * 4, group_size=2)
+        batch = await dg.run_batch(env, ["pass"] * 4, group_size=2)
         return batch.results, time.monotonic() - t0, engine.resent
 
 
@@ -345,9 +355,14 @@ def test_a_wedged_actor_exits_and_its_chunk_goes_elsewhere(cluster: Cluster) -> 
     # Every node's pool hangs: the actor exits (Ray starts a new one), the chunk is sent once
     # more, that actor exits too, and the answers come back without a verdict, before the
     # chunk's deadline.
-    results, took, resent = asyncio.run(_hung_batch(cluster, stall_s=2.0))
+    # A chunk's deadline of 3 rounds of (4 x 1 s + 2 s of start grace), plus 10 s: room for Ray
+    # to start the actors on a loaded host; a stall is found after 2 s. What came back says
+    # which path it took: the resend's sandbox_error, never the deadline's timeout (the clock
+    # of a loaded host is no evidence).
+    slow = HANG_ENV.model_copy(update={"time_limit": 1.0, "timeout": 1.0})
+    results, _, resent = asyncio.run(_hung_batch(cluster, stall_s=2.0, env=slow))
     assert all(not r.has_verdict and r.error_type == "sandbox_error" for r in results), results
-    assert took < 19.0 and resent == 1
+    assert resent == 1
 
 
 def test_mode_ray_through_the_client_settings(cluster: Cluster) -> None:

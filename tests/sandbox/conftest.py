@@ -140,21 +140,20 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _started(pid: int) -> int:
-    """When ``pid`` started (clock ticks since boot; 0 once it is gone)."""
+def _pid_ns(pid: int) -> str:
+    """The pid namespace ``pid`` is in ("" once it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
+        return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
-        return 0
-    return int(raw[raw.rfind(b")") + 2 :].split()[19])
+        return ""
 
 
 def live_pool_pids(backend: Backend | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
-    worker's bwrap, the worker, its zygote, the zygote's standby (a process forked ahead of
-    the next run, named ``dg-standby`` until it has one) and the standby's init (``dg-init``,
-    forked just before it), never a solution process or the init of a run's namespace."""
+    worker's bwrap, the worker, its init factory (``dg-init-factory``), its zygote, the
+    zygote's standby (a process forked ahead of the next run, named ``dg-standby`` until it has
+    one) and the standby's init (``dg-init``, the factory's child whose pid namespace the
+    standby is in), never a solution process or the init of a run's namespace."""
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}
     tree = children()
@@ -166,14 +165,10 @@ def live_pool_pids(backend: Backend | None) -> set[int]:
         if comm in ("", "dg-solution", "dg-init"):
             continue
         out.add(p)
-        kids = tree.get(p, [])
-        todo.extend(kids)
-        # as many inits as standbys are the pool's own: the newest (a run's is older, and
-        # would be left behind)
-        inits = sorted((k for k in kids if _comm(k) == "dg-init"), key=lambda k: (_started(k), k))
-        standbys = sum(1 for k in kids if _comm(k) == "dg-standby")
-        out.update(inits[len(inits) - standbys :] if standbys else [])
-    return out
+        todo.extend(tree.get(p, []))
+    standbys = {_pid_ns(p) for p in out if _comm(p) == "dg-standby"} - {""}
+    factories = [p for p in out if _comm(p) == "dg-init-factory"]
+    return out | {k for f in factories for k in tree.get(f, []) if _pid_ns(k) in standbys}
 
 
 def describe(pid: int) -> str:

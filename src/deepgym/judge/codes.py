@@ -11,7 +11,14 @@ judge also exits with it when a verifier misuses calls sent ahead."""
 
 SETUP_FAILED = 121
 """The exit code of a solution process whose own set-up failed (before any of the answer ran):
-the sandbox's failure, never the answer's."""
+the sandbox's failure, never the answer's. An answer may exit with it too: a script's or a
+program's process says on its reply pipe when the answer begins (``BEGAN``), and from then on
+its exit code is the answer's, whatever it is."""
+BEGAN = b"S"
+"""What a script's or a program's solution process writes on its reply pipe once its set-up is
+done, just before the answer runs (then the pipe is closed to it: a program's on its ``exec``)."""
+EXEC_FAILED = b"X"
+"""Written after ``BEGAN`` where a program's ``exec`` failed: the answer never ran (ours)."""
 
 STOP_SIGNALS = frozenset({1, 2, 9, 15})
 """SIGHUP, SIGINT, SIGKILL and SIGTERM, by number (this module imports nothing): the signals

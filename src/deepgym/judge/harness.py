@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import compare, files, wire
-from .codes import REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
+from .codes import BEGAN, EXEC_FAILED, REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
 from .report import ends, fit, report_from_value
@@ -358,7 +358,11 @@ CHECKER_TIMEOUT_S = 10.0
 
 
 def _setup_failed(proc: Any) -> bool:
-    """Ours, not the answer's: the solution host's own set-up failed, or bwrap's did."""
+    """Ours, not the answer's: the solution host's own set-up failed, or bwrap's did, or a
+    program's exec. Once the process said the answer began (``BEGAN``, and no exec failure
+    after it), its exit code is the answer's, ``SETUP_FAILED``'s number included."""
+    if proc.marks.startswith(BEGAN) and EXEC_FAILED not in proc.marks:
+        return False
     status = proc.status or 0
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETUP_FAILED:
         return True

@@ -164,6 +164,9 @@ class Process:
         """The most CPU time read of it (``Launcher.cpu_ms`` without a cgroup counter)."""
         self.read_at = (0.0, 0.0)
         """(when, the CPU counter then) at the end of its last ``wait``."""
+        self.marks = b""
+        """What a script's or a program's process said on its reply pipe (``codes.BEGAN``, then
+        ``codes.EXEC_FAILED`` where its exec failed), read when it is reaped."""
 
 
 class _Watch:
@@ -473,9 +476,16 @@ class ServedLauncher(Launcher):
         self.reap(proc)
 
     def reap(self, proc: Process) -> None:
-        """Have the server reap ``proc`` (if not yet), then close its descriptors."""
+        """Have the server reap ``proc`` (if not yet), then close its descriptors (what a
+        script's or a program's process said on its reply pipe kept first: ``Process.marks``)."""
         if proc.status is None:
             self._ask(proc, "reap")
+        rep = proc.fds.get("rep")
+        if rep is not None and (proc.watch is None or not proc.watch.want_line):
+            try:
+                proc.marks = os.read(rep, 64)
+            except OSError:  # nothing said (BlockingIOError): the set-up never ended
+                pass
         for fd in (*proc.fds.values(), proc.pidfd):
             try:
                 os.close(fd)

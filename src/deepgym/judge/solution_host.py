@@ -19,7 +19,7 @@ import resource
 import sys
 
 from . import files, wire
-from .codes import SETUP_FAILED, STATUS_FD_ENV
+from .codes import BEGAN, SETUP_FAILED, STATUS_FD_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -292,6 +292,16 @@ READY = b'{"ready":true}\n'
 A process that dies before it is the sandbox's failure, never the answer's."""
 
 
+def began() -> None:
+    """Say on the reply pipe that the set-up is done and the answer runs next (``BEGAN``): a
+    script's or a program's process has no other word for the judge, which can then tell its
+    own failure (``SETUP_FAILED`` before this) from the answer's exit code (after it)."""
+    try:
+        write_all(REP_FD, BEGAN)
+    except OSError:  # no judge reads it (a direct run): nothing to tell
+        pass
+
+
 def main(
     argv: list[str], source: bytes | None = None, prepared: bool = False, io: int | None = None
 ) -> int:
@@ -331,6 +341,8 @@ def main(
         from . import build
 
         return build.main(mode, path, args)
+    began()  # the answer runs from here: its exit code, whatever it is, is its own
+    os.close(REP_FD)
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(path))  # as ``python PATH`` has it: its files import
     import runpy

@@ -1,18 +1,23 @@
 """A pool worker: a long-lived process in its own sandbox, and its clean zygote.
 
 The worker runs inside a bwrap of its own. At start it takes a user namespace of its own (where
-it is uid 65534), imports what answers and verifiers commonly use, freezes that heap for the
-garbage collector (fewer copy-on-write faults in forked children), and forks a **zygote**: pid 1
-of a pid namespace that the worker's user namespace owns, so that it may make a fresh pid
-namespace for every child. The worker then drops its capabilities and serves jobs.
+it is uid 65534) and forks the **init factory** (``judge.init.factory``), still small: pid 1 of a
+pid namespace that the worker's user namespace owns, which makes the init of every solution's
+namespace. It then imports what answers and verifiers commonly use, freezes that heap for the
+garbage collector (fewer copy-on-write faults in forked children), and forks a **zygote** into
+the factory's namespace (pid 2), with the factory's socket. The worker then drops its
+capabilities and serves jobs.
 
 The zygote seals once what every solution shares (``Zygote.seal``: a mount namespace of its own
 with the verifier's folders covered and the rest read-only, the hostname, an empty bounding set,
 no-new-privileges, the seccomp filter) and keeps one solution process forked ahead, a *standby*:
-pid 2 of a fresh pid namespace whose pid 1 is an init of ours (``judge.init.reap``: non-dumpable,
-forked by the zygote just before it), in fresh mount and ipc namespaces, waiting for its run. The
-standby is the zygote's own child, so the zygote reaps it: its exit status (a signal's included,
-which a pid 1 could not die of) and rusage are the answer's own.
+pid 2 of a fresh pid namespace whose pid 1 is an init of ours (made by the factory just before
+it: non-dumpable, running no code of ours, a child of the factory's), in fresh mount and ipc
+namespaces, waiting for its run. The standby is the zygote's own child, so the zygote reaps it:
+its exit status (a signal's included, which a pid 1 could not die of) and rusage are the
+answer's own. The zygote kills the init with the run and waits for its end on its pidfd (the
+kernel reaps it: the factory ignores ``SIGCHLD``). The factory dies with the worker and ends
+when the zygote's end of its socket closes; its end ends the zygote and every run below it.
 
 Per job (one at a time, a JSON line on stdin) the worker writes the answer to a file of its own,
 asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
@@ -35,6 +40,7 @@ import array
 import contextlib
 import gc
 import os
+import select
 import signal
 import socket
 import sys
@@ -331,24 +337,27 @@ def _proc_pid(pidfd: int) -> int:
 
 class Zygote:
     """Forks solution processes from clean memory, each pid 2 of a fresh pid namespace whose
-    pid 1 is an init of ours.
+    pid 1 is an init of ours, made by the init factory (the zygote itself is pid 2 of the
+    factory's namespace: it joins each new one with ``setns`` to fork there, then comes back).
 
     Everything this process touches after a fork is copied (the child shares its pages), so its
     loop is kept to a few system calls: it never decodes a request (the child does) and never
     holds an answer (the child reads it from the worker's file)."""
 
-    def __init__(self, ctl: socket.socket, cgroup_procs: list[str]) -> None:
+    def __init__(self, ctl: socket.socket, factory: socket.socket, cgroup_procs: list[str]) -> None:
         self.ctl = ctl
+        self.factory = factory
+        """The init factory's socket (``init.factory``): one byte asks for an init."""
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         # a v1 group's procs file by path; a v2 one as a descriptor the host opened (``&N``)
         self.cgroup_fds = [
             int(p[1:]) if p.startswith("&") else os.open(p, os.O_WRONLY) for p in cgroup_procs
         ]
-        self.children: dict[int, tuple[int, int, int]] = {}
-        """Each handed-out process by pid: its pidfd, and its init's pid and pidfd."""
-        self.dying: list[tuple[int, int]] = []
-        """Inits killed, to be reaped (``bury``): pid and pidfd."""
-        self.standby: tuple[int, int, int, list[int], tuple[int, int]] | None = None
+        self.children: dict[int, tuple[int, int]] = {}
+        """Each handed-out process by pid: its pidfd, and its init's."""
+        self.dying: list[int] = []
+        """The pidfds of the inits killed, whose end ``bury`` waits for."""
+        self.standby: tuple[int, int, int, list[int], int] | None = None
 
     def seal(self) -> None:
         """Once, what every solution shares: a mount namespace of the zygote's own with the
@@ -358,9 +367,7 @@ class Zygote:
         fork inherits them; none of them needs undoing."""
         isolate.unshare(isolate.CLONE_NEWNS | isolate.CLONE_NEWUTS)
         isolate.make_private()
-        for hidden in ("/judge", "/cg", "/proc"):
-            if os.path.isdir(hidden):
-                isolate.tmpfs(hidden, 4096, "0555")
+        isolate.hide(isolate.VERIFIER_FOLDERS)
         # Nothing writable but what each solution mounts (its capped work dir, /tmp and
         # /dev/shm): the worker's root and /dev are tmpfs that no limit would count.
         for folder in ("/", "/dev"):
@@ -368,40 +375,33 @@ class Zygote:
         isolate.sethostname("sandbox")
         _warm()  # the wire codec (its C scanner and encoder too) and the serving loop's code
         gc.freeze()
-        isolate.drop_bounding_set()
-        isolate.no_new_privileges()
-        isolate.no_new_user_namespaces()
+        isolate.lock()
 
-    def fork(self) -> tuple[int, tuple[int, int]]:
+    def fork(self) -> tuple[int, int]:
         """Fork a solution process into a new pid namespace, as its pid 2: its pid here (0 in
-        the child), and its init's pid and pidfd (``init.reap``, pid 1, forked first)."""
-        isolate.unshare(isolate.CLONE_NEWPID)
+        the child), and its init's pidfd (pid 1, made first by the init factory)."""
+        init_fd, ns_fd = self._new_init()
         pid = -1
         try:
-            init_pid = self._fork_init()
-            init_fd = os.pidfd_open(init_pid)
-            try:
-                pid = os.fork()
-            except BaseException:
-                _end_init(init_pid, init_fd)
-                raise
+            isolate.setns(ns_fd, isolate.CLONE_NEWPID)
+            pid = os.fork()
+        except BaseException:
+            _end_init(init_fd)
+            raise
         finally:
             if pid:  # (the child stays: its own processes are born in its namespace)
                 isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
-        return pid, (init_pid, init_fd)
+            os.close(ns_fd)
+        return pid, init_fd
 
-    @staticmethod
-    def _fork_init() -> int:
-        """Fork the new namespace's init, non-dumpable from birth: no instant when a process
-        of the answer's could trace it (the zygote is dumpable again at once)."""
-        isolate.dumpable(False)
-        try:
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the init's whole life
-                init.reap()
-        finally:
-            isolate.dumpable(True)
-        return pid
+    def _new_init(self) -> tuple[int, int]:
+        """A fresh init, made by the init factory: its pidfd, and its pid namespace's."""
+        self.factory.send(b"I")
+        data, fds = recv_fds(self.factory, MSG_MAX, 2)
+        if data != b"I" or len(fds) != 2:
+            close_all(fds)
+            raise OSError(f"no init: {data[1:].decode(errors='replace') or 'no init factory'}")
+        return fds[0], fds[1]
 
     def prepare(self) -> None:
         """Fork the next solution process ahead of its run: it sets up what it can and waits
@@ -414,13 +414,14 @@ class Zygote:
         r_in, w_in = os.pipe()
         io_theirs, io_mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         io_t, io_m = io_theirs.detach(), io_mine.detach()
-        pid, init_of = self.fork()
+        pid, init_fd = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             code = SETUP_FAILED
             try:
                 self.ctl.close()
+                self.factory.close()
                 os.close(w_go)
-                os.close(init_of[1])
+                os.close(init_fd)
                 pipes = [r_in, w_out, w_err, r_req, w_rep, io_t]
                 code = _become_solution(r_go, pipes, self.cgroup_fds)
             except BaseException as exc:
@@ -433,7 +434,7 @@ class Zygote:
         for fd in (r_go, r_req, w_rep, w_out, w_err, r_in, io_t):
             os.close(fd)
         mine = [w_req, r_rep, r_out, r_err, w_in, io_m]
-        self.standby = (pid, os.pidfd_open(pid), w_go, mine, init_of)
+        self.standby = (pid, os.pidfd_open(pid), w_go, mine, init_fd)
 
     def spawn(self, payload: bytes) -> None:
         """Hand the standby process its run (or fork one now); the next standby is forked once
@@ -441,9 +442,9 @@ class Zygote:
         if self.standby is None:
             self.prepare()
         assert self.standby is not None
-        pid, pidfd, go, mine, (init_pid, init_fd) = self.standby
+        pid, pidfd, go, mine, init_fd = self.standby
         self.standby = None
-        self.children[pid] = (pidfd, init_pid, init_fd)
+        self.children[pid] = (pidfd, init_fd)
         try:
             try:
                 os.write(go, payload)  # a small request: one write into an empty pipe
@@ -460,11 +461,11 @@ class Zygote:
         """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
         now, whose end takes whatever the answer left there, and reaped by ``bury``. The
         solution's wait status and CPU ms."""
-        pidfd, init_pid, init_fd = self.children.pop(pid)
+        pidfd, init_fd = self.children.pop(pid)
         _kill(init_fd)
         if kill:
             _kill(pidfd)  # now, not once its init's end reaches it
-        self.dying.append((init_pid, init_fd))
+        self.dying.append(init_fd)
         try:
             _, status, usage = os.wait4(pid, 0)
         finally:
@@ -472,14 +473,13 @@ class Zygote:
         return status, (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def bury(self) -> None:
-        """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
-        it), and before any other request is read: nothing of a run's namespace outlives the
-        request that ended it. (Each init ends once every other process of its namespace is
-        gone, the solution reaped by ``end`` included.)"""
+        """Wait for the end of the inits ``end`` killed, once the reply is sent (the worker need
+        not wait for it), and before any other request is read: nothing of a run's namespace
+        outlives the request that ended it. (Each init ends once every other process of its
+        namespace is gone, the solution reaped by ``end`` included; the kernel reaps it, the
+        factory ignoring ``SIGCHLD``.)"""
         while self.dying:
-            init_pid, init_fd = self.dying.pop()
-            os.waitpid(init_pid, 0)
-            os.close(init_fd)
+            _wait_end(self.dying.pop())
 
     def serve(self) -> None:
         """Answer the worker's requests until it closes the socket."""
@@ -511,18 +511,50 @@ def _kill(pidfd: int) -> None:
         pass
 
 
-def _end_init(pid: int, pidfd: int) -> None:
-    """Kill a namespace's init and reap it: it ends once every other process of its namespace
-    is gone (the kernel kills them; the zygote must have reaped its own child there first)."""
+def _end_init(pidfd: int) -> None:
+    """Kill a namespace's init and wait for its end: it ends once every other process of its
+    namespace is gone (the kernel kills them; the zygote must have reaped its own child there
+    first)."""
     _kill(pidfd)
-    os.waitpid(pid, 0)
-    os.close(pidfd)
+    _wait_end(pidfd)
 
 
-def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> socket.socket:
-    """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its socket."""
+def _wait_end(pidfd: int) -> None:
+    """Wait until the process of ``pidfd`` has ended (its pidfd reads ready), then close it."""
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while not poller.poll():
+            pass
+    finally:
+        os.close(pidfd)
+
+
+def _start_factory() -> socket.socket:
+    """Fork the init factory (``init.factory``), pid 1 of a new pid namespace our user namespace
+    owns, into which this process's later children are born (the zygote first); return the
+    zygote's end of the factory's socket. Called before the heavy imports: the factory stays
+    small."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     isolate.unshare(isolate.CLONE_NEWPID)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the factory's whole life
+        try:
+            mine.close()
+            init.factory(theirs)
+        finally:
+            os._exit(SETUP_FAILED)
+    theirs.close()
+    return mine
+
+
+def _start_zygote(
+    host_fds: tuple[int, ...], cgroup_procs: list[str], factory: socket.socket
+) -> socket.socket:
+    """Fork the zygote (pid 2 of the init factory's pid namespace, where this process's children
+    are born) with the factory's socket, which this process then closes; return the zygote's
+    socket."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the zygote's whole life
         try:
@@ -534,13 +566,14 @@ def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> socket.
             os.close(null)
             isolate.set_process_name("dg-zygote")
             isolate.die_with_parent()
-            zygote = Zygote(theirs, cgroup_procs)
+            zygote = Zygote(theirs, factory, cgroup_procs)
             zygote.seal()
             zygote.prepare()
             zygote.serve()
         finally:
             os._exit(0)
     theirs.close()
+    factory.close()
     for entry in cgroup_procs:  # the zygote holds the v2 group's descriptor: the worker does not
         if entry.startswith("&"):
             os.close(int(entry[1:]))
@@ -570,9 +603,10 @@ def main(argv: list[str]) -> int:
     os.environ.pop("LD_BIND_NOW", None)
     # A user namespace of our own, as uid 65534: the capabilities to make a pid, mount, ipc and
     # uts namespace per solution. Each solution shares it without any capability, cannot make
-    # another (seccomp), and cannot reach this process or the zygote (a pid namespace of its
-    # own, /proc covered).
+    # another (seccomp), and cannot reach this process, the init factory or the zygote (a pid
+    # namespace of its own, /proc covered).
     isolate.new_user_namespace(os.getuid(), os.getgid(), SOLUTION_UID)
+    factory = _start_factory()  # first: it makes an init per run, and stays small
     for name in PRELOAD:
         try:
             __import__(name)
@@ -585,7 +619,7 @@ def main(argv: list[str]) -> int:
     gc.freeze()  # children share these objects: keep the collector from touching their pages
     os.makedirs(os.path.dirname(ANSWER_PATH), exist_ok=True)
     host_fds = (result_fd, marks_fd) if cpu_fd is None else (result_fd, marks_fd, cpu_fd)
-    zygote = _start_zygote(host_fds, argv[3:])
+    zygote = _start_zygote(host_fds, argv[3:], factory)
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
     for name in VERIFIER_PRELOAD:
         __import__(name)
