@@ -593,3 +593,86 @@ def test_one_set_endpoint_with_the_token_in_the_path_serves_both_routes(served: 
     assert TOKEN not in redact(f'"POST /t/{TOKEN}/run_code HTTP/1.1" 200')
     # the path form is for these routes only: the rest of the API keeps its bearer token
     assert httpx.get(f"{served.url}/t/{TOKEN}/v1/environments").status_code in (401, 404)
+
+
+# -- the dataset routes ---------------------------------------------------------------------------
+def test_dataset_routes_serve_the_suites_as_sandbox_fusion_datasets(served: Served) -> None:
+    """``/list_datasets`` names the suites; ``/list_ids`` and ``/get_prompts`` page through
+    one (``offset``, ``limit``, ``config.language``); SandboxFusion's own client reads each
+    reply into its models."""
+    import sandbox_fusion as client
+    from sandbox_fusion import config
+
+    from deepgym import list_suites, load_suite
+
+    r = httpx.get(f"{served.url}/list_datasets?token={TOKEN}", timeout=60)
+    assert r.status_code == 200 and r.json() == list_suites() and "programs" in r.json()
+    names = [e.name for e in load_suite("programs")]
+    r = served.post("/list_ids", {"dataset": "programs", "config": {}, "offset": 1, "limit": 2})
+    assert r.status_code == 200 and r.json() == names[1:3], r.text
+    saved = config.SANDBOX_ENDPOINT, config.DATASET_ENDPOINT
+    client.set_endpoint(f"{served.url}/t/{TOKEN}")
+    try:
+        got = client.get_prompts(
+            client.GetPromptsRequest(dataset="programs", config=client.TestConfig(language="cpp"))
+        )
+        assert [p.id for p in got] == [n for n in names if n.startswith("cpp/")]
+        assert all(p.labels["language"] == "cpp" and p.prompt for p in got)
+        one = client.get_prompt_by_id(
+            client.GetPromptByIdRequest(dataset="programs", id="c/sum_pairs", config={})
+        )
+        env = load_suite("programs")[names.index("c/sum_pairs")]
+        assert one.id == "c/sum_pairs" and one.prompt == env.task
+        assert one.labels == {
+            "kind": "script",
+            "language": "c",
+            "difficulty": env.difficulty,
+            "tags": list(env.tags),
+        }
+    finally:
+        config.SANDBOX_ENDPOINT, config.DATASET_ENDPOINT = saved
+
+
+def test_submit_scores_a_registered_datasets_problem_by_id(served: Served) -> None:
+    """``/submit`` without ``provided_data``: the problem of ``dataset`` and ``id`` scores the
+    completion's code with its own tests (a function task's calls here): its reference answer
+    is accepted, a wrong one is not, each test's verdict in ``tests``."""
+    import sandbox_fusion as client
+
+    from deepgym import load_environment
+
+    env = load_environment("humaneval/0")
+    assert env.reference_solution
+    endpoint = f"{served.url}/t/{TOKEN}"
+    right = client.SubmitRequest(
+        dataset="humaneval",
+        id=0,
+        completion=f"Here:\n```python\n{env.reference_solution}\n```\n",
+        config=client.TestConfig(),
+    )
+    got = client.submit(right, endpoint=endpoint, max_attempts=1)
+    assert got.accepted and got.tests and all(t.passed for t in got.tests), got
+    assert got.extra == {"score": 1.0, "error_type": None}
+    wrong = right.copy(update={"id": "humaneval/0", "completion": "```python\ndef x(): pass\n```"})
+    got = client.submit(wrong, endpoint=endpoint, max_attempts=1)
+    assert not got.accepted and got.id == "humaneval/0", got
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "says"),
+    [
+        ("/get_prompts", {"dataset": "nope", "config": {}}, "dataset 'nope' is not served"),
+        ("/get_prompt_by_id", {"dataset": "programs", "id": 7, "config": {}}, "id 7 is not"),
+        (
+            "/get_prompt_by_id",
+            {"dataset": "programs", "id": "c/sum_pairs", "config": {"language": "go"}},
+            "is in 'c'",
+        ),
+        ("/submit", {"dataset": "nope", "id": 1, "completion": "", "config": {}}, "provided_data"),
+    ],
+)
+def test_dataset_refusals_name_what_is_unknown(
+    served: Served, path: str, body: dict[str, Any], says: str
+) -> None:
+    r = served.post(path, body)
+    assert r.status_code == 400 and says in r.json()["error"]["message"], r.text

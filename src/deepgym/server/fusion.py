@@ -1,5 +1,7 @@
-"""SandboxFusion's HTTP API on ``deepgym serve``: ``POST /run_code``, ``POST /submit`` and
-``GET /v1/ping``, so that a trainer that calls SandboxFusion (verl's code reward, SkyRL, tinker
+"""SandboxFusion's HTTP API on ``deepgym serve``: ``POST /run_code``, ``POST /submit``, the
+dataset routes (``GET /list_datasets``, ``POST /list_ids``, ``/get_prompts``,
+``/get_prompt_by_id``: deepgym's suites as SandboxFusion's registered datasets) and ``GET
+/v1/ping``, so that a trainer that calls SandboxFusion (verl's code reward, SkyRL, tinker
 cookbook) switches to deepgym by changing one URL.
 
 The request and response shapes are SandboxFusion's (``sandbox_fusion.models``); the rules that
@@ -44,6 +46,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deepgym.completions import extract_code_kind
+from deepgym.envs.registry import list_suites, load_suite
 from deepgym.exceptions import ConfigError
 from deepgym.judge import files as run_files
 from deepgym.judge.report import MAX_CASES
@@ -56,8 +59,12 @@ from deepgym.text import one_line
 from deepgym.verdict import COMPILER_STARTED
 
 __all__ = [
+    "DATASET_ROUTES",
+    "GUARDED",
     "LANGUAGES",
     "ROUTES",
+    "PromptByIdRequest",
+    "PromptsRequest",
     "RunCodeRequest",
     "SubmitRequest",
     "add_fusion",
@@ -65,7 +72,11 @@ __all__ = [
     "check_files",
     "check_tests_fit",
     "client_deadline",
+    "datasets",
+    "ids",
     "language_of",
+    "problem",
+    "prompts",
     "run_code_env",
     "run_code_input",
     "run_code_reply",
@@ -74,8 +85,14 @@ __all__ = [
     "submit_reply",
 ]
 
-ROUTES = ("/run_code", "/submit", "/v1/ping")
-"""SandboxFusion's routes this service answers (the first two behind the token, as ``/v1``)."""
+DATASET_ROUTES = ("/list_datasets", "/list_ids", "/get_prompts", "/get_prompt_by_id")
+"""SandboxFusion's dataset routes: deepgym's suites as its registered datasets (``/submit``
+scores an answer to one of their problems by ``dataset`` and ``id``)."""
+GUARDED = ("/run_code", "/submit", *DATASET_ROUTES)
+"""SandboxFusion's routes behind the service's token (as ``/v1``; the token may also come as
+``?token=`` or in the path, ``/t/<token>/...``)."""
+ROUTES = (*GUARDED, "/v1/ping")
+"""SandboxFusion's routes this service answers."""
 LANGUAGES = {
     "python": "python",
     "python3": "python",
@@ -133,7 +150,9 @@ class SubmitConfig(BaseModel):
 
 
 class SubmitRequest(BaseModel):
-    """``POST /submit``'s body: a completion to extract code from, and the tests to run it on."""
+    """``POST /submit``'s body: a completion to extract code from, and the tests to run it on
+    (``config.provided_data``), or the problem ``id`` of a registered ``dataset`` to score it
+    as."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -141,6 +160,29 @@ class SubmitRequest(BaseModel):
     id: int | str
     completion: str
     config: SubmitConfig
+
+
+class PromptsRequest(BaseModel):
+    """``POST /list_ids`` and ``/get_prompts``'s body (SandboxFusion's ``GetPromptsRequest``):
+    a dataset, its problems from ``offset``, at most ``limit`` of them; ``config.language``,
+    where given, keeps those in that language."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    dataset: str
+    config: SubmitConfig = Field(default_factory=SubmitConfig)
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=1_000_000, ge=0)
+
+
+class PromptByIdRequest(BaseModel):
+    """``POST /get_prompt_by_id``'s body (SandboxFusion's ``GetPromptByIdRequest``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    dataset: str
+    id: int | str
+    config: SubmitConfig = Field(default_factory=SubmitConfig)
 
 
 def language_of(name: str) -> str:
@@ -444,9 +486,18 @@ def check_tests_fit(tests: int, run: float, limits: Limits) -> None:
 
 
 def submit_env(req: SubmitRequest, limits: Limits) -> tuple[Environment, str, str, str]:
-    """The environment a ``/submit`` runs (its tests as cases, output kept, words compared),
-    the code extracted from the completion, how it was found, and its language."""
+    """The environment a ``/submit`` runs, the code extracted from the completion, how it was
+    found, and its language. With ``config.provided_data``: its tests as cases, output kept,
+    words compared. Without: the problem ``id`` of the registered ``dataset`` (``problem``), as
+    the suite has it, output kept."""
     code, kind = extract_code_kind(req.completion)
+    if req.config.provided_data is None:
+        try:
+            env = problem(req.dataset, req.id, req.config.language)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; or give the tests in config.provided_data") from None
+        kept = env.model_copy(update={"keep_output": True, "dialect": DIALECT})
+        return kept, code, kind, env.language
     tests = _tests(req.config.provided_data)
     language = language_of(req.config.language or "python")
     run = _seconds(req.config.run_timeout, "config.run_timeout", limits)
@@ -478,6 +529,8 @@ def submit_reply(
     ``EvalResult`` with one entry per test."""
     if not result.has_verdict:
         return 504, no_verdict_body(result)
+    if req.config.provided_data is None:  # a registered dataset's problem: its own cases
+        return 200, _eval_result(req, result, code, kind, _problem_tests(result, language))
     cases = env.test_cases or []
     tests = []
     for i, case in enumerate(cases):
@@ -493,7 +546,15 @@ def submit_reply(
                 },
             }
         )
-    body = {
+    return 200, _eval_result(req, result, code, kind, tests)
+
+
+def _eval_result(
+    req: SubmitRequest, result: RunResult, code: str, kind: str, tests: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """SandboxFusion's ``EvalResult`` of a run with a verdict; ``extra``: deepgym's score (the
+    share of tests passed) and error type."""
+    return {
         "id": req.id,
         "accepted": bool(result.passed),
         "extracted_code": code,
@@ -501,9 +562,99 @@ def submit_reply(
         "test_code": None,
         "tests": tests,
         "extracted_type": kind,
-        "extra": None,
+        "extra": {"score": result.score, "error_type": result.error_type},
     }
-    return 200, body
+
+
+def _problem_tests(result: RunResult, language: str) -> list[dict[str, Any]]:
+    """Each case of a registered problem's run as an ``EvalResult`` test: a program's run
+    (a script's case) as ``/run_code`` gives it; a call into the answer (a function's case) as
+    its verdict and message, with no ``run_result`` (no program of its own ran)."""
+    tests = []
+    for case in result.cases:
+        if case.output is not None:
+            info = _exec_info(result, language, case.output)
+        else:
+            info = {
+                "status": "Success" if case.passed else "Failed",
+                "message": case.message,
+                "compile_result": _compile_result(result, language),
+                "run_result": None,
+                "executor_pod_name": None,
+                "files": {},
+            }
+        test_info = {"name": case.name, "message": case.message}
+        tests.append({"passed": case.passed, "exec_info": info, "test_info": test_info})
+    return tests
+
+
+# -- the dataset routes -------------------------------------------------------------------------
+def datasets() -> list[str]:
+    """``/list_datasets``: the suites this service can load (``deepgym.list_suites``)."""
+    return list_suites()
+
+
+@functools.lru_cache(maxsize=32)
+def _suite(name: str) -> tuple[Environment, ...]:
+    """A suite's problems, loaded once per process (a suite is data installed with deepgym or
+    a package: it does not change while the service runs)."""
+    return tuple(load_suite(name))
+
+
+def _problems(dataset: str, language: str | None) -> tuple[Environment, ...]:
+    """The problems of ``dataset`` (a suite's name), those in ``language`` where given
+    (SandboxFusion's name for it); ``ConfigError`` (400) naming an unknown dataset and the
+    known ones."""
+    if not isinstance(dataset, str) or dataset not in list_suites():
+        known = ", ".join(list_suites())
+        raise ConfigError(f"dataset {dataset!r} is not served here; the datasets: {known}")
+    envs = _suite(dataset)
+    if language is None:
+        return envs
+    lang = language_of(language)
+    return tuple(e for e in envs if e.language == lang)
+
+
+def _prompt(env: Environment) -> dict[str, Any]:
+    """A problem as SandboxFusion's ``Prompt``: its id (the environment's name), its task, and
+    labels saying what kind of answer it takes."""
+    labels: dict[str, Any] = {"kind": env.kind, "language": env.language}
+    if env.entry_point:
+        labels["entry_point"] = env.entry_point
+    if env.difficulty:
+        labels["difficulty"] = env.difficulty
+    if env.tags:
+        labels["tags"] = list(env.tags)
+    return {"id": env.name, "prompt": env.task, "labels": labels}
+
+
+def prompts(req: PromptsRequest) -> list[dict[str, Any]]:
+    """``/get_prompts``: the dataset's problems from ``offset``, at most ``limit``."""
+    envs = _problems(req.dataset, req.config.language)
+    return [_prompt(e) for e in envs[req.offset : req.offset + req.limit]]
+
+
+def ids(req: PromptsRequest) -> list[str]:
+    """``/list_ids``: the ids ``/get_prompts`` would list."""
+    envs = _problems(req.dataset, req.config.language)
+    return [e.name for e in envs[req.offset : req.offset + req.limit]]
+
+
+def problem(dataset: str, ident: int | str, language: str | None = None) -> Environment:
+    """The problem ``ident`` of ``dataset``: by its id (the environment's name, as
+    ``/list_ids`` gives it), or by the part after the dataset's name (``0`` for
+    ``humaneval/0``); ``ConfigError`` (400) naming what is unknown, or a ``language`` other
+    than the problem's."""
+    envs = {e.name: e for e in _problems(dataset, None)}
+    env = envs.get(str(ident)) or envs.get(f"{dataset}/{ident}")
+    if env is None:
+        raise ConfigError(f"id {ident!r} is not a problem of dataset {dataset!r} (/list_ids)")
+    if language is not None and language_of(language) != env.language:
+        raise ConfigError(
+            f"config.language {language!r}: problem {env.name!r} of {dataset!r} is in "
+            f"{env.language!r}"
+        )
+    return env
 
 
 # -- the routes ---------------------------------------------------------------------------------
@@ -536,6 +687,25 @@ def add_fusion(app: FastAPI, service: Service) -> None:
     async def submit(request: Request) -> JSONResponse:
         req: SubmitRequest = await _body(request, SubmitRequest)
         env, code, kind, language = submit_env(req, service.limits)
-        result = await service.score(env, code, env.timeout)
+        # a registered problem's time limit is its own (its policy), as ``/v1/run`` sets it
+        limit = env.timeout if req.config.provided_data is not None else None
+        result = await service.score(env, code, limit)
         status, body = submit_reply(req, env, result, code, kind, language)
         return JSONResponse(body, status_code=status)
+
+    @app.get("/list_datasets")
+    async def list_datasets() -> list[str]:
+        return datasets()
+
+    @app.post("/list_ids")
+    async def list_ids(request: Request) -> list[str]:
+        return ids(await _body(request, PromptsRequest))
+
+    @app.post("/get_prompts")
+    async def get_prompts(request: Request) -> list[dict[str, Any]]:
+        return prompts(await _body(request, PromptsRequest))
+
+    @app.post("/get_prompt_by_id")
+    async def get_prompt_by_id(request: Request) -> dict[str, Any]:
+        req: PromptByIdRequest = await _body(request, PromptByIdRequest)
+        return _prompt(problem(req.dataset, req.id, req.config.language))
