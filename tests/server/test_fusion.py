@@ -506,6 +506,24 @@ def test_files_reach_a_compiled_program_and_come_back_after_a_time_limit(served:
     assert base64.b64decode(reply.files["partial.txt"]) == b"so far"
 
 
+def test_files_in_and_out_on_the_strict_sandbox() -> None:
+    """The strict sandbox's program process takes the run's files and hands its work dir back
+    as the pool's does (its own io socket, from the strict host)."""
+    app = create_app(make_backend("strict"), token=TOKEN, close_backend=True)
+    body = {
+        "code": "import helper\nprint(helper.VALUE + open('in.txt').read())\n"
+        "open('out.txt', 'w').write('back')\n",
+        "language": "python",
+        "files": {"helper.py": _b64("VALUE = 'v:'\n"), "in.txt": _b64("x")},
+        "fetch_files": ["out.txt"],
+    }
+    with ThreadedServer(app, grace_s=1.0) as server:
+        r = httpx.post(f"{server.url}/t/{TOKEN}/run_code", json=body, timeout=60)
+    reply = _reply(r)
+    assert reply.status == "Success" and reply.run_result.stdout == "v:x\n", reply
+    assert base64.b64decode(reply.files["out.txt"]) == b"back"
+
+
 def test_files_past_the_room_for_them_are_named_not_cut(served: Served) -> None:
     """Files read back share ``FETCH_MAX_BYTES``: one that does not fit is not returned (never
     a truncated copy), and ``message`` names it."""
