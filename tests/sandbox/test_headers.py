@@ -73,13 +73,24 @@ def pch_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield tmp_path / "pch"
 
 
-@pytest.mark.parametrize("sandbox", ["pool", "strict"])
-def test_a_build_uses_the_header_of_its_own_compile_line(pch_dir: Path, sandbox: str) -> None:
-    """A header precompiled for the deepgym line is what its builds include (it defines the
-    marker); a build in SandboxFusion's line (other flags) parses the real header instead."""
+@pytest.fixture(scope="module")
+def marked_pch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A headers folder whose deepgym-line ``bits/stdc++.h`` is the marked one (built once for
+    both sandboxes' tests)."""
+    root = tmp_path_factory.mktemp("marked-pch")
     tc = languages.toolchain("cpp")
     ours = [tc.tools["g++"], *CPP.compile_argv[1:]]
-    _marked_header(Headers(pch_dir).folder(CPP, tc, ours), ours)
+    _marked_header(Headers(root).folder(CPP, tc, ours), ours)
+    return root
+
+
+@pytest.mark.parametrize("sandbox", ["pool", "strict"])
+def test_a_build_uses_the_header_of_its_own_compile_line(
+    marked_pch: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header precompiled for the deepgym line is what its builds include (it defines the
+    marker); a build in SandboxFusion's line (other flags) parses the real header instead."""
+    monkeypatch.setenv(headers.PCH_DIR_VAR, str(marked_pch))
     env = Environment(
         name="which",
         kind="script",
