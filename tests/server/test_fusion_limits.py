@@ -90,3 +90,29 @@ def test_run_code_requests_share_one_prepared_environment_and_carry_their_own_in
     assert first.input is not None and second.input is not None
     assert [c["stdin"] for c in (*first.input.cases, *second.input.cases)] == ["first", "second"]
     assert first.input.files == () and second.input.files == (("a", "YQ=="),)
+
+
+def test_a_request_s_input_reaches_a_copy_of_its_environment_too() -> None:
+    """The request's stdin and files go on each job of its environment, the same object or an
+    equal copy a layer made of it: never a run of the stand-in case instead (an empty stdin,
+    a wrong output with a verdict)."""
+    import asyncio
+
+    from deepgym.sandbox.base import Job
+    from deepgym.server.metrics import Metrics
+    from deepgym.server.service import RUN_INPUT, MeteredBackend
+    from tests.fakes import FakeBackend
+
+    req = fusion.RunCodeRequest(code="pass", language="python", stdin="mine")
+    env = fusion.run_code_env(req, Limits())
+    given = fusion.run_code_input(req)
+    fake = FakeBackend()
+    metered = MeteredBackend(fake, Metrics(), None)
+
+    async def go() -> None:
+        RUN_INPUT.set((env, given))
+        for each in (env, env.model_copy()):
+            await metered.run(Job(env=each, answer="pass", timeout=1.0, case_timeout=1.0))
+
+    asyncio.run(go())
+    assert [job.input for job in fake.jobs] == [given, given]

@@ -104,7 +104,7 @@ class MeteredBackend:
         if start_by is not None:
             job = dataclasses.replace(job, start_by=start_by)
         given = RUN_INPUT.get()
-        if given is not None and job.env is given[0]:
+        if given is not None and (job.env is given[0] or job.env == given[0]):  # a copy too
             job = dataclasses.replace(job, input=given[1])
         self.metrics.queue_depth += 1
         try:
