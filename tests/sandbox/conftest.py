@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from deepgym import DeepGym, Environment
+from deepgym import DeepGym, Environment, RunResult
 from deepgym.exceptions import SandboxUnavailableError
 from deepgym.sandbox import cgroups, headers, make_backend
 from deepgym.sandbox.base import Backend
@@ -150,10 +150,10 @@ def _pid_ns(pid: int) -> str:
 
 def live_pool_pids(backend: Backend | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
-    worker's bwrap, the worker, its init factory (``dg-init-factory``), its zygote, the
-    zygote's standby (a process forked ahead of the next run, named ``dg-standby`` until it has
-    one) and the standby's init (``dg-init``, the factory's child whose pid namespace the
-    standby is in), never a solution process or the init of a run's namespace."""
+    worker's bwrap, the worker, its zygote, the zygote's standby (a process forked ahead of the
+    next run, named ``dg-standby`` until it has one) and the standby's init (``dg-init``, the
+    zygote's child whose pid namespace the standby is in), never a solution process or the init
+    of a run's namespace."""
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}
     tree = children()
@@ -167,8 +167,8 @@ def live_pool_pids(backend: Backend | None) -> set[int]:
         out.add(p)
         todo.extend(tree.get(p, []))
     standbys = {_pid_ns(p) for p in out if _comm(p) == "dg-standby"} - {""}
-    factories = [p for p in out if _comm(p) == "dg-init-factory"]
-    return out | {k for f in factories for k in tree.get(f, []) if _pid_ns(k) in standbys}
+    zygotes = [p for p in out if _comm(p) == "dg-zygote"]
+    return out | {k for z in zygotes for k in tree.get(z, []) if _pid_ns(k) in standbys}
 
 
 HEADER_WAIT_S = 300.0
@@ -314,3 +314,12 @@ def host(dg: DeepGym, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iter
     monkeypatch.setattr(cgroups, "create", spy)
     yield guard
     guard.check()
+
+
+def held_back(r: RunResult) -> bool:
+    """Whether the host held a computing answer back past its backstop (a loaded machine): no
+    verdict, never the answer's 0 (``deepgym.judge.blame``). Checks the result says so."""
+    if r.has_verdict:
+        return False
+    assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
+    return True

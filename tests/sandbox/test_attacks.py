@@ -33,7 +33,7 @@ from deepgym.judge.codes import KEPT_OUTPUT_BYTES
 from deepgym.sandbox.spec import START_GRACE_S
 from deepgym.sandbox.workspace import base_dir, base_dirs
 
-from .conftest import ADD, ADD_OK, MODULE_SECRET_VAR, HostGuard
+from .conftest import ADD, ADD_OK, MODULE_SECRET_VAR, HostGuard, held_back
 
 pytestmark = pytest.mark.sandbox
 
@@ -73,15 +73,6 @@ def judged(r: RunResult, score: float = 0.0) -> None:
     assert r.has_verdict, r
     assert r.score == score, r
     assert r.passed is (score == 1.0), r
-
-
-def held_back(r: RunResult) -> bool:
-    """Whether the host held a computing answer back past its backstop (a loaded machine): no
-    verdict, never the answer's 0 (``deepgym.judge.blame``). Checks the result says so."""
-    if r.has_verdict:
-        return False
-    assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
-    return True
 
 
 def within_backstop(elapsed: float, timeout: float) -> None:

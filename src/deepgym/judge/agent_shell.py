@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from . import isolate
-from .solution_host import join_cgroups
+from .solution_host import default_signals, join_cgroups
 
 WORK = "/work"
 SEED = "/seed"
@@ -246,6 +246,7 @@ def main(argv: list[str]) -> int:
     """Serve the host's requests until stdin closes."""
     join_cgroups(os.environ.pop("DEEPGYM_CGROUP_PROCS", ""))
     isolate.dumpable(False)
+    default_signals()  # the agent's commands start as on a plain host (none ignored or blocked)
     _apply_limits(json.loads(argv[0]) if argv else {})
     os.makedirs(STATE, exist_ok=True)
     if os.path.isdir(SEED):

@@ -13,36 +13,31 @@ answer's to use:
   no capability, can neither trace it nor reach its memory or descriptors (``ptrace``,
   ``process_vm_readv``, ``pidfd_getfd``, ``/proc/<pid>``), which is the attack of
   ``tests/languages/test_attacks.py``'s ``test_ptrace_of_the_parent_fails``;
-- it holds none of the run's descriptors (the pool's holds its factory's socket end, which only
-  the zygote's end talks to; the strict one keeps the write end of its status pipe, which
+- it holds no descriptor of its own (the pool's shares its zygote's table, so it keeps nothing
+  open that the zygote closed; the strict one keeps the write end of its status pipe, which
   nothing of the answer's holds);
-- it forwards no signal and runs no handler (the pool's runs no code of ours at all; the strict
-  one removes Python's ``SIGINT`` handler): as pid 1 it drops whatever the answer sends it,
-  ``SIGKILL`` included, so the answer cannot stop, end or wake it;
+- it forwards no signal and runs no handler (the pool's runs no code of ours at all, only a few
+  machine instructions; the strict one removes Python's ``SIGINT`` handler): as pid 1 it drops
+  whatever the answer sends it, ``SIGKILL`` included, so the answer cannot stop, end or wake it;
 - it dies with its parent, and when it ends the kernel ends every process of its namespace;
 - what the answer orphans is reaped.
 
 Two forms, one per sandbox:
 
-- pool: made per run by the worker's **init factory** (``factory``), a small process the worker
-  forks at its start, before its heavy imports, as pid 1 of the pid namespace the zygote is then
-  forked into (``deepgym.judge.worker``). The factory is non-dumpable from its first line, has
-  no signal handler, ignores ``SIGCHLD`` and holds no descriptor but its socket to the zygote;
-  it keeps the worker's capabilities (it makes pid namespaces), under the zygote's own seal:
-  an empty bounding set, no-new-privileges, the seccomp filter, the verifier's folders covered.
-  Per request it makes a new pid namespace and, as its pid 1, a process that shares the
-  factory's memory and runs the C library's ``pause`` (``_Maker``): it is the factory's memory,
-  so it is non-dumpable from birth, and it costs the factory no copy of its page tables (a
-  fork of the zygote, which this replaces, cost about 1 ms of CPU per run). The zygote gets its
-  pidfd and its namespace, forks the solution process into that namespace as pid 2, its own
-  child (so its exit status and rusage reach the judge as they always did), and ends the init
-  with the run (``SIGKILL`` from the parent namespace, which an init cannot drop), then waits
-  for its end on the pidfd. The kernel reaps what is reparented to the init, and the init
-  itself (both ignore ``SIGCHLD``). The init dies with the factory (pid 1 of a namespace above
-  it: its end ends every process below); the factory dies with the worker and ends when the
-  zygote's end of its socket closes, so a lost zygote ends everything of its runs. The answer
-  cannot reach the factory: it has no pid in the answer's namespace, and nothing of the
-  answer's holds its socket.
+- ``Maker`` (pool): the worker's zygote (``deepgym.judge.worker``) makes one per run, just
+  before it forks the run's solution process: it enters a new pid namespace for its children
+  (``unshare``) and clones, as that namespace's pid 1, a process that shares the zygote's
+  memory and descriptor table (``CLONE_VM | CLONE_FILES``) and runs a few machine
+  instructions: ignore ``SIGCHLD`` (the kernel then reaps what the answer orphans), then wait
+  for ever. It is the zygote's memory, which the zygote made non-dumpable, so it is
+  non-dumpable from birth; it costs no copy of page tables or descriptors (a fork of the zygote
+  cost about 1 ms of CPU per run). Its dispositions are a copy of the zygote's, which has no
+  handler (the zygote ignores ``SIGINT``, the one Python installs), so every signal the answer
+  sends it is dropped. The zygote then forks the solution process into the namespace, as its
+  pid 2 and the zygote's own child (so its exit status and rusage reach the judge as they
+  always did), goes back to its own namespace, and ends the init with the run (``SIGKILL``
+  from the parent namespace, which an init cannot drop), then reaps it. The zygote is pid 1 of
+  the pid namespace above: its end ends every init and run below it.
 - ``supervise`` (strict): the solution sandbox's pid 1 (bwrap's ``--as-pid-1``) forks the
   solution host as its child, pid 2, and returns into that child. The init reaps whatever is
   reparented to it and, when its child ends, writes the child's wait status on its status pipe
@@ -61,17 +56,36 @@ from .codes import SETUP_FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import socket
     from typing import NoReturn
 
 NAME = "dg-init"
 """The name ``ps`` shows for an init (its ``comm``)."""
-FACTORY_NAME = "dg-init-factory"
-"""The name ``ps`` shows for the pool's init factory."""
-STACK_BYTES = 65536
-"""The stack the pool's inits run ``pause`` on (they need a few words of it)."""
+STACK_BYTES = 4096
+"""The stack a pool's init starts on (the C library's ``clone`` puts two words there; the init's
+code uses none)."""
 TOP_FD = 65536
 """Descriptors below this are closed (as a pool's solution process closes the zygote's)."""
+CLONE_FILES = 0x00000400
+WALL = 0x40000000
+"""``__WALL``: wait for a child whatever its exit signal (an init's is none)."""
+
+INIT_CODE = {
+    # rt_sigaction(SIGCHLD, &{SIG_IGN}, NULL, 8); then pause() for ever. The action: four words,
+    # the handler SIG_IGN (1) and the rest 0. (Assembled from the source in ``Maker``'s
+    # docstring; tests/judge/test_init.py and tests/languages/test_signals.py check the init.)
+    "x86_64": (
+        "b80d000000bf11000000488d351700000031d241ba080000000f05b8220000000f05ebf70f1f4000"
+        "0100000000000000000000000000000000000000000000000000000000000000"
+    ),
+    # the same with ppoll(NULL, 0, NULL, NULL, 0) for pause, which arm64 does not have
+    "aarch64": (
+        "200280d2a1010010020080d2030180d2c81080d2010000d4000080d2010080d2020080d2030080d2"
+        "040080d2280980d2010000d4f9ffff17"
+        "0100000000000000000000000000000000000000000000000000000000000000"
+    ),
+}
+"""The pool's init, as machine code, by ``uname -m`` (the seccomp filter, ``isolate``, has the
+same two)."""
 
 
 def _close_all_but(keep: int | None) -> None:
@@ -83,67 +97,54 @@ def _close_all_but(keep: int | None) -> None:
         os.closerange(keep + 1, top)
 
 
-def factory(sock: socket.socket) -> NoReturn:
-    """The pool's init factory, in the child the worker forked as pid 1 of the zygote's pid
-    namespace (``deepgym.judge.worker``): per request on ``sock`` (one byte), make an init and
-    send back its pidfd and its pid namespace (``SCM_RIGHTS``); end when the zygote's end closes
-    (the zygote is gone: this process's end then ends the zygote's whole namespace). Never
-    returns."""
-    import _socket  # (here: the strict sandbox's init loads neither)
-    import array
+class Maker:
+    """Makes a pool's inits, in the zygote: ``Maker()()`` enters a new pid namespace for this
+    process's children and clones its pid 1 (``CLONE_VM | CLONE_FILES | CLONE_PIDFD``, no exit
+    signal), running ``INIT_CODE``; it returns the init's pidfd, with this process's children
+    still born in that namespace (the caller forks the solution there, then calls ``leave``).
 
-    code = SETUP_FAILED
-    try:
-        isolate.dumpable(False)  # before any init: each shares this memory, and this flag
-        isolate.set_process_name(FACTORY_NAME)
-        isolate.die_with_parent()
-        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # the one handler Python installs
-        _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # the kernel reaps the inits
-        _close_all_but(sock.fileno())
-        # No view of the verifier's files (``/proc``, which it reads its namespaces from,
-        # stays), and nothing an exec could gain: the zygote's own seal, less what only
-        # solutions need.
-        isolate.unshare(isolate.CLONE_NEWNS)
-        isolate.make_private()
-        isolate.hide(tuple(f for f in isolate.VERIFIER_FOLDERS if f != "/proc"))
-        os.chdir("/")
-        isolate.lock()
-        make = _Maker()
-        while sock.recv(16):
-            try:
-                fds = make()
-            except OSError as exc:
-                sock.send(b"E" + str(exc).encode(errors="replace"))
-                continue
-            try:
-                rights = (_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))
-                sock.sendmsg([b"I"], [rights])
-            finally:
-                for fd in fds:
-                    os.close(fd)
-        code = 0
-    finally:
-        os._exit(code)
+    The code, for x86-64 (GNU as; arm64's is alike, with ``svc`` and ``ppoll``)::
 
+            mov $13, %eax              # rt_sigaction(SIGCHLD, &ign, NULL, 8)
+            mov $17, %edi
+            lea ign(%rip), %rsi
+            xor %edx, %edx
+            mov $8, %r10d
+            syscall
+        1:  mov $34, %eax              # pause(), for ever
+            syscall
+            jmp 1b
+            .balign 8
+        ign: .quad 1, 0, 0, 0
 
-class _Maker:
-    """Makes an init: ``clone(CLONE_VM | CLONE_PIDFD)`` into a new pid namespace, running the C
-    library's ``pause``. It shares the factory's memory, so it costs neither a copy of the
-    factory's page tables nor an exit that unmaps them (measured: about 0.05 ms of CPU, where a
-    fork of a small Python process costs 0.4 ms, of the zygote about 1 ms), and so its
-    non-dumpable flag, which is the memory's. It copies the rest of the factory's state at its
-    birth: credentials, signal dispositions (none handled; ``SIGCHLD`` ignored), descriptors
-    (the factory's socket end, nothing else), mount namespace. It runs no code of ours:
-    ``pause`` returns only once a handler has run, and it has none.
-
-    Every init runs on one stack: what an init's start writes there (the function to call and
-    its argument, then the frame of a ``pause`` that never returns) is the same for every init,
-    and nothing reads it back once ``pause`` has begun."""
+    It is written once to a page of its own that is then made read-only and executable. The init
+    touches no memory of the zygote's but that page and the stack below (what the C library's
+    ``clone`` writes there before the call is the same for every init, and nothing reads it
+    back). Its exit signal is none, so it is reaped only by ``reap`` (``__WALL``)."""
 
     def __init__(self) -> None:
         import ctypes
+        import mmap
 
+        with open("/proc/self/status") as f:
+            caught = next((line.split()[1] for line in f if line.startswith("SigCgt:")), "0")
+        if int(caught, 16):  # an init would copy the handler, and run it in this memory
+            raise OSError(f"signals with a handler (mask {caught}): no init may be made here")
+        machine = os.uname().machine
+        if machine not in INIT_CODE:
+            raise OSError(f"no init for {machine}")
+        code = bytes.fromhex(INIT_CODE[machine])
+        self.page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self.page.write(code)
+        view = ctypes.c_char.from_buffer(self.page)
         lib = isolate.libc()
+        lib.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        entry = ctypes.addressof(view)
+        del view  # (the page stays mapped: ``self.page`` holds it)
+        if lib.mprotect(entry, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mprotect: {os.strerror(err)}")
+        self.entry = ctypes.c_void_p(entry)
         self.clone = lib.clone
         self.clone.restype = ctypes.c_int
         self.clone.argtypes = (
@@ -153,40 +154,44 @@ class _Maker:
             ctypes.c_void_p,
             ctypes.POINTER(ctypes.c_int),
         )
-        self.pause = ctypes.cast(lib.pause, ctypes.c_void_p)
         self.stack = ctypes.create_string_buffer(STACK_BYTES)
         self.top = (ctypes.addressof(self.stack) + STACK_BYTES) & ~15  # aligned, as the ABI asks
         self.pidfd = ctypes.c_int(-1)
         self.pidfd_ref = ctypes.byref(self.pidfd)
-        self.flags = isolate.CLONE_VM | isolate.CLONE_PIDFD | _signal.SIGCHLD
+        self.flags = isolate.CLONE_VM | CLONE_FILES | isolate.CLONE_PIDFD  # (no exit signal)
         self.get_errno = ctypes.get_errno
+        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
 
-    def __call__(self) -> tuple[int, int]:
-        """A new init: its pidfd and a descriptor of its pid namespace (which the zygote joins
-        with: a pidfd would not do, the init being non-dumpable)."""
-        isolate.unshare(isolate.CLONE_NEWPID)  # (this process's next child is its pid 1)
+    def __call__(self, name: str) -> int:
+        """A new init's pidfd; this process's next children are born in its namespace.
+        ``name``: this process's own name, set back once the init has copied ``NAME``."""
+        isolate.unshare(isolate.CLONE_NEWPID)
         try:
             isolate.set_process_name(NAME)  # what the init's name is copied from
             try:
-                pid = self.clone(self.pause, self.top, self.flags, None, self.pidfd_ref)
+                pid = self.clone(self.entry, self.top, self.flags, None, self.pidfd_ref)
             finally:
-                isolate.set_process_name(FACTORY_NAME)
+                isolate.set_process_name(name)
             if pid < 0:
                 err = self.get_errno()
                 raise OSError(err, f"clone: {os.strerror(err)}")
-            pidfd = self.pidfd.value
-            try:
-                return pidfd, os.open("/proc/self/ns/pid_for_children", os.O_RDONLY)
-            except BaseException:
-                _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
-                os.close(pidfd)
-                raise
-        finally:  # back to its own namespace (opened now: no init holds it)
-            own = os.open("/proc/self/ns/pid", os.O_RDONLY)
-            try:
-                isolate.setns(own, isolate.CLONE_NEWPID)
-            finally:
-                os.close(own)
+        except BaseException:
+            self.leave()
+            raise
+        return self.pidfd.value
+
+    def leave(self) -> None:
+        """Children are born in this process's own pid namespace again."""
+        isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
+
+
+def reap(pidfd: int) -> None:
+    """Wait for the end of a pool's init (ended by ``SIGKILL`` from its parent's namespace: it
+    ends once every other process of its namespace is gone), reap it, and close its pidfd."""
+    try:
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | WALL)
+    finally:
+        os.close(pidfd)
 
 
 def supervise(status_fd: int | None) -> None:

@@ -207,7 +207,7 @@ def drop_privileges() -> None:
 def lock() -> None:
     """What every process forked from here keeps and none can undo: an empty bounding set,
     no-new-privileges and the seccomp filter against new user namespaces (the capabilities this
-    process holds now stay: a pool's zygote and init factory still make pid namespaces)."""
+    process holds now stay: a pool's zygote still makes pid namespaces)."""
     drop_bounding_set()
     no_new_privileges()
     no_new_user_namespaces()

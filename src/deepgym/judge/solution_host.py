@@ -223,6 +223,50 @@ def _serve(path: str | None, source: bytes | None = None) -> int:
     return 0
 
 
+def default_signals() -> None:
+    """Every signal as a fresh interpreter on a plain host has it, whatever the process that
+    started the sandbox inherited (``nohup`` ignores SIGHUP, a shell's background job SIGINT and
+    SIGQUIT, a service manager may block some): none ignored but SIGPIPE and SIGXFSZ, which
+    Python itself ignores (a program gets them back at its exec: ``judge.build``), SIGINT
+    raising ``KeyboardInterrupt``, none blocked, glibc's own 32 and 33 not ignored either. (A
+    pool's worker calls it once at its start: every process it forks inherits it.)"""
+    import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
+
+    kept = {_signal.SIGKILL, _signal.SIGSTOP, _signal.SIGPIPE, _signal.SIGXFSZ}
+    for sig in _signal.valid_signals():
+        if sig not in kept and _signal.getsignal(sig) == _signal.SIG_IGN:
+            dfl = _signal.default_int_handler if sig == _signal.SIGINT else _signal.SIG_DFL
+            _signal.signal(sig, dfl)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
+    try:
+        with open("/proc/self/status", "rb") as f:
+            ignored = next((int(ln.split()[1], 16) for ln in f if ln.startswith(b"SigIgn:")), 0)
+    except (OSError, ValueError):  # no /proc here: nothing more to read
+        return
+    reserved = [sig for sig in (32, 33) if ignored >> (sig - 1) & 1]
+    if reserved:
+        _default_reserved(reserved)
+
+
+RT_SIGACTION = {"x86_64": 13, "aarch64": 134}
+"""The ``rt_sigaction`` system call's number by machine."""
+
+
+def _default_reserved(signals: list[int]) -> None:
+    """Set ``signals`` (32 and 33, which glibc keeps for its threads and refuses to set) to
+    their defaults by the kernel's own call: inherited as ignored, they would reach every
+    program the answer runs."""
+    import ctypes
+
+    number = RT_SIGACTION.get(os.uname().machine)
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    action = (ctypes.c_ulong * 4)()  # handler SIG_DFL, no flags, no restorer, an empty mask
+    for sig in signals:
+        libc.syscall(number, sig, ctypes.byref(action), None, 8)
+
+
 def _take_host_setup() -> int | None:
     """What a host that started this process ahead of time passes in the environment: cgroup
     files to join, and where the RPC pipes are (moved to fds 3 and 4) and its io socket (to
@@ -321,6 +365,7 @@ def main(
                 init.supervise(int(status_fd) if status_fd else None)
             elif status_fd:
                 os.close(int(status_fd))
+            default_signals()
             io = _take_host_setup()
         apply_limits(wire.loads(limits_json))
         if not prepared:

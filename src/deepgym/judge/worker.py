@@ -1,23 +1,21 @@
 """A pool worker: a long-lived process in its own sandbox, and its clean zygote.
 
 The worker runs inside a bwrap of its own. At start it takes a user namespace of its own (where
-it is uid 65534) and forks the **init factory** (``judge.init.factory``), still small: pid 1 of a
-pid namespace that the worker's user namespace owns, which makes the init of every solution's
-namespace. It then imports what answers and verifiers commonly use, freezes that heap for the
-garbage collector (fewer copy-on-write faults in forked children), and forks a **zygote** into
-the factory's namespace (pid 2), with the factory's socket. The worker then drops its
-capabilities and serves jobs.
+it is uid 65534), imports what answers and verifiers commonly use, freezes that heap for the
+garbage collector (fewer copy-on-write faults in forked children), and forks a **zygote**, pid 1
+of a pid namespace that the worker's user namespace owns. The worker then drops its capabilities
+and serves jobs.
 
 The zygote seals once what every solution shares (``Zygote.seal``: a mount namespace of its own
 with the verifier's folders covered and the rest read-only, the hostname, an empty bounding set,
-no-new-privileges, the seccomp filter) and keeps one solution process forked ahead, a *standby*:
-pid 2 of a fresh pid namespace whose pid 1 is an init of ours (made by the factory just before
-it: non-dumpable, running no code of ours, a child of the factory's), in fresh mount and ipc
-namespaces, waiting for its run. The standby is the zygote's own child, so the zygote reaps it:
-its exit status (a signal's included, which a pid 1 could not die of) and rusage are the
-answer's own. The zygote kills the init with the run and waits for its end on its pidfd (the
-kernel reaps it: the factory ignores ``SIGCHLD``). The factory dies with the worker and ends
-when the zygote's end of its socket closes; its end ends the zygote and every run below it.
+no-new-privileges, the seccomp filter, no signal handler, non-dumpable) and keeps one solution
+process forked ahead, a *standby*: pid 2 of a fresh pid namespace whose pid 1 is an init of ours
+(``judge.init.Maker``, cloned by the zygote just before: it shares the zygote's memory, runs no
+code of ours and reaps what the answer orphans), in fresh mount and ipc namespaces, waiting for
+its run. The standby is the zygote's own child, so the zygote reaps it: its exit status (a
+signal's included, which a pid 1 could not die of) and rusage are the answer's own. The zygote
+kills the init with the run and reaps it. The zygote dies with the worker; its end ends every
+init and run below it.
 
 Per job (one at a time, a JSON line on stdin) the worker writes the answer to a file of its own,
 asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
@@ -40,7 +38,6 @@ import array
 import contextlib
 import gc
 import os
-import select
 import signal
 import socket
 import sys
@@ -245,6 +242,10 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     filter. What is the run's own is made here."""
     isolate.set_process_name("dg-standby")
     isolate.die_with_parent()
+    # As any process: dumpable, Python's SIGINT handler (the zygote, whose memory its inits
+    # share, is neither: ``Zygote.seal``).
+    isolate.dumpable(True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
     # New mount and ipc namespaces in the worker's user namespace, where this process is uid
     # 65534: the capabilities inherited from the zygote serve this set-up and are dropped
@@ -337,18 +338,14 @@ def _proc_pid(pidfd: int) -> int:
 
 class Zygote:
     """Forks solution processes from clean memory, each pid 2 of a fresh pid namespace whose
-    pid 1 is an init of ours, made by the init factory (the zygote itself is pid 2 of the
-    factory's namespace: it joins each new one with ``setns`` to fork there, then comes back).
+    pid 1 is an init of ours (``init.Maker``), made here just before.
 
     Everything this process touches after a fork is copied (the child shares its pages), so its
     loop is kept to a few system calls: it never decodes a request (the child does) and never
     holds an answer (the child reads it from the worker's file)."""
 
-    def __init__(self, ctl: socket.socket, factory: socket.socket, cgroup_procs: list[str]) -> None:
+    def __init__(self, ctl: socket.socket, cgroup_procs: list[str]) -> None:
         self.ctl = ctl
-        self.factory = factory
-        """The init factory's socket (``init.factory``): one byte asks for an init."""
-        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         # a v1 group's procs file by path; a v2 one as a descriptor the host opened (``&N``)
         self.cgroup_fds = [
             int(p[1:]) if p.startswith("&") else os.open(p, os.O_WRONLY) for p in cgroup_procs
@@ -358,6 +355,12 @@ class Zygote:
         self.dying: list[int] = []
         """The pidfds of the inits killed, whose end ``bury`` waits for."""
         self.standby: tuple[int, int, int, list[int], int] | None = None
+        # What its inits, which share this process's memory and copy its signal dispositions,
+        # must have: non-dumpable memory, no signal handler (``init.Maker`` checks; it reads
+        # this process's ``/proc``, which ``seal`` covers).
+        isolate.dumpable(False)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the one handler Python installs
+        self.make_init = init.Maker()
 
     def seal(self) -> None:
         """Once, what every solution shares: a mount namespace of the zygote's own with the
@@ -379,29 +382,18 @@ class Zygote:
 
     def fork(self) -> tuple[int, int]:
         """Fork a solution process into a new pid namespace, as its pid 2: its pid here (0 in
-        the child), and its init's pidfd (pid 1, made first by the init factory)."""
-        init_fd, ns_fd = self._new_init()
+        the child), and its init's pidfd (pid 1, made first)."""
+        init_fd = self.make_init("dg-zygote")
         pid = -1
         try:
-            isolate.setns(ns_fd, isolate.CLONE_NEWPID)
             pid = os.fork()
         except BaseException:
             _end_init(init_fd)
             raise
         finally:
             if pid:  # (the child stays: its own processes are born in its namespace)
-                isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
-            os.close(ns_fd)
+                self.make_init.leave()
         return pid, init_fd
-
-    def _new_init(self) -> tuple[int, int]:
-        """A fresh init, made by the init factory: its pidfd, and its pid namespace's."""
-        self.factory.send(b"I")
-        data, fds = recv_fds(self.factory, MSG_MAX, 2)
-        if data != b"I" or len(fds) != 2:
-            close_all(fds)
-            raise OSError(f"no init: {data[1:].decode(errors='replace') or 'no init factory'}")
-        return fds[0], fds[1]
 
     def prepare(self) -> None:
         """Fork the next solution process ahead of its run: it sets up what it can and waits
@@ -419,7 +411,6 @@ class Zygote:
             code = SETUP_FAILED
             try:
                 self.ctl.close()
-                self.factory.close()
                 os.close(w_go)
                 os.close(init_fd)
                 pipes = [r_in, w_out, w_err, r_req, w_rep, io_t]
@@ -473,13 +464,12 @@ class Zygote:
         return status, (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def bury(self) -> None:
-        """Wait for the end of the inits ``end`` killed, once the reply is sent (the worker need
-        not wait for it), and before any other request is read: nothing of a run's namespace
-        outlives the request that ended it. (Each init ends once every other process of its
-        namespace is gone, the solution reaped by ``end`` included; the kernel reaps it, the
-        factory ignoring ``SIGCHLD``.)"""
+        """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
+        it), and before any other request is read: nothing of a run's namespace outlives the
+        request that ended it. (Each init ends once every other process of its namespace is
+        gone, the solution reaped by ``end`` included.)"""
         while self.dying:
-            _wait_end(self.dying.pop())
+            init.reap(self.dying.pop())
 
     def serve(self) -> None:
         """Answer the worker's requests until it closes the socket."""
@@ -512,49 +502,17 @@ def _kill(pidfd: int) -> None:
 
 
 def _end_init(pidfd: int) -> None:
-    """Kill a namespace's init and wait for its end: it ends once every other process of its
-    namespace is gone (the kernel kills them; the zygote must have reaped its own child there
-    first)."""
+    """Kill a namespace's init and reap it: it ends once every other process of its namespace
+    is gone (the kernel kills them; the zygote must have reaped its own child there first)."""
     _kill(pidfd)
-    _wait_end(pidfd)
+    init.reap(pidfd)
 
 
-def _wait_end(pidfd: int) -> None:
-    """Wait until the process of ``pidfd`` has ended (its pidfd reads ready), then close it."""
-    try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        while not poller.poll():
-            pass
-    finally:
-        os.close(pidfd)
-
-
-def _start_factory() -> socket.socket:
-    """Fork the init factory (``init.factory``), pid 1 of a new pid namespace our user namespace
-    owns, into which this process's later children are born (the zygote first); return the
-    zygote's end of the factory's socket. Called before the heavy imports: the factory stays
-    small."""
+def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> tuple[int, socket.socket]:
+    """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its pid and
+    its socket."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     isolate.unshare(isolate.CLONE_NEWPID)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the factory's whole life
-        try:
-            mine.close()
-            init.factory(theirs)
-        finally:
-            os._exit(SETUP_FAILED)
-    theirs.close()
-    return mine
-
-
-def _start_zygote(
-    host_fds: tuple[int, ...], cgroup_procs: list[str], factory: socket.socket
-) -> socket.socket:
-    """Fork the zygote (pid 2 of the init factory's pid namespace, where this process's children
-    are born) with the factory's socket, which this process then closes; return the zygote's
-    socket."""
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the zygote's whole life
         try:
@@ -566,18 +524,17 @@ def _start_zygote(
             os.close(null)
             isolate.set_process_name("dg-zygote")
             isolate.die_with_parent()
-            zygote = Zygote(theirs, factory, cgroup_procs)
+            zygote = Zygote(theirs, cgroup_procs)
             zygote.seal()
             zygote.prepare()
             zygote.serve()
         finally:
             os._exit(0)
     theirs.close()
-    factory.close()
     for entry in cgroup_procs:  # the zygote holds the v2 group's descriptor: the worker does not
         if entry.startswith("&"):
             os.close(int(entry[1:]))
-    return mine
+    return pid, mine
 
 
 def _rss_kb() -> int:
@@ -586,6 +543,17 @@ def _rss_kb() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def _end(zygote: socket.socket, zygote_pid: int) -> None:
+    """The pool closed this worker: end the zygote (its socket closed, it ends its runs and
+    exits) and wait for it, whose end (pid 1 of its namespace) waits for every process below.
+    So nothing of this worker's outlives it: its sandbox's processes are gone when the pool sees
+    it exit. (A worker that does not exit in time is killed, and every process below it dies
+    with it, all the same.)"""
+    zygote.close()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(zygote_pid, 0)
 
 
 def main(argv: list[str]) -> int:
@@ -597,16 +565,16 @@ def main(argv: list[str]) -> int:
     result_fd, marks_fd = int(argv[0]), int(argv[1])
     cpu_fd = int(argv[2]) if argv[2] != "-" else None
     isolate.set_process_name("dg-worker")
+    solution_host.default_signals()  # (before any fork: each process of the sandbox has them)
     # Started with LD_BIND_NOW=1: the dynamic linker bound every symbol of the interpreter at
     # start, once, so no forked solution binds (and copies the pages of) the ones it is first
     # to call (measured: 14 fewer page faults per run). Nothing started from here needs it.
     os.environ.pop("LD_BIND_NOW", None)
     # A user namespace of our own, as uid 65534: the capabilities to make a pid, mount, ipc and
     # uts namespace per solution. Each solution shares it without any capability, cannot make
-    # another (seccomp), and cannot reach this process, the init factory or the zygote (a pid
+    # another (seccomp), and cannot reach this process or the zygote (a pid
     # namespace of its own, /proc covered).
     isolate.new_user_namespace(os.getuid(), os.getgid(), SOLUTION_UID)
-    factory = _start_factory()  # first: it makes an init per run, and stays small
     for name in PRELOAD:
         try:
             __import__(name)
@@ -619,7 +587,7 @@ def main(argv: list[str]) -> int:
     gc.freeze()  # children share these objects: keep the collector from touching their pages
     os.makedirs(os.path.dirname(ANSWER_PATH), exist_ok=True)
     host_fds = (result_fd, marks_fd) if cpu_fd is None else (result_fd, marks_fd, cpu_fd)
-    zygote = _start_zygote(host_fds, argv[3:], factory)
+    zygote_pid, zygote = _start_zygote(host_fds, argv[3:])
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
     for name in VERIFIER_PRELOAD:
         __import__(name)
@@ -631,6 +599,7 @@ def main(argv: list[str]) -> int:
     while True:
         chunk = jobs.read(MSG_MAX)
         if not chunk:
+            _end(zygote, zygote_pid)
             return 0
         buffer += chunk
         while b"\n" in buffer:
