@@ -62,3 +62,11 @@ def host_ignores() -> Iterator[None]:
         libc.syscall(number, 32, ctypes.byref(old), None, 8)
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def sigint_as_a_terminal_has_it() -> None:
+    """A ``preexec_fn``: in the child, before it runs, SIGINT at its default, as a terminal's
+    process has it. A process started in the background (make, CI, a shell's ``&``) inherits
+    SIGINT ignored, and a Python child then installs no handler for it and never raises
+    ``KeyboardInterrupt``."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

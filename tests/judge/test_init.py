@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from deepgym.judge import init
+from tests.procs import sigint_as_a_terminal_has_it
 
 pytestmark = pytest.mark.sandbox
 
@@ -63,6 +64,7 @@ def _child(setup: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
         check=False,
+        preexec_fn=sigint_as_a_terminal_has_it,  # (so Python installs its SIGINT handler)
     )
 
 
