@@ -27,6 +27,7 @@ from deepgym.engines.ray import RayEngine
 from deepgym.envs.registry import load_suite
 from deepgym.reward_function import RewardFunction
 from deepgym.scheduling import TimeLimitPolicy
+from tests.sandbox.conftest import held_back
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
@@ -301,16 +302,13 @@ def test_the_attack_answers_get_the_same_outcomes_through_ray(cluster: Cluster) 
     answers = list(ATTACKS.values())
     want, got = asyncio.run(_both(cluster, [env] * len(answers), answers))
     for name, w, g in zip(ATTACKS, want, got, strict=True):
-        if _held_back(w) or _held_back(g):  # a loop the loaded host held past its backstop
-            assert name == "infinite loop" and not (w.passed or g.passed), (name, w, g)
+        # a computing answer (a loop, a memory bomb's allocations) that a loaded host held
+        # past its backstop: no verdict on that side, and a 0 where the other side judged it
+        if held_back(w) or held_back(g):
+            assert not (w.passed or g.passed), (name, w, g)
             continue
         assert _verdict(g) == _verdict(w), name
         assert g.has_verdict and not g.passed, (name, g)
-
-
-def _held_back(r: RunResult) -> bool:
-    """No verdict because the host held the answer back past its backstop (a loaded host)."""
-    return not r.has_verdict and r.error_type == "timeout" and "held back" in (r.error or "")
 
 
 class Hang:

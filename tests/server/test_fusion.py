@@ -133,10 +133,21 @@ SUMMARY = sf.SummaryMapping(
 )
 
 
+def _judged(served: Served, body: dict[str, Any], tries: int = 3) -> Any:
+    """``POST /run_code``, sent again (as verl does) while the reply is the 504 of a run that a
+    loaded host held back past its backstop: no verdict, never the code's."""
+    for _ in range(tries - 1):
+        r = served.post("/run_code", body)
+        if r.status_code != 504:
+            return r
+        assert "held back by the host" in r.json()["message"], r.text
+    return served.post("/run_code", body)
+
+
 def test_run_code_replies_are_sandbox_fusion_responses(served: Served) -> None:
     for body, summary, stdout in RUNS:
         sf.RunCodeRequest.parse_obj(body)  # SandboxFusion's request, as sent
-        r = served.post("/run_code", body)
+        r = _judged(served, body)
         assert r.status_code == 200, r.text
         reply = _reply(r)
         assert summary_run_code_result(reply, SUMMARY) == summary, (body, r.text)
