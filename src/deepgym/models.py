@@ -55,6 +55,8 @@ HARNESS_MARKER = "// deepgym:answer"
 """The line of an environment's ``harness`` that the answer's code replaces."""
 LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
+RuntimeName = Literal["stdlib", "scientific"]
+"""The runtimes a Python answer may run in (``deepgym.runtimes`` has what each holds)."""
 Scoring = Literal["all", "partial"]
 TimeoutKind = Literal["limit", "backstop"]
 Dialect = Literal["deepgym", "sandbox_fusion"]
@@ -159,6 +161,13 @@ class Environment(BaseModel):
     root is writable in a layer of its own, and its final verifier runs on the image too; a
     function task's answer gets the image read-only and runs on the ``strict`` backend only.
     None: the host's programs."""
+    runtime: RuntimeName = "stdlib"
+    """What a Python answer's process runs in: ``"stdlib"`` (the default), the judge's
+    interpreter with its standard library only; or ``"scientific"``, the same interpreter with
+    numpy, pandas, scipy, scikit-learn and sympy (``deepgym.runtimes``: built once, at its first
+    use or by ``deepgym runtime build scientific``, and mounted read-only in the answer's
+    sandbox). The verifier's process never has them. Python answers of function, script and
+    patch tasks on the host's system only (an image brings its own packages)."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
@@ -242,6 +251,18 @@ class Environment(BaseModel):
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "
                 f"stdout), not {self.kind!r}"
             )
+        if self.runtime != "stdlib":
+            clashes = {
+                f"language {self.language!r}": self.language != "python",
+                "kind 'session'": self.kind == "session",
+                f"image {self.image!r}": self.image is not None,
+            }
+            for what, given in clashes.items():
+                if given:
+                    raise ValueError(
+                        f"runtime {self.runtime!r} applies to Python answers of function, "
+                        f"script and patch tasks on the host's system, not to {what}"
+                    )
         if self.image is not None and self.kind not in ("session", "function"):
             raise ValueError(
                 f"image applies to kinds 'session' and 'function' only, not {self.kind!r}"

@@ -66,6 +66,7 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "step_timeout": (int, float),
     "lifetime": (int, float),
     "image": str,
+    "runtime": str,
 }
 
 SuiteLoader = Callable[[], list[Environment]]

@@ -65,7 +65,6 @@ STACK_BYTES = 4096
 code uses none)."""
 TOP_FD = 65536
 """Descriptors below this are closed (as a pool's solution process closes the zygote's)."""
-CLONE_FILES = 0x00000400
 WALL = 0x40000000
 """``__WALL``: wait for a child whatever its exit signal (an init's is none)."""
 
@@ -158,7 +157,9 @@ class Maker:
         self.top = (ctypes.addressof(self.stack) + STACK_BYTES) & ~15  # aligned, as the ABI asks
         self.pidfd = ctypes.c_int(-1)
         self.pidfd_ref = ctypes.byref(self.pidfd)
-        self.flags = isolate.CLONE_VM | CLONE_FILES | isolate.CLONE_PIDFD  # (no exit signal)
+        self.flags = (
+            isolate.CLONE_VM | isolate.CLONE_FILES | isolate.CLONE_PIDFD
+        )  # (no exit signal)
         self.get_errno = ctypes.get_errno
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
 

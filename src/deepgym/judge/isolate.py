@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CLONE_VM = 0x00000100
+CLONE_FILES = 0x00000400
 CLONE_PIDFD = 0x00001000
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -156,6 +157,12 @@ def read_only(target: str, bind_first: bool = False) -> None:
     if bind_first:
         _mount(target, target, None, MS_BIND, None)
     _mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+
+
+def bind_read_only(source: str, target: str) -> None:
+    """Mount the folder ``source`` at ``target``, read-only."""
+    _mount(source, target, None, MS_BIND, None)
+    read_only(target)
 
 
 class _CapHeader(ctypes.Structure):

@@ -434,7 +434,7 @@ def close_all(fds: list[int]) -> None:
         os.close(fd)
 
 
-SPAWN_KEYS = ("answer_path", "limits_json", "work_bytes")
+SPAWN_KEYS = ("answer_path", "limits_json", "work_bytes", "runtime")
 """What of the job a pool's solution process reads (a strict host reads only mode and args)."""
 
 

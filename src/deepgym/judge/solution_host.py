@@ -19,7 +19,7 @@ import resource
 import sys
 
 from . import files, wire
-from .codes import BEGAN, SETUP_FAILED, STATUS_FD_ENV
+from .codes import BEGAN, RUNTIME_ENV, SETUP_FAILED, STATUS_FD_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -279,6 +279,16 @@ def _take_host_setup() -> int | None:
     return files.IO_FD if len(fds) > 2 else None
 
 
+def use_runtime() -> None:
+    """The answer's runtime (``RUNTIME_ENV``, set where its environment names one): its packages'
+    folder last on ``sys.path``, after the standard library's, and the variable out of the
+    environment the answer sees. Nothing else is added: the interpreter runs isolated (``-I -S``),
+    so no package of the host's is on the path."""
+    site = os.environ.pop(RUNTIME_ENV, "")
+    if site:
+        sys.path.append(site)
+
+
 def join_cgroups(value: str) -> None:
     """Join the groups ``value`` names (``DEEPGYM_CGROUP_PROCS``, ``:``-separated): a
     ``cgroup.procs`` path (cgroup v1), or ``&N``, a descriptor of one the host opened (cgroup v2:
@@ -367,6 +377,7 @@ def main(
                 os.close(int(status_fd))
             default_signals()
             io = _take_host_setup()
+        use_runtime()
         apply_limits(wire.loads(limits_json))
         if not prepared:
             os.chdir(os.path.dirname(path) or "/")

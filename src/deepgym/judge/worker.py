@@ -21,11 +21,12 @@ Per job (one at a time, a JSON line on stdin) the worker writes the answer to a 
 asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
 code, and it loads the test data here. The answer never runs here. The zygote hands over its
 standby (its pipe ends, its pidfd and its init's come back over a socket, ``SCM_RIGHTS``),
-which joins the worker's cgroups, reads the answer, mounts its own capped work dir, ``/tmp`` and
-``/dev/shm``, drops its capabilities and serves the answer from the verifier's first call; the
-zygote signals and reaps it on request, and its init with it (which ends whatever the answer
-left in the namespace). The answer shares the worker's network namespace: no interface but
-loopback, nothing listening.
+which joins the worker's cgroups, reads the answer, mounts its run's runtime read-only (where
+the job names one: ``deepgym.runtimes``) and covers the others, mounts its own capped work dir,
+``/tmp`` and ``/dev/shm``, drops its capabilities and serves the answer from the verifier's
+first call; the zygote signals and reaps it on request, and its init with it (which ends
+whatever the answer left in the namespace). The answer shares the worker's network namespace:
+no interface but loopback, nothing listening.
 
 Events go to the host on the result fd: ``ready`` once, then per job the report and a ``done``
 with the verifier's exit code; each run's ``in_play`` mark goes on the marks fd, which the host
@@ -34,6 +35,7 @@ reads when the run ends.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
 import array
 import contextlib
 import gc
@@ -44,7 +46,7 @@ import sys
 
 from . import build, files, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
 from .blame import read_tree, runnable
-from .codes import ANSWER_PATH, MSG_MAX, SETUP_FAILED, SOLUTION_UID
+from .codes import ANSWER_PATH, IN_RUNTIME, IN_RUNTIMES, MSG_MAX, SETUP_FAILED, SOLUTION_UID
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
 TYPE_CHECKING = False
@@ -239,13 +241,14 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
 
     The zygote prepared what every solution shares (``Zygote.seal``): the verifier's folders
     covered, the rest read-only, an empty bounding set, no-new-privileges and the seccomp
-    filter. What is the run's own is made here."""
+    filter. What is the run's own is made here: its runtime, if it names one, is mounted from
+    the worker's folder of every built runtime, which is then covered."""
     isolate.set_process_name("dg-standby")
     isolate.die_with_parent()
     # As any process: dumpable, Python's SIGINT handler (the zygote, whose memory its inits
     # share, is neither: ``Zygote.seal``).
     isolate.dumpable(True)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # (no enums: fewer pages written)
     os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
     # New mount and ipc namespaces in the worker's user namespace, where this process is uid
     # 65534: the capabilities inherited from the zygote serve this set-up and are dropped
@@ -261,6 +264,14 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     for fd in cgroup_fds:  # join the worker's groups (the zygote holds their procs files)
         os.write(fd, b"0")
     answer = _read_file(job["answer_path"])
+    if runtime := job.get("runtime"):  # mounted as strict mounts it: read-only, same place
+        # (a worker without the runtimes' folder fails here, its set-up: never an answer's 0)
+        isolate.bind_read_only(f"{IN_RUNTIMES}/{runtime['dir']}", IN_RUNTIME)
+        os.environ.update(runtime["env"])  # (its own variables and its packages' folder)
+    if os.path.isdir(IN_RUNTIMES):
+        # the others (a bind made by the zygote's namespace could not be mounted here, so the
+        # zygote leaves them to each solution to cover)
+        isolate.tmpfs(IN_RUNTIMES, 4096, "0555")
     solution_host.move_fds(fds, 0)  # stdin, stdout, stderr, the call pipes, the io socket
     os.closerange(files.IO_FD + 1, 65536)  # the zygote's own descriptors among them
     size = int(job.get("work_bytes") or 128 * 2**20)
@@ -451,17 +462,26 @@ class Zygote:
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
         """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
         now, whose end takes whatever the answer left there, and reaped by ``bury``. The
-        solution's wait status and CPU ms."""
+        solution's wait status and CPU ms. One that has ended is reaped before its init is
+        killed: the init, which ends only once every other process of its namespace is gone,
+        then ends at once instead of waiting for this reap."""
         pidfd, init_fd = self.children.pop(pid)
-        _kill(init_fd)
-        if kill:
-            _kill(pidfd)  # now, not once its init's end reaches it
-        self.dying.append(init_fd)
+        done = None
         try:
-            _, status, usage = os.wait4(pid, 0)
+            if not kill:
+                done = _reaped(pid)
+        finally:
+            _kill(init_fd)
+            self.dying.append(init_fd)
+        try:
+            if done is None:
+                if kill:
+                    _kill(pidfd)  # now, not once its init's end reaches it
+                done = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
-        return status, (usage.ru_utime + usage.ru_stime) * 1000.0
+        usage = done[2]
+        return done[1], (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def bury(self) -> None:
         """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
@@ -494,9 +514,15 @@ class Zygote:
                 self.prepare()
 
 
+def _reaped(pid: int) -> tuple[int, int, Any] | None:
+    """``wait4``'s result for child ``pid`` if it has ended (reaped now), else None."""
+    done = os.wait4(pid, os.WNOHANG)
+    return done if done[0] else None
+
+
 def _kill(pidfd: int) -> None:
     try:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
     except ProcessLookupError:
         pass
 

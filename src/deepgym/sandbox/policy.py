@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from deepgym.judge.codes import SOLUTION_UID
+from deepgym.judge.codes import IN_RUNTIME, IN_RUNTIMES, SOLUTION_UID
 
 SOLUTION = "solution"
 BUILD = "build"
@@ -88,6 +88,10 @@ class Params:
     launcher: Sequence[str] = ()
     """What ``python`` runs under: on an image, the host's dynamic loader and its library path
     (``image_root.launcher``); empty on the host (session)."""
+    runtime_dir: str = ""
+    """The answer's runtime on the host (``deepgym.runtimes``), or empty: none (solution)."""
+    runtimes_dir: str = ""
+    """Every built runtime's folder on the host, or empty: none (worker)."""
     writable_root: bool = False
     """The root is an image's overlay with a tmpfs layer of the sandbox's own: not remounted
     read-only (session)."""
@@ -238,6 +242,27 @@ RULES: tuple[Rule, ...] = (
         f"The judge package, read-only, at {IN_JUDGE}.",
         "The code that judges a run cannot be changed from inside its sandbox.",
         lambda p: ["--ro-bind", p.judge_dir, IN_JUDGE],
+    ),
+    Rule(
+        "runtime_read_only",
+        frozenset({SOLUTION}),
+        f"The answer's runtime, where its environment names one (its packages beside the "
+        f"judge's interpreter: deepgym.runtimes), read-only, at {IN_RUNTIME}.",
+        "The answer imports the runtime's packages and changes none of them; nothing else of "
+        "the host's packages is there.",
+        lambda p: ["--ro-bind", p.runtime_dir, IN_RUNTIME] if p.runtime_dir else [],
+    ),
+    Rule(
+        "runtimes_read_only",
+        frozenset({WORKER}),
+        f"Every built runtime, read-only, at {IN_RUNTIMES}, and an empty {IN_RUNTIME}.",
+        "Each solution mounts its run's runtime (if any) at the same place as strict's, then "
+        "covers this folder: an answer sees its own runtime only, and can change none.",
+        lambda p: (
+            ["--ro-bind", p.runtimes_dir, IN_RUNTIMES, "--dir", IN_RUNTIME]
+            if p.runtimes_dir
+            else []
+        ),
     ),
     Rule(
         "run_files",

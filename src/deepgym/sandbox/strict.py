@@ -18,6 +18,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from deepgym.runtimes import Built
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.fresh import FreshRuns
@@ -70,12 +71,16 @@ class BwrapLaunch:
         mode: str,
         args: list[str],
         headers: Path | None = None,
+        runtime: Built | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """A ``solution`` sandbox serving the answer, told where the run's cgroups are (a
-        ``build``'s: with the folder of precompiled ``headers`` at ``/pch``, where given)."""
+        ``build``'s: with the folder of precompiled ``headers`` at ``/pch``, where given), with
+        its ``runtime`` (built: ``RuntimeStore.ready``) mounted read-only where it has one."""
         limits = json.dumps(rlimits(job, group))
         env = solution_env("/work")
         env["DEEPGYM_CGROUP_PROCS"], binds, _ = group.join(policy.RUN_CGROUP)
+        if runtime is not None:
+            env.update(runtime.solution_env())
         params = dataclasses.replace(
             self.host_for(job),
             command=("solution", mode, "/work/solution.py", limits, *args),
@@ -83,6 +88,7 @@ class BwrapLaunch:
             cgroups=binds,
             size=work_bytes(job),
             headers_dir=str(headers) if headers is not None else "",
+            runtime_dir=str(runtime.path) if runtime is not None else "",
         )
         role = policy.BUILD if mode == "build" else policy.SOLUTION  # a compiler's sandbox
         return policy.argv(role, params), env

@@ -52,8 +52,9 @@ from deepgym.judge import files as run_files
 from deepgym.judge.report import MAX_CASES
 from deepgym.languages import NAMES
 from deepgym.models import CaseOutput, Environment, RunResult
+from deepgym.runtimes import DEFAULT as DEFAULT_RUNTIME
 from deepgym.sandbox.base import RunInput
-from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
+from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit, in_runtime, runtime_of
 from deepgym.server.service import Service
 from deepgym.text import one_line
 from deepgym.verdict import COMPILER_STARTED
@@ -267,12 +268,14 @@ def backstop(run: float, tests: int) -> float:
     return tests * (run + CASE_SLACK_S) + SLACK_S
 
 
-def run_code_env(req: RunCodeRequest, limits: Limits) -> Environment:
+def run_code_env(
+    req: RunCodeRequest, limits: Limits, runtime: str = DEFAULT_RUNTIME
+) -> Environment:
     """The one-case script environment a ``/run_code`` request runs in: its language and
-    limits, its program's output kept, nothing compared. The request's own stdin and files are
-    the run's (``run_code_input``), never the environment's, so one environment, made once,
-    serves every request with the same settings (``_prepared``): nothing is made or staged
-    per request."""
+    limits (and a Python answer's ``runtime``), its program's output kept, nothing compared.
+    The request's own stdin and files are the run's (``run_code_input``), never the
+    environment's, so one environment, made once, serves every request with the same settings
+    (``_prepared``): nothing is made or staged per request."""
     run = _seconds(req.run_timeout, "run_timeout", limits)
     settings = {
         "language": language_of(req.language),
@@ -282,6 +285,8 @@ def run_code_env(req: RunCodeRequest, limits: Limits) -> Environment:
         "compile_timeout": _seconds(req.compile_timeout, "compile_timeout", limits),
         **_memory(req.memory_limit_MB),
     }
+    if settings["language"] == "python":  # (a runtime is packages for Python)
+        settings["runtime"] = runtime
     return _prepared(tuple(sorted(settings.items())))
 
 
@@ -676,7 +681,7 @@ def add_fusion(app: FastAPI, service: Service) -> None:
     async def run_code(request: Request) -> JSONResponse:
         arrived = time.monotonic()
         req: RunCodeRequest = await _body(request, RunCodeRequest)
-        env = run_code_env(req, service.limits)
+        env = run_code_env(req, service.limits, runtime_of(request.scope))
         given = run_code_input(req)
         begin = start_by(env, client_deadline(req, arrived))
         result = await service.score(env, req.code, env.timeout, begin, given)
@@ -687,6 +692,7 @@ def add_fusion(app: FastAPI, service: Service) -> None:
     async def submit(request: Request) -> JSONResponse:
         req: SubmitRequest = await _body(request, SubmitRequest)
         env, code, kind, language = submit_env(req, service.limits)
+        env = in_runtime(env, request.scope)
         # a registered problem's time limit is its own (its policy), as ``/v1/run`` sets it
         limit = env.timeout if req.config.provided_data is not None else None
         result = await service.score(env, code, limit)
