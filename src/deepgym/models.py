@@ -59,6 +59,8 @@ RuntimeName = Literal["stdlib", "scientific"]
 """The runtimes a Python answer may run in (``deepgym.runtimes`` has what each holds)."""
 Scoring = Literal["all", "partial"]
 TimeoutKind = Literal["limit", "backstop"]
+Dialect = Literal["deepgym", "sandbox_fusion"]
+"""Whose command lines build a compiled answer (``Environment.dialect``)."""
 
 
 class Environment(BaseModel):
@@ -113,6 +115,12 @@ class Environment(BaseModel):
     """A compiled language: the time limit of the compile phase, in seconds of the compiler's
     CPU time (a compile that uses it, or waits past it, is the answer's ``solution_timeout``;
     one the host held back past three times it on the clock has no verdict)."""
+    dialect: Dialect = "deepgym"
+    """A compiled language: whose command line builds the answer. ``deepgym``: the language's
+    own (``deepgym.languages``: C++ as ``-std=gnu++17 -O2``); ``sandbox_fusion``: the one
+    SandboxFusion builds it with, where it differs (C++ as ``-std=c++17``, no ``-O``, linked
+    with ``-lcrypto -lssl -lpthread``), so that an answer behaves as it does there: what
+    ``deepgym serve``'s SandboxFusion routes use."""
     checker_path: Path | None = None
     """A script task: a checker program (``checker.py``, testlib's convention: it reads the
     case's input, the expected output and the answer's output, and exits 0 accepted, 1 wrong
@@ -344,6 +352,12 @@ class CaseOutput(BaseModel):
     """Wall time from its start to its end."""
     timed_out: bool = False
     """It ran past ``case_timeout`` and was killed."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """The files read back from its work dir once it ended (name: base64), where the run asked
+    for them (a SandboxFusion request's ``fetch_files``); one that was not there is not here."""
+    files_left_out: list[str] = Field(default_factory=list)
+    """The files asked for that were there but not read back: past the run's room for them
+    (``deepgym.judge.files.FETCH_MAX_BYTES``)."""
 
 
 class CaseResult(BaseModel):

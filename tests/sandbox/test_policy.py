@@ -46,6 +46,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "own_proc": {BUILD, VERIFIER, WORKER, PROBE, SESSION},
     "capped_work_dir": HOSTILE,
     "answer_read_only": {SOLUTION, BUILD},
+    "precompiled_headers": {BUILD},
     "run_cgroups": HOSTILE,
     "capped_tmp": HOSTILE,
     "capped_shm": HOSTILE,
@@ -401,6 +402,7 @@ FULL = replace(
     size=SIZE,
     seed_dir="/tmp/deepgym-abc/envs/0123/repo",
     snapshot_dir="/tmp/deepgym-abc/session-1/snapshot",
+    headers_dir="/home/u/.deepgym/pch/cpp-0123",
     runtime_dir=f"{RUNTIMES}/scientific-cpython-311-x86_64-0123456789ab",
     runtimes_dir=RUNTIMES,
 )

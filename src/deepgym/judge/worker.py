@@ -44,7 +44,7 @@ import signal
 import socket
 import sys
 
-from . import build, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
+from . import build, files, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
 from .blame import read_tree, runnable
 from .codes import ANSWER_PATH, IN_RUNTIME, IN_RUNTIMES, MSG_MAX, SETUP_FAILED, SOLUTION_UID
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
@@ -163,10 +163,10 @@ class ZygoteLauncher(ServedLauncher):
 
     def _reply(self) -> tuple[int, int | None, list[int]]:
         with _zygote_alive():
-            data, fds = recv_fds(self.ctl, MSG_MAX, 7)
+            data, fds = recv_fds(self.ctl, MSG_MAX, 8)
             if not data:
                 raise ConnectionError("the zygote is gone")
-        if not data.isdigit() or len(fds) != 7:
+        if not data.isdigit() or len(fds) != 8:
             close_all(fds)
             raise OSError(f"no solution process: {data[1:].decode(errors='replace')}")
         pid = int(data)
@@ -272,8 +272,8 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         isolate.bind_read_only(f"{IN_RUNTIMES}/{runtime['dir']}", IN_RUNTIME)
         isolate.hide((IN_RUNTIMES,))
         os.environ.update(runtime["env"])  # (its own variables and its packages' folder)
-    solution_host.move_fds(fds, 0)
-    os.closerange(5, 65536)  # the zygote's own descriptors among them
+    solution_host.move_fds(fds, 0)  # stdin, stdout, stderr, the call pipes, the io socket
+    os.closerange(files.IO_FD + 1, 65536)  # the zygote's own descriptors among them
     size = int(job.get("work_bytes") or 128 * 2**20)
     isolate.tmpfs("/tmp", size, "1777")  # over the worker's, with the answer's file
     isolate.tmpfs("/work", size, "0755")
@@ -296,7 +296,8 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         *map(str, req.get("args") or []),
     ]
     try:  # the answer's bytes go along: read here once, not again from the file
-        code = solution_host.main(argv, answer if req["mode"] == "module" else None, prepared=True)
+        source = answer if req["mode"] == "module" else None
+        code = solution_host.main(argv, source, prepared=True, io=files.IO_FD)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -414,6 +415,8 @@ class Zygote:
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_in, w_in = os.pipe()
+        io_theirs, io_mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        io_t, io_m = io_theirs.detach(), io_mine.detach()
         pid, init_fd = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             code = SETUP_FAILED
@@ -421,7 +424,7 @@ class Zygote:
                 self.ctl.close()
                 os.close(w_go)
                 os.close(init_fd)
-                pipes = [r_in, w_out, w_err, r_req, w_rep]
+                pipes = [r_in, w_out, w_err, r_req, w_rep, io_t]
                 code = _become_solution(r_go, pipes, self.cgroup_fds)
             except BaseException as exc:
                 try:
@@ -430,9 +433,10 @@ class Zygote:
                     pass
             finally:
                 os._exit(code)
-        for fd in (r_go, r_req, w_rep, w_out, w_err, r_in):
+        for fd in (r_go, r_req, w_rep, w_out, w_err, r_in, io_t):
             os.close(fd)
-        self.standby = (pid, os.pidfd_open(pid), w_go, [w_req, r_rep, r_out, r_err, w_in], init_fd)
+        mine = [w_req, r_rep, r_out, r_err, w_in, io_m]
+        self.standby = (pid, os.pidfd_open(pid), w_go, mine, init_fd)
 
     def spawn(self, payload: bytes) -> None:
         """Hand the standby process its run (or fork one now); the next standby is forked once

@@ -67,10 +67,12 @@ class Launch(Protocol):
         group: cgroups.RunCgroup,
         mode: str,
         args: list[str],
+        headers: Path | None = None,
         runtime: Built | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """A solution process's command line and whole environment (``runtime``: the answer's,
-        built, where its environment names one)."""
+        """A solution process's command line and whole environment (a build's: given the
+        folder of a precompiled header it may use, ``sandbox.headers``; ``runtime``: the
+        answer's, built, where its environment names one)."""
         ...
 
 
@@ -106,7 +108,9 @@ class FreshRuns:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server = SolutionServer(
             mine,
-            lambda mode, args: launch.solution_argv(job, run_dir, group, mode, args, runtime),
+            lambda mode, args: launch.solution_argv(
+                job, run_dir, group, mode, args, runtime=runtime
+            ),
             through_bwrap=launch.through_bwrap,
             pass_fds=group.join_fds(),
         )
@@ -184,6 +188,7 @@ class FreshRuns:
 
     async def close(self) -> None:
         """Remove what the runs left: cgroups still busy at their end, and the workspace."""
+        await self.programs.close()
         cgroups.retry_pending(final=True)
         self.workspace.close()
 

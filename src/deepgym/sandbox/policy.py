@@ -95,6 +95,9 @@ class Params:
     writable_root: bool = False
     """The root is an image's overlay with a tmpfs layer of the sandbox's own: not remounted
     read-only (session)."""
+    headers_dir: str = ""
+    """A folder holding a precompiled header the compiler may use (``sandbox.headers``; build:
+    none where empty)."""
 
 
 @dataclass(frozen=True)
@@ -342,6 +345,15 @@ RULES: tuple[Rule, ...] = (
         "The answer's file, and only it, read-only at /work/solution.py.",
         "No test data or verifier source to read, and the answer stays as it was sent.",
         lambda p: ["--ro-bind", f"{p.run_dir}/answer/solution.py", "/work/solution.py"],
+    ),
+    Rule(
+        "precompiled_headers",
+        frozenset({BUILD}),
+        "A folder of precompiled headers (sandbox.headers), read-only, at /pch, where the "
+        "build uses one.",
+        "Built once by deepgym from the system's headers, never from an answer; no build can "
+        "change what the next one reads.",
+        lambda p: ["--ro-bind", p.headers_dir, "/pch"] if p.headers_dir else [],
     ),
     Rule(
         "run_cgroups",

@@ -642,6 +642,7 @@ class PoolBackend:
 
     async def close(self) -> None:
         """Stop every worker and remove what the pool made."""
+        await self.programs.close()
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting

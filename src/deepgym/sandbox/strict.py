@@ -70,9 +70,11 @@ class BwrapLaunch:
         group: cgroups.RunCgroup,
         mode: str,
         args: list[str],
+        headers: Path | None = None,
         runtime: Built | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """A ``solution`` sandbox serving the answer, told where the run's cgroups are, with
+        """A ``solution`` sandbox serving the answer, told where the run's cgroups are (a
+        ``build``'s: with the folder of precompiled ``headers`` at ``/pch``, where given), with
         its ``runtime`` (built: ``RuntimeStore.ready``) mounted read-only where it has one."""
         limits = json.dumps(rlimits(job, group))
         env = solution_env("/work")
@@ -85,6 +87,7 @@ class BwrapLaunch:
             run_dir=str(run_dir),
             cgroups=binds,
             size=work_bytes(job),
+            headers_dir=str(headers) if headers is not None else "",
             runtime_dir=str(runtime.path) if runtime is not None else "",
         )
         role = policy.BUILD if mode == "build" else policy.SOLUTION  # a compiler's sandbox

@@ -45,10 +45,12 @@ class BareLaunch:
         group: cgroups.RunCgroup,
         mode: str,
         args: list[str],
+        headers: Path | None = None,
         runtime: Built | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """The solution host on the answer's file, told where the run's cgroups are, and its
-        ``runtime``'s packages, where it has one, in their folder on the host."""
+        """The solution host on the answer's file, told where the run's cgroups are (no
+        precompiled ``headers``: a build here uses none), and its ``runtime``'s packages, where
+        it has one, in their folder on the host."""
         limits = json.dumps(rlimits(job, group))
         answer = str(run_dir / "answer" / "solution.py")
         env = solution_env(str(run_dir))

@@ -60,6 +60,8 @@ from deepgym.sandbox.base import Backend
 from deepgym.sandbox.workspace import sweep_stale
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.admission import RETRY_AFTER_S
+from deepgym.server.fusion import GUARDED as FUSION_GUARDED
+from deepgym.server.fusion import ROUTES as FUSION_ROUTES
 from deepgym.server.fusion import add_fusion
 from deepgym.server.inputs import MESSAGE_CHARS, RUNTIME_KEY, Limits, check_time_limit
 from deepgym.server.metrics import CONTENT_TYPE
@@ -97,18 +99,17 @@ ROUTES = (
     "/v1/sessions/{sandbox_id}/score",
     "/v1/sessions/{sandbox_id}/step_reward",
     "/v1/time_limit",
-    "/v1/ping",
-    "/run_code",
-    "/submit",
+    *FUSION_ROUTES,
     *NEMO_GYM_PATHS,
 )
 _SESSION_PREFIX = "/v1/sessions/"
 OPENRLHF_PREFIX = "/openrlhf"
-FUSION_PATHS = ("/run_code", "/submit")
+FUSION_PATHS = FUSION_GUARDED
 TOKEN_PREFIX = "/t/"
-"""``/t/<token>/run_code``, ``/t/<token>/submit``, ``/t/<token>/v1/ping``: the SandboxFusion
-routes with the token in the path, so that one base URL serves them all (the ``sandbox-fusion``
-client's ``set_endpoint`` appends each route's path to the one URL it is given)."""
+"""``/t/<token>/run_code``, ``/t/<token>/submit``, ``/t/<token>/v1/ping`` (and the dataset
+routes): the SandboxFusion routes with the token in the path, so that one base URL serves them
+all (the ``sandbox-fusion`` client's ``set_endpoint`` appends each route's path to the one URL
+it is given)."""
 _TOKEN_KEY = "deepgym.path_token"
 
 

@@ -181,12 +181,18 @@ def check_parallel(max_parallel: int, limits: Limits) -> int:
     return min(positive_int(max_parallel, "max_parallel"), limits.max_parallel)
 
 
+def runtime_of(scope: Mapping[str, Any]) -> str:
+    """The runtime a request's URL names (``scope[RUNTIME_KEY]``; the standard library's where it
+    names none). ``ConfigError`` (400) naming the runtimes there are, for any other name."""
+    return runtime(scope.get(RUNTIME_KEY, DEFAULT_RUNTIME)).name
+
+
 def in_runtime(env: Environment, scope: Mapping[str, Any]) -> Environment:
     """``env`` (a SandboxFusion request's) with its Python answer in the request's runtime
     (``scope[RUNTIME_KEY]``; the standard library's where it names none); an answer in another
     language is left as it is (a runtime is packages for Python). ``ConfigError`` (400) naming
     the runtimes there are, for any other name."""
-    name = runtime(scope.get(RUNTIME_KEY, DEFAULT_RUNTIME)).name
+    name = runtime_of(scope)
     if env.language != "python" or env.runtime == name:
         return env
     # (only the runtime changes, and its one rule, a Python answer, holds: no new validation)
