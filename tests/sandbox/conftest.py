@@ -235,6 +235,17 @@ class HostGuard:
         now = slot_memory_kb(self.backend)
         return all(kb <= self.mem.get(d, 0) + SLOT_SLACK_KB for d, kb in now.items())
 
+    def watch_cgroups(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Collect into ``cgroups`` every per-run cgroup this process creates from now on."""
+        create = cgroups.create
+
+        def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:
+            group = create(*args, **kwargs)
+            self.cgroups.extend(group.dirs.values())
+            return group
+
+        monkeypatch.setattr(cgroups, "create", spy)
+
     def check(self, files: Sequence[Path | str] = (), *, memory: bool = True) -> None:
         """No new process, no run cgroup left, memory back (unless ``memory`` is False), none of
         ``files`` on the host."""
@@ -304,14 +315,7 @@ def dg(backend: Backend, module_secret: str) -> Iterator[DeepGym]:
 def host(dg: DeepGym, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostGuard]:
     """A snapshot of the host taken after the client is warm; checked again at teardown."""
     guard = HostGuard.take(backend)
-    create = cgroups.create
-
-    def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:
-        group = create(*args, **kwargs)
-        guard.cgroups.extend(group.dirs.values())
-        return group
-
-    monkeypatch.setattr(cgroups, "create", spy)
+    guard.watch_cgroups(monkeypatch)
     yield guard
     guard.check()
 

@@ -24,7 +24,7 @@ import pytest
 from deepgym import DeepGym, Environment
 from deepgym.exceptions import SandboxUnavailableError
 from deepgym.judge.codes import IN_RUNTIME
-from deepgym.sandbox import cgroups, make_backend
+from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend
 from tests.built_runtimes import CANARY, fake_scientific, scientific, snapshot
 
@@ -105,14 +105,7 @@ def guard(fake: tuple[DeepGym, Backend], monkeypatch: pytest.MonkeyPatch) -> Hos
     dg, backend = fake
     dg.run(script("stdlib"), "print('warm')")  # the pool's workers started before the snapshot
     host = HostGuard.take(backend)
-    create = cgroups.create
-
-    def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:
-        group = create(*args, **kwargs)
-        host.cgroups.extend(group.dirs.values())
-        return group
-
-    monkeypatch.setattr(cgroups, "create", spy)
+    host.watch_cgroups(monkeypatch)
     return host
 
 
