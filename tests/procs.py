@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 
 from deepgym.judge.solution_host import RT_SIGACTION
@@ -70,3 +71,17 @@ def sigint_as_a_terminal_has_it() -> None:
     SIGINT ignored, and a Python child then installs no handler for it and never raises
     ``KeyboardInterrupt``."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """End a server the test started (SIGTERM, then SIGKILL after 30 s) and close its pipes."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()

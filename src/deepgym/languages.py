@@ -83,6 +83,19 @@ class Language:
     """The compiler's exit codes for an internal compiler error: still the answer's
     ``compile_error`` (the source made the compiler fail), but checked against the known-good
     ``probe`` built at that moment, as a crash is (``sandbox.programs``)."""
+    precompiled: tuple[str, str] | None = None
+    """A header most answers include first, and its kind for the compiler's ``-x``
+    (``("bits/stdc++.h", "c++-header")``): precompiled once per toolchain and command line,
+    and used by every build (``sandbox.headers``)."""
+    sandbox_fusion_argv: tuple[str, ...] | None = None
+    """SandboxFusion's compiler command line, where it differs from ``compile_argv`` (an
+    environment's ``dialect="sandbox_fusion"``; ``compile_argv_for``)."""
+
+    def compile_argv_for(self, dialect: str) -> tuple[str, ...]:
+        """The compiler's command line in ``dialect`` (``Environment.dialect``)."""
+        if dialect == "sandbox_fusion" and self.sandbox_fusion_argv is not None:
+            return self.sandbox_fusion_argv
+        return self.compile_argv
 
 
 LANGUAGES: dict[str, Language] = {
@@ -113,6 +126,11 @@ LANGUAGES: dict[str, Language] = {
             artifact="prog",
             run_argv=("{program}",),
             crash_exit_codes=(4,),
+            precompiled=("bits/stdc++.h", "c++-header"),
+            sandbox_fusion_argv=(  # its run_cpp: OpenSSL and threads linked, no optimisation
+                *("g++", "-std=c++17", "main.cpp", "-o", "prog"),
+                *("-lcrypto", "-lssl", "-lpthread"),
+            ),
         ),
         Language(
             name="java",

@@ -55,8 +55,12 @@ HARNESS_MARKER = "// deepgym:answer"
 """The line of an environment's ``harness`` that the answer's code replaces."""
 LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
+RuntimeName = Literal["stdlib", "scientific"]
+"""The runtimes a Python answer may run in (``deepgym.runtimes`` has what each holds)."""
 Scoring = Literal["all", "partial"]
 TimeoutKind = Literal["limit", "backstop"]
+Dialect = Literal["deepgym", "sandbox_fusion"]
+"""Whose command lines build a compiled answer (``Environment.dialect``)."""
 
 
 class Stage(BaseModel):
@@ -124,6 +128,12 @@ class Environment(BaseModel):
     """A compiled language: the time limit of the compile phase, in seconds of the compiler's
     CPU time (a compile that uses it, or waits past it, is the answer's ``solution_timeout``;
     one the host held back past three times it on the clock has no verdict)."""
+    dialect: Dialect = "deepgym"
+    """A compiled language: whose command line builds the answer. ``deepgym``: the language's
+    own (``deepgym.languages``: C++ as ``-std=gnu++17 -O2``); ``sandbox_fusion``: the one
+    SandboxFusion builds it with, where it differs (C++ as ``-std=c++17``, no ``-O``, linked
+    with ``-lcrypto -lssl -lpthread``), so that an answer behaves as it does there: what
+    ``deepgym serve``'s SandboxFusion routes use."""
     checker_path: Path | None = None
     """A script task: a checker program (``checker.py``, testlib's convention: it reads the
     case's input, the expected output and the answer's output, and exits 0 accepted, 1 wrong
@@ -182,6 +192,13 @@ class Environment(BaseModel):
     verifier_image: Annotated[str | None, name_field("verifier_image", optional=True)] = None
     """A session on an ``image``: another image its final verifier runs on (a task that asks
     for a verifier environment of its own); None: the session's ``image``."""
+    runtime: RuntimeName = "stdlib"
+    """What a Python answer's process runs in: ``"stdlib"`` (the default), the judge's
+    interpreter with its standard library only; or ``"scientific"``, the same interpreter with
+    numpy, pandas, scipy, scikit-learn and sympy (``deepgym.runtimes``: built once, at its first
+    use or by ``deepgym runtime build scientific``, and mounted read-only in the answer's
+    sandbox). The verifier's process never has them. Python answers of function, script and
+    patch tasks on the host's system only (an image brings its own packages)."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
@@ -265,6 +282,18 @@ class Environment(BaseModel):
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "
                 f"stdout), not {self.kind!r}"
             )
+        if self.runtime != "stdlib":
+            clashes = {
+                f"language {self.language!r}": self.language != "python",
+                "kind 'session'": self.kind == "session",
+                f"image {self.image!r}": self.image is not None,
+            }
+            for what, given in clashes.items():
+                if given:
+                    raise ValueError(
+                        f"runtime {self.runtime!r} applies to Python answers of function, "
+                        f"script and patch tasks on the host's system, not to {what}"
+                    )
         if self.image is not None and self.kind not in ("session", "function"):
             raise ValueError(
                 f"image applies to kinds 'session' and 'function' only, not {self.kind!r}"
@@ -362,6 +391,12 @@ class CaseOutput(BaseModel):
     """Wall time from its start to its end."""
     timed_out: bool = False
     """It ran past ``case_timeout`` and was killed."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """The files read back from its work dir once it ended (name: base64), where the run asked
+    for them (a SandboxFusion request's ``fetch_files``); one that was not there is not here."""
+    files_left_out: list[str] = Field(default_factory=list)
+    """The files asked for that were there but not read back: past the run's room for them
+    (``deepgym.judge.files.FETCH_MAX_BYTES``)."""
 
 
 class CaseResult(BaseModel):

@@ -353,11 +353,12 @@ def test_a_wedged_actor_exits_and_its_chunk_goes_elsewhere(cluster: Cluster) -> 
     # Every node's pool hangs: the actor exits (Ray starts a new one), the chunk is sent once
     # more, that actor exits too, and the answers come back without a verdict, before the
     # chunk's deadline.
-    # A chunk's deadline of 3 rounds of (4 x 1 s + 2 s of start grace), plus 10 s: room for Ray
-    # to start the actors on a loaded host; a stall is found after 2 s. What came back says
-    # which path it took: the resend's sandbox_error, never the deadline's timeout (the clock
-    # of a loaded host is no evidence).
-    slow = HANG_ENV.model_copy(update={"time_limit": 1.0, "timeout": 1.0})
+    # A chunk's deadline of 3 rounds of (4 x 4 s + 2 s of start grace), plus 10 s: room for Ray
+    # to start the actors twice on a loaded host (with 1 s limits, 28 s were too few at a load
+    # average of 20 on 2 cores); a stall is found after 2 s. What came back says which path it
+    # took: the resend's sandbox_error, never the deadline's timeout (the clock of a loaded
+    # host is no evidence).
+    slow = HANG_ENV.model_copy(update={"time_limit": 4.0, "timeout": 4.0})
     results, _, resent = asyncio.run(_hung_batch(cluster, stall_s=2.0, env=slow))
     assert all(not r.has_verdict and r.error_type == "sandbox_error" for r in results), results
     assert resent == 1

@@ -19,6 +19,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
     from deepgym.judge import init, isolate
+    from tests.procs import children
     isolate.new_user_namespace(os.getuid(), os.getgid(), 65534)
     isolate.unshare(isolate.CLONE_NEWPID)
     if os.fork():  # (pid 1 of a namespace of our user namespace's: setns back is allowed)
@@ -36,11 +37,16 @@ CHILD = textwrap.dedent(
     os.waitpid(pid, 0)
     with open(f"/proc/self/fdinfo/{{fd}}") as f:
         ipid = next(line.split()[1] for line in f if line.startswith("Pid:"))
-    time.sleep(0.1)
-    with open(f"/proc/{{ipid}}/status") as f:
-        status = dict(line.split(":", 1) for line in f)
-    kids = [p for p in os.listdir("/proc") if p.isdigit() and p != ipid
-            and open(f"/proc/{{p}}/stat").read().rsplit(")", 1)[1].split()[1] == ipid]
+    # (on a loaded host the init may first run after the orphan has ended: it reaps it then)
+    deadline = time.monotonic() + 30
+    while True:
+        with open(f"/proc/{{ipid}}/status") as f:
+            status = dict(line.split(":", 1) for line in f)
+        kids = children().get(int(ipid), [])
+        asleep = status["State"].split()[0] == "S" and not kids
+        if asleep or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     print(status["Name"].strip(), status["State"].split()[0], int(status["SigCgt"], 16),
           int(status["SigIgn"], 16) >> (signal.SIGCHLD - 1) & 1, len(kids))
     signal.pidfd_send_signal(fd, signal.SIGKILL)

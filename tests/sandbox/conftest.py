@@ -27,7 +27,7 @@ import pytest
 
 from deepgym import DeepGym, Environment, RunResult
 from deepgym.exceptions import SandboxUnavailableError
-from deepgym.sandbox import cgroups, make_backend
+from deepgym.sandbox import cgroups, headers, make_backend
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.host import SANDBOX_PYTHON, find_bwrap
 from tests.procs import children, parent
@@ -171,6 +171,21 @@ def live_pool_pids(backend: Backend | None) -> set[int]:
     return out | {k for z in zygotes for k in tree.get(z, []) if _pid_ns(k) in standbys}
 
 
+HEADER_WAIT_S = 300.0
+"""How long a guard waits for a precompiled header's build to end (a few seconds of CPU at the
+lowest priority; longer on a loaded host)."""
+
+
+def wait_for_header_builds() -> None:
+    """Wait for the precompiled headers being built (``sandbox.headers``): the first C++ build of
+    a compile line in the session starts one in the background, the backend's own work and not
+    the answer's. Once it has ended, its sandbox, processes and cgroup must be gone like any
+    other."""
+    deadline = time.monotonic() + HEADER_WAIT_S
+    while headers._BUILDING and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def describe(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -220,9 +235,21 @@ class HostGuard:
         now = slot_memory_kb(self.backend)
         return all(kb <= self.mem.get(d, 0) + SLOT_SLACK_KB for d, kb in now.items())
 
+    def watch_cgroups(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Collect into ``cgroups`` every per-run cgroup this process creates from now on."""
+        create = cgroups.create
+
+        def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:
+            group = create(*args, **kwargs)
+            self.cgroups.extend(group.dirs.values())
+            return group
+
+        monkeypatch.setattr(cgroups, "create", spy)
+
     def check(self, files: Sequence[Path | str] = (), *, memory: bool = True) -> None:
         """No new process, no run cgroup left, memory back (unless ``memory`` is False), none of
         ``files`` on the host."""
+        wait_for_header_builds()
         deadline = time.monotonic() + SETTLE_S
         while True:
             procs, groups = self.leftovers()
@@ -288,14 +315,7 @@ def dg(backend: Backend, module_secret: str) -> Iterator[DeepGym]:
 def host(dg: DeepGym, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostGuard]:
     """A snapshot of the host taken after the client is warm; checked again at teardown."""
     guard = HostGuard.take(backend)
-    create = cgroups.create
-
-    def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:
-        group = create(*args, **kwargs)
-        guard.cgroups.extend(group.dirs.values())
-        return group
-
-    monkeypatch.setattr(cgroups, "create", spy)
+    guard.watch_cgroups(monkeypatch)
     yield guard
     guard.check()
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from deepgym.judge.codes import SOLUTION_UID
+from deepgym.judge.codes import IN_RUNTIME, IN_RUNTIMES, SOLUTION_UID
 from deepgym.sandbox import policy
 from deepgym.sandbox.policy import JUDGE_UID, ROOT_UID, RULES, Params, Rule, argv, rules_for
 
@@ -34,6 +34,8 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "private_tmp": JUDGES,
     "system_read_only": EVERY,
     "judge_read_only": {SOLUTION, BUILD, VERIFIER, WORKER, SESSION},
+    "runtime_read_only": {SOLUTION},
+    "runtimes_read_only": {WORKER},
     "run_files": {VERIFIER},
     "session_files": {SESSION},
     "staged_environments": {WORKER},
@@ -44,6 +46,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "own_proc": {BUILD, VERIFIER, WORKER, PROBE, SESSION},
     "capped_work_dir": HOSTILE,
     "answer_read_only": {SOLUTION, BUILD},
+    "precompiled_headers": {BUILD},
     "run_cgroups": HOSTILE,
     "capped_tmp": HOSTILE,
     "capped_shm": HOSTILE,
@@ -77,6 +80,7 @@ POOL_PARENTS = {
     "pids": "/sys/fs/cgroup/pids/deepgym",
 }
 SIZE = 32 * 2**20
+RUNTIMES = "/home/u/.deepgym/runtimes"
 
 
 def params(case: str) -> Params:
@@ -401,6 +405,9 @@ FULL = replace(
     seed_dir="/tmp/deepgym-abc/envs/0123/repo",
     snapshot_dir="/tmp/deepgym-abc/session-1/snapshot",
     seccomp_fd=9,
+    headers_dir="/home/u/.deepgym/pch/cpp-0123",
+    runtime_dir=f"{RUNTIMES}/scientific-cpython-311-x86_64-0123456789ab",
+    runtimes_dir=RUNTIMES,
 )
 """Every parameter set: a rule adds something for any role, so one that is absent is absent
 because of the role, not for want of a path."""
@@ -504,3 +511,22 @@ def test_the_chown_filter_jumps_where_it_means_to() -> None:
         assert run(program, 0x40000003, calls[0]) == 0x7FFF0000  # another ABI
     with pytest.raises(ValueError, match="no chown filter"):
         chown_noop_filter("mips")
+
+
+def test_a_runtime_is_mounted_read_only_for_the_answer_alone() -> None:
+    """An answer's runtime: read-only at ``IN_RUNTIME`` in its solution sandbox, before the root
+    is made read-only (its mount point is bwrap's to make); a pool worker gets every runtime
+    read-only and the mount point; the verifier none. Without one, nothing is mounted."""
+    built = f"{RUNTIMES}/scientific-cpython-311-x86_64-0123456789ab"
+    solution = operations(argv(SOLUTION, replace(params("solution-script"), runtime_dir=built))[1:])
+    mount = ("--ro-bind", built, IN_RUNTIME)
+    assert solution.count(mount) == 1
+    assert solution.index(mount) < solution.index(("--remount-ro", "/"))
+    assert solution.index(mount) > solution.index(("--ro-bind", "/usr", "/usr"))
+    worker = operations(argv(WORKER, replace(params(WORKER), runtimes_dir=RUNTIMES))[1:])
+    assert contains(worker, [("--ro-bind", RUNTIMES, IN_RUNTIMES), ("--dir", IN_RUNTIME)])
+    verifier = operations(argv(VERIFIER, FULL)[1:])
+    assert not any(IN_RUNTIME in op or IN_RUNTIMES in op for op in verifier)
+    for case in CASES:  # no runtime named: nothing of one
+        ops = argv(role_of(case), params(case))
+        assert IN_RUNTIME not in ops and IN_RUNTIMES not in ops, case

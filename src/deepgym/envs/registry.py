@@ -70,6 +70,7 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "verifier_image": str,
     "stages": list,
     "stage_reward": str,
+    "runtime": str,
 }
 
 SuiteLoader = Callable[[], list[Environment]]

@@ -151,6 +151,7 @@ def run_program(path: str, argv: list[str]) -> int:
         os.write(2, b"exec: no command line\n")
         return SETUP_FAILED
     os.close(3)  # the call pipe: a program serves no calls
+    os.closerange(5, 6)  # the io socket, where the set-up left it open
     # The reply pipe says the program begins, and closes on its exec: where the exec fails, it
     # says so after (``EXEC_FAILED``), and the failure is ours, never the answer's exit code.
     os.set_inheritable(4, False)

@@ -62,6 +62,19 @@ REPORT_MAX_BYTES = 2**24
 (``report.fit``), so a report is never lost to its size: what the answer printed cannot turn
 its verdict into none."""
 
+IN_RUNTIME = "/opt/deepgym/runtime"
+"""Where an answer's runtime (``deepgym.runtimes``: packages beside the judge's interpreter) is
+mounted read-only in its sandbox, when its environment names one: its packages are in
+``site-packages`` there."""
+
+IN_RUNTIMES = "/opt/deepgym/runtimes"
+"""Where a pool worker's sandbox mounts every built runtime, read-only: each solution process
+mounts its run's own at ``IN_RUNTIME``, and sees none of the others (the zygote covers them)."""
+
+RUNTIME_ENV = "DEEPGYM_RUNTIME"
+"""The variable that names, to a solution process, the folder of its runtime's packages (it
+takes it out of the environment the answer sees, and puts the folder last on ``sys.path``)."""
+
 ANSWER_PATH = "/tmp/answer/solution.py"
 """Where a pool worker puts each run's answer: its own tmpfs, which every solution process covers
 with a fresh one once it has read the answer (the zygote never reads it). The host names this

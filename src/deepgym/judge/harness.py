@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from . import compare, wire
+from . import compare, files, wire
 from .codes import BEGAN, EXEC_FAILED, REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
@@ -101,6 +101,9 @@ class Judge:
 
     def cases(self) -> list[dict[str, Any]]:
         """The environment's test cases (none for a custom verifier without them)."""
+        inline = self.job.get("test_cases")
+        if inline is not None:  # the run's own (``sandbox.base.RunInput``): nothing staged
+            return list(inline)
         path = self.job.get("test_cases_path")
         if not path:
             return []
@@ -189,10 +192,23 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             results.append(_case(i, False, "not run: stopped at the first failed case"))
             continue
         args = prefix + tuple(map(str, case.get("args", [])))
-        t_case = time.monotonic()
-        proc = j.launcher.start(mode, args, keep_stdout=True)
+        results.append(_run_case(j, i, case, mode, args, compiled=bool(program), check=check))
+    return _score(results)
+
+
+def _run_case(
+    j: Judge, i: int, case: dict[str, Any], mode: str, args: tuple[str, ...], **how: Any
+) -> dict[str, Any]:
+    """One case: its program started, given the run's files (``judge.files``) and its stdin,
+    and judged at its end under the case's and the run's CPU-time limits. ``how``: ``compiled``
+    (a non-zero exit fails the case) and ``check`` (the environment's output check)."""
+    t_case = time.monotonic()
+    proc = j.launcher.start(mode, args, keep_stdout=True)
+    io = proc.fds.pop("io", None)
+    try:
         cpu0 = j.launcher.cpu_ms(proc)
         j.mark_in_play()  # a script runs the answer at once
+        _send_files(j, io)
         stdin = str(case.get("stdin", "")).encode()
         try:
             write_all(proc.fds["in"], stdin)
@@ -207,9 +223,8 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
                 what = f"test_{i}" if exc.whole_run else "the program"
                 raise SolutionTimeout(f"{what} {exc}", exc.blame_solution, exc.whole_run) from None
             proc.out.chunks = []
-            results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
             j.show(proc, passed=False)
-            continue
+            return _kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True, io=io)
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
         crash = _runtime_error(proc.status)
@@ -217,22 +232,40 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             crash = f"{crash}: {said}"  # its last words: a traceback's error
         if proc.limit:
             result = _case(i, False, f"limit: {proc.limit}")
-        elif program and crash:
+        elif how["compiled"] and crash:
             result = _case(i, False, crash)
         else:
-            result = _judge_output(j, i, case, proc.out.text(), check)
+            result = _judge_output(j, i, case, proc.out.text(), how["check"])
             if crash and not result["passed"]:
                 result = _case(i, False, f"{crash}; {result['message']}".rstrip("; "))
         proc.out.chunks = []  # judged: only what comes back of it is kept from here
-        results.append(_kept(j, result, proc, t_case, timed_out=False))
         j.show(proc, result["passed"])
-    return _score(results)
+        return _kept(j, result, proc, t_case, timed_out=False, io=io)
+    finally:
+        if io is not None:
+            os.close(io)
+
+
+def _send_files(j: Judge, io: int | None) -> None:
+    """Send a program's solution process the run's files, and whether its work dir is read
+    back (``judge.files``), then end the message. A process that ended before it read them
+    failed its own set-up: its end says so."""
+    if io is None:
+        return
+    data = files.message(j.job.get("files") or {}, bool(j.job.get("fetch")))
+    try:
+        if data:
+            write_all(io, data)
+        files.end_message(io)
+    except OSError:
+        pass
 
 
 def _kept(
-    j: Judge, result: dict[str, Any], proc: Any, t0: float, *, timed_out: bool
+    j: Judge, result: dict[str, Any], proc: Any, t0: float, *, timed_out: bool, io: int | None
 ) -> dict[str, Any]:
-    """``result`` with the program's output and end, where the job keeps them."""
+    """``result`` with the program's output and end, where the job keeps them, and the files
+    it read back from the program's work dir (``io``: the program's io socket)."""
     if not j.job.get("keep_output"):
         return result
     status = proc.status
@@ -246,6 +279,13 @@ def _kept(
         "time_ms": (time.monotonic() - t0) * 1000.0,
         "timed_out": timed_out,
     }
+    names = j.job.get("fetch")
+    if names and io is not None:
+        work = files.take_dir(io)
+        got, over = files.fetch(work, list(names)) if work is not None else ({}, [])
+        if work is not None:
+            os.close(work)
+        result["output"]["files"], result["output"]["files_left_out"] = got, over
     return result
 
 

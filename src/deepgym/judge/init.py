@@ -24,20 +24,20 @@ answer's to use:
 
 Two forms, one per sandbox:
 
-- ``Maker`` (pool): the worker's zygote (``deepgym.judge.worker``) makes one per run, just
-  before it forks the run's solution process: it enters a new pid namespace for its children
-  (``unshare``) and clones, as that namespace's pid 1, a process that shares the zygote's
-  memory and descriptor table (``CLONE_VM | CLONE_FILES``) and runs a few machine
-  instructions: ignore ``SIGCHLD`` (the kernel then reaps what the answer orphans), then wait
-  for ever. It is the zygote's memory, which the zygote made non-dumpable, so it is
-  non-dumpable from birth; it costs no copy of page tables or descriptors (a fork of the zygote
-  cost about 1 ms of CPU per run). Its dispositions are a copy of the zygote's, which has no
-  handler (the zygote ignores ``SIGINT``, the one Python installs), so every signal the answer
-  sends it is dropped. The zygote then forks the solution process into the namespace, as its
-  pid 2 and the zygote's own child (so its exit status and rusage reach the judge as they
-  always did), goes back to its own namespace, and ends the init with the run (``SIGKILL``
-  from the parent namespace, which an init cannot drop), then reaps it. The zygote is pid 1 of
-  the pid namespace above: its end ends every init and run below it.
+- ``Maker`` (pool): the worker's zygote (``deepgym.judge.worker``) makes one per run, just before
+  it forks the run's solution process: it enters a new pid namespace for its children (``unshare``)
+  and clones, as that namespace's pid 1, a process that shares the zygote's memory and descriptor
+  table (``CLONE_VM | CLONE_FILES``) and runs a few machine instructions: ignore ``SIGCHLD`` (the
+  kernel then reaps what the answer orphans), reap what ended before that (on a loaded host an init
+  may first run after an orphan of the answer's has ended), then wait for ever. It is the zygote's
+  memory, which the zygote made non-dumpable, so it is non-dumpable from birth; it costs no copy of
+  page tables or descriptors (a fork of the zygote cost about 1 ms of CPU per run). Its
+  dispositions are a copy of the zygote's, which has no handler (the zygote ignores ``SIGINT``, the
+  one Python installs), so every signal the answer sends it is dropped. The zygote then forks the
+  solution process into the namespace, as its pid 2 and the zygote's own child (so its exit status
+  and rusage reach the judge as they always did), goes back to its own namespace, and ends the init
+  with the run (``SIGKILL`` from the parent namespace, which an init cannot drop), then reaps it.
+  The zygote is pid 1 of the pid namespace above: its end ends every init and run below it.
 - ``supervise`` (strict): the solution sandbox's pid 1 (bwrap's ``--as-pid-1``) forks the
   solution host as its child, pid 2, and returns into that child. The init reaps whatever is
   reparented to it and, when its child ends, writes the child's wait status on its status pipe
@@ -65,22 +65,25 @@ STACK_BYTES = 4096
 code uses none)."""
 TOP_FD = 65536
 """Descriptors below this are closed (as a pool's solution process closes the zygote's)."""
-CLONE_FILES = 0x00000400
 WALL = 0x40000000
 """``__WALL``: wait for a child whatever its exit signal (an init's is none)."""
 
 INIT_CODE = {
-    # rt_sigaction(SIGCHLD, &{SIG_IGN}, NULL, 8); then pause() for ever. The action: four words,
-    # the handler SIG_IGN (1) and the rest 0. (Assembled from the source in ``Maker``'s
-    # docstring; tests/judge/test_init.py and tests/languages/test_signals.py check the init.)
+    # rt_sigaction(SIGCHLD, &{SIG_IGN}, NULL, 8); wait4(-1, NULL, WNOHANG | __WALL, NULL) while
+    # it reaps one; then pause() for ever. The action: four words, the handler SIG_IGN (1) and
+    # the rest 0. (Assembled from the source in ``Maker``'s docstring; tests/judge/test_init.py
+    # and tests/languages/test_signals.py check the init.)
     "x86_64": (
-        "b80d000000bf11000000488d351700000031d241ba080000000f05b8220000000f05ebf70f1f4000"
+        "b80d000000bf11000000488d352f00000031d241ba080000000f05b83d000000bfffffffff31f6ba"
+        "010000404531d20f0585c07fe6b8220000000f05ebf76690"
         "0100000000000000000000000000000000000000000000000000000000000000"
     ),
-    # the same with ppoll(NULL, 0, NULL, NULL, 0) for pause, which arm64 does not have
+    # the same with ppoll(NULL, 0, NULL, NULL, 0) for pause, which arm64 does not have (run
+    # under qemu-aarch64 after a forked child had ended: it reaped it, then waited)
     "aarch64": (
-        "200280d2a1010010020080d2030180d2c81080d2010000d4000080d2010080d2020080d2030080d2"
-        "040080d2280980d2010000d4f9ffff17"
+        "200280d2e1020010020080d2030180d2c81080d2010000d400008092010080d2220080d20200a8f2"
+        "030080d2882080d2010000d41f0000f10cffff54000080d2010080d2020080d2030080d2040080d2"
+        "280980d2010000d4f9ffff171f2003d5"
         "0100000000000000000000000000000000000000000000000000000000000000"
     ),
 }
@@ -111,9 +114,17 @@ class Maker:
             xor %edx, %edx
             mov $8, %r10d
             syscall
-        1:  mov $34, %eax              # pause(), for ever
+        1:  mov $61, %eax              # wait4(-1, NULL, WNOHANG | __WALL, NULL): what
+            mov $-1, %edi              # ended before the line above
+            xor %esi, %esi
+            mov $0x40000001, %edx
+            xor %r10d, %r10d
             syscall
-            jmp 1b
+            test %eax, %eax
+            jg 1b                      # one reaped: the next
+        2:  mov $34, %eax              # pause(), for ever
+            syscall
+            jmp 2b
             .balign 8
         ign: .quad 1, 0, 0, 0
 
@@ -158,7 +169,9 @@ class Maker:
         self.top = (ctypes.addressof(self.stack) + STACK_BYTES) & ~15  # aligned, as the ABI asks
         self.pidfd = ctypes.c_int(-1)
         self.pidfd_ref = ctypes.byref(self.pidfd)
-        self.flags = isolate.CLONE_VM | CLONE_FILES | isolate.CLONE_PIDFD  # (no exit signal)
+        self.flags = (
+            isolate.CLONE_VM | isolate.CLONE_FILES | isolate.CLONE_PIDFD
+        )  # (no exit signal)
         self.get_errno = ctypes.get_errno
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CLONE_VM = 0x00000100
+CLONE_FILES = 0x00000400
 CLONE_PIDFD = 0x00001000
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -128,6 +129,14 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     _check(ret, f"mount {target}")
 
 
+MNT_DETACH = 2
+
+
+def umount(target: str) -> None:
+    """Unmount ``target`` (lazily: ``MNT_DETACH``), uncovering what it was mounted over."""
+    _check(libc().umount2(target.encode(), MNT_DETACH), f"umount {target}")
+
+
 def make_private() -> None:
     """Make every mount private, so nothing mounted here propagates out."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
@@ -156,6 +165,12 @@ def read_only(target: str, bind_first: bool = False) -> None:
     if bind_first:
         _mount(target, target, None, MS_BIND, None)
     _mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+
+
+def bind_read_only(source: str, target: str) -> None:
+    """Mount the folder ``source`` at ``target``, read-only."""
+    _mount(source, target, None, MS_BIND, None)
+    read_only(target)
 
 
 class _CapHeader(ctypes.Structure):

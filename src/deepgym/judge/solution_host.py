@@ -18,8 +18,8 @@ import os
 import resource
 import sys
 
-from . import wire
-from .codes import BEGAN, SETUP_FAILED, STATUS_FD_ENV
+from . import files, wire
+from .codes import BEGAN, RUNTIME_ENV, SETUP_FAILED, STATUS_FD_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -267,15 +267,26 @@ def _default_reserved(signals: list[int]) -> None:
         libc.syscall(number, sig, ctypes.byref(action), None, 8)
 
 
-def _take_host_setup() -> None:
+def _take_host_setup() -> int | None:
     """What a host that started this process ahead of time passes in the environment: cgroup
-    files to join, and where the RPC pipes are (moved to fds 3 and 4). Done before any of the
-    answer runs, and removed from the environment the answer sees."""
+    files to join, and where the RPC pipes are (moved to fds 3 and 4) and its io socket (to
+    ``files.IO_FD``, returned; None: none). Done before any of the answer runs, and removed
+    from the environment the answer sees."""
     join_cgroups(os.environ.pop("DEEPGYM_CGROUP_PROCS", ""))
-    fds = os.environ.pop("DEEPGYM_RPC_FDS", "")
+    fds = [int(x) for x in os.environ.pop("DEEPGYM_RPC_FDS", "").split(",") if x]
     if fds:
-        req, rep = (int(x) for x in fds.split(","))
-        move_fds([req, rep], REQ_FD)
+        move_fds(fds, REQ_FD)
+    return files.IO_FD if len(fds) > 2 else None
+
+
+def use_runtime() -> None:
+    """The answer's runtime (``RUNTIME_ENV``, set where its environment names one): its packages'
+    folder last on ``sys.path``, after the standard library's, and the variable out of the
+    environment the answer sees. Nothing else is added: the interpreter runs isolated (``-I -S``),
+    so no package of the host's is on the path."""
+    site = os.environ.pop(RUNTIME_ENV, "")
+    if site:
+        sys.path.append(site)
 
 
 def join_cgroups(value: str) -> None:
@@ -345,12 +356,15 @@ def began() -> None:
         pass
 
 
-def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -> int:
+def main(
+    argv: list[str], source: bytes | None = None, prepared: bool = False, io: int | None = None
+) -> int:
     """``solution module|script|repo|build|exec PATH LIMITS_JSON [ARGS...]``; ``source``: the
     bytes of PATH, where the caller (a pool's solution process, which wrote it) has them;
-    ``prepared``:
-    the caller has put the pipes in place and made PATH's folder the working dir (a pool's
-    solution process: nothing of the host's setup is in its environment)."""
+    ``prepared``: the caller has put the pipes in place (its io socket at ``io``) and made
+    PATH's folder the working dir (a pool's solution process: nothing of the host's setup is in
+    its environment). A script or program takes its run's files on the io socket, and hands
+    over its work dir where the run reads files back (``files``), before its first line."""
     mode, path, limits_json, *args = argv
     try:
         if not prepared:
@@ -362,10 +376,16 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
             elif status_fd:
                 os.close(int(status_fd))
             default_signals()
-            _take_host_setup()
+            io = _take_host_setup()
+        use_runtime()
         apply_limits(wire.loads(limits_json))
         if not prepared:
             os.chdir(os.path.dirname(path) or "/")
+        if io is not None:
+            if mode in ("script", "exec"):
+                files.serve_io(io, ".")  # (closes it)
+            else:
+                os.close(io)
     except BaseException as exc:  # ours: the answer has not run
         os.write(2, f"solution set-up failed: {exc}\n".encode())
         return SETUP_FAILED
@@ -380,6 +400,7 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
     began()  # the answer runs from here: its exit code, whatever it is, is its own
     os.close(REP_FD)
     sys.argv = [path, *args]
+    sys.path.insert(0, os.path.dirname(path))  # as ``python PATH`` has it: its files import
     import runpy
 
     try:

@@ -21,11 +21,12 @@ Per job (one at a time, a JSON line on stdin) the worker writes the answer to a 
 asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
 code, and it loads the test data here. The answer never runs here. The zygote hands over its
 standby (its pipe ends, its pidfd and its init's come back over a socket, ``SCM_RIGHTS``),
-which joins the worker's cgroups, reads the answer, mounts its own capped work dir, ``/tmp`` and
-``/dev/shm``, drops its capabilities and serves the answer from the verifier's first call; the
-zygote signals and reaps it on request, and its init with it (which ends whatever the answer
-left in the namespace). The answer shares the worker's network namespace: no interface but
-loopback, nothing listening.
+which joins the worker's cgroups, reads the answer, mounts its run's runtime read-only (where
+the job names one: ``deepgym.runtimes``) and covers the others, mounts its own capped work dir,
+``/tmp`` and ``/dev/shm``, drops its capabilities and serves the answer from the verifier's
+first call; the zygote signals and reaps it on request, and its init with it (which ends
+whatever the answer left in the namespace). The answer shares the worker's network namespace:
+no interface but loopback, nothing listening.
 
 Events go to the host on the result fd: ``ready`` once, then per job the report and a ``done``
 with the verifier's exit code; each run's ``in_play`` mark goes on the marks fd, which the host
@@ -34,6 +35,7 @@ reads when the run ends.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
 import array
 import contextlib
 import gc
@@ -42,9 +44,9 @@ import signal
 import socket
 import sys
 
-from . import build, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
+from . import build, files, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
 from .blame import read_tree, runnable
-from .codes import ANSWER_PATH, MSG_MAX, SETUP_FAILED, SOLUTION_UID
+from .codes import ANSWER_PATH, IN_RUNTIME, IN_RUNTIMES, MSG_MAX, SETUP_FAILED, SOLUTION_UID
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
 TYPE_CHECKING = False
@@ -161,10 +163,10 @@ class ZygoteLauncher(ServedLauncher):
 
     def _reply(self) -> tuple[int, int | None, list[int]]:
         with _zygote_alive():
-            data, fds = recv_fds(self.ctl, MSG_MAX, 7)
+            data, fds = recv_fds(self.ctl, MSG_MAX, 8)
             if not data:
                 raise ConnectionError("the zygote is gone")
-        if not data.isdigit() or len(fds) != 7:
+        if not data.isdigit() or len(fds) != 8:
             close_all(fds)
             raise OSError(f"no solution process: {data[1:].decode(errors='replace')}")
         pid = int(data)
@@ -239,13 +241,14 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
 
     The zygote prepared what every solution shares (``Zygote.seal``): the verifier's folders
     covered, the rest read-only, an empty bounding set, no-new-privileges and the seccomp
-    filter. What is the run's own is made here."""
+    filter, and the worker's folder of every built runtime covered. What is the run's own is
+    made here: its runtime, if it names one, is mounted from beneath that cover."""
     isolate.set_process_name("dg-standby")
     isolate.die_with_parent()
     # As any process: dumpable, Python's SIGINT handler (the zygote, whose memory its inits
     # share, is neither: ``Zygote.seal``).
     isolate.dumpable(True)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # (no enums: fewer pages written)
     os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
     # New mount and ipc namespaces in the worker's user namespace, where this process is uid
     # 65534: the capabilities inherited from the zygote serve this set-up and are dropped
@@ -261,8 +264,16 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     for fd in cgroup_fds:  # join the worker's groups (the zygote holds their procs files)
         os.write(fd, b"0")
     answer = _read_file(job["answer_path"])
-    solution_host.move_fds(fds, 0)
-    os.closerange(5, 65536)  # the zygote's own descriptors among them
+    if runtime := job.get("runtime"):  # mounted as strict mounts it: read-only, same place
+        # The zygote covered every runtime (``seal``): this run's is bound from beneath the
+        # cover, which goes back over the others. (A worker without the runtimes' folder fails
+        # here, its set-up: never an answer's 0.) A run without one mounts nothing here.
+        isolate.umount(IN_RUNTIMES)
+        isolate.bind_read_only(f"{IN_RUNTIMES}/{runtime['dir']}", IN_RUNTIME)
+        isolate.hide((IN_RUNTIMES,))
+        os.environ.update(runtime["env"])  # (its own variables and its packages' folder)
+    solution_host.move_fds(fds, 0)  # stdin, stdout, stderr, the call pipes, the io socket
+    os.closerange(files.IO_FD + 1, 65536)  # the zygote's own descriptors among them
     size = int(job.get("work_bytes") or 128 * 2**20)
     isolate.tmpfs("/tmp", size, "1777")  # over the worker's, with the answer's file
     isolate.tmpfs("/work", size, "0755")
@@ -285,7 +296,8 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         *map(str, req.get("args") or []),
     ]
     try:  # the answer's bytes go along: read here once, not again from the file
-        code = solution_host.main(argv, answer if req["mode"] == "module" else None, prepared=True)
+        source = answer if req["mode"] == "module" else None
+        code = solution_host.main(argv, source, prepared=True, io=files.IO_FD)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -363,13 +375,13 @@ class Zygote:
 
     def seal(self) -> None:
         """Once, what every solution shares: a mount namespace of the zygote's own with the
-        verifier's folders (``/judge``, ``/cg``, ``/proc``) covered and everything else
-        read-only (each solution then mounts only its writable tmpfs), the hostname, an empty
-        bounding set, no-new-privileges and the seccomp filter against user namespaces. Every
-        fork inherits them; none of them needs undoing."""
+        verifier's folders (``/judge``, ``/cg``, ``/proc``) and the runtimes covered and
+        everything else read-only (each solution then mounts only its writable tmpfs, and its
+        runtime, if any), the hostname, an empty bounding set, no-new-privileges and the seccomp
+        filter against user namespaces. Every fork inherits them; none of them needs undoing."""
         isolate.unshare(isolate.CLONE_NEWNS | isolate.CLONE_NEWUTS)
         isolate.make_private()
-        isolate.hide(isolate.VERIFIER_FOLDERS)
+        isolate.hide((*isolate.VERIFIER_FOLDERS, IN_RUNTIMES))  # (a run's own: its solution)
         # Nothing writable but what each solution mounts (its capped work dir, /tmp and
         # /dev/shm): the worker's root and /dev are tmpfs that no limit would count.
         for folder in ("/", "/dev"):
@@ -403,6 +415,8 @@ class Zygote:
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_in, w_in = os.pipe()
+        io_theirs, io_mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        io_t, io_m = io_theirs.detach(), io_mine.detach()
         pid, init_fd = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             code = SETUP_FAILED
@@ -410,7 +424,7 @@ class Zygote:
                 self.ctl.close()
                 os.close(w_go)
                 os.close(init_fd)
-                pipes = [r_in, w_out, w_err, r_req, w_rep]
+                pipes = [r_in, w_out, w_err, r_req, w_rep, io_t]
                 code = _become_solution(r_go, pipes, self.cgroup_fds)
             except BaseException as exc:
                 try:
@@ -419,9 +433,10 @@ class Zygote:
                     pass
             finally:
                 os._exit(code)
-        for fd in (r_go, r_req, w_rep, w_out, w_err, r_in):
+        for fd in (r_go, r_req, w_rep, w_out, w_err, r_in, io_t):
             os.close(fd)
-        self.standby = (pid, os.pidfd_open(pid), w_go, [w_req, r_rep, r_out, r_err, w_in], init_fd)
+        mine = [w_req, r_rep, r_out, r_err, w_in, io_m]
+        self.standby = (pid, os.pidfd_open(pid), w_go, mine, init_fd)
 
     def spawn(self, payload: bytes) -> None:
         """Hand the standby process its run (or fork one now); the next standby is forked once
@@ -447,17 +462,26 @@ class Zygote:
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
         """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
         now, whose end takes whatever the answer left there, and reaped by ``bury``. The
-        solution's wait status and CPU ms."""
+        solution's wait status and CPU ms. One that has ended is reaped before its init is
+        killed: the init, which ends only once every other process of its namespace is gone,
+        then ends at once instead of waiting for this reap."""
         pidfd, init_fd = self.children.pop(pid)
-        _kill(init_fd)
-        if kill:
-            _kill(pidfd)  # now, not once its init's end reaches it
-        self.dying.append(init_fd)
+        done = None
         try:
-            _, status, usage = os.wait4(pid, 0)
+            if not kill:
+                done = _reaped(pid)
+        finally:
+            _kill(init_fd)
+            self.dying.append(init_fd)
+        try:
+            if done is None:
+                if kill:
+                    _kill(pidfd)  # now, not once its init's end reaches it
+                done = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
-        return status, (usage.ru_utime + usage.ru_stime) * 1000.0
+        usage = done[2]
+        return done[1], (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def bury(self) -> None:
         """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
@@ -490,9 +514,15 @@ class Zygote:
                 self.prepare()
 
 
+def _reaped(pid: int) -> tuple[int, int, Any] | None:
+    """``wait4``'s result for child ``pid`` if it has ended (reaped now), else None."""
+    done = os.wait4(pid, os.WNOHANG)
+    return done if done[0] else None
+
+
 def _kill(pidfd: int) -> None:
     try:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
     except ProcessLookupError:
         pass
 

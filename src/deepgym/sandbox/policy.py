@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from deepgym.judge.codes import SOLUTION_UID
+from deepgym.judge.codes import IN_RUNTIME, IN_RUNTIMES, SOLUTION_UID
 
 SOLUTION = "solution"
 BUILD = "build"
@@ -90,6 +90,10 @@ class Params:
     launcher: Sequence[str] = ()
     """What ``python`` runs under: on an image, the host's dynamic loader and its library path
     (``image_root.launcher``); empty on the host (session)."""
+    runtime_dir: str = ""
+    """The answer's runtime on the host (``deepgym.runtimes``), or empty: none (solution)."""
+    runtimes_dir: str = ""
+    """Every built runtime's folder on the host, or empty: none (worker)."""
     writable_root: bool = False
     """The root is an image's overlay with a tmpfs layer of the sandbox's own: not remounted
     read-only (session)."""
@@ -98,6 +102,9 @@ class Params:
     for a session on an image whose task runs as root (``Environment.user``)."""
     seccomp_fd: int = -1
     """A session run as root: the descriptor of ``seccomp.chown_noop_filter`` for bwrap."""
+    headers_dir: str = ""
+    """A folder holding a precompiled header the compiler may use (``sandbox.headers``; build:
+    none where empty)."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +251,27 @@ RULES: tuple[Rule, ...] = (
         lambda p: ["--ro-bind", p.judge_dir, IN_JUDGE],
     ),
     Rule(
+        "runtime_read_only",
+        frozenset({SOLUTION}),
+        f"The answer's runtime, where its environment names one (its packages beside the "
+        f"judge's interpreter: deepgym.runtimes), read-only, at {IN_RUNTIME}.",
+        "The answer imports the runtime's packages and changes none of them; nothing else of "
+        "the host's packages is there.",
+        lambda p: ["--ro-bind", p.runtime_dir, IN_RUNTIME] if p.runtime_dir else [],
+    ),
+    Rule(
+        "runtimes_read_only",
+        frozenset({WORKER}),
+        f"Every built runtime, read-only, at {IN_RUNTIMES}, and an empty {IN_RUNTIME}.",
+        "Each solution mounts its run's runtime (if any) at the same place as strict's, then "
+        "covers this folder: an answer sees its own runtime only, and can change none.",
+        lambda p: (
+            ["--ro-bind", p.runtimes_dir, IN_RUNTIMES, "--dir", IN_RUNTIME]
+            if p.runtimes_dir
+            else []
+        ),
+    ),
+    Rule(
         "run_files",
         frozenset({VERIFIER}),
         "The run's environment files, answer and job, read-only, under /judge.",
@@ -324,6 +352,15 @@ RULES: tuple[Rule, ...] = (
         "The answer's file, and only it, read-only at /work/solution.py.",
         "No test data or verifier source to read, and the answer stays as it was sent.",
         lambda p: ["--ro-bind", f"{p.run_dir}/answer/solution.py", "/work/solution.py"],
+    ),
+    Rule(
+        "precompiled_headers",
+        frozenset({BUILD}),
+        "A folder of precompiled headers (sandbox.headers), read-only, at /pch, where the "
+        "build uses one.",
+        "Built once by deepgym from the system's headers, never from an answer; no build can "
+        "change what the next one reads.",
+        lambda p: ["--ro-bind", p.headers_dir, "/pch"] if p.headers_dir else [],
     ),
     Rule(
         "run_cgroups",

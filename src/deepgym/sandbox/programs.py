@@ -49,14 +49,16 @@ from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from deepgym import languages
 from deepgym.judge import blame
 from deepgym.judge.build import BUILT, COMPILING, CRASHED, REJECTED, STOPPED
-from deepgym.models import HARNESS_MARKER
+from deepgym.models import HARNESS_MARKER, Environment
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import take_evidence
+from deepgym.sandbox.headers import IN_SANDBOX, Headers
 from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
 from deepgym.sandbox.workspace import Workspace
 from deepgym.verdict import COMPILER_STARTED, compile_outcome
@@ -77,14 +79,25 @@ BUILD_PROCESSES = 256
 BUILD_FILE_MB = 256
 KILL_WAIT_S = 5.0
 """How long a build the host ended may take to close its pipes."""
+HEADER_TIMEOUT_S = 300.0
+"""The compiler's CPU time a precompiled header's build may take (a few seconds, measured)."""
 PROBE_TIMEOUT_S = 30.0
 """The least ``compile_timeout`` a known-good program is built under: the probe asks whether
 the toolchain works, not whether it is fast (an environment's limit may be tight)."""
 
-SolutionArgv = Callable[
-    [Job, Path, cgroups.RunCgroup, str, list[str]], tuple[list[str], dict[str, str]]
-]
-"""A backend's way to start a ``solution`` process (``fresh.Launch.solution_argv``)."""
+
+class SolutionArgv(Protocol):
+    """A backend's way to start a ``solution`` process (``fresh.Launch.solution_argv``)."""
+
+    def __call__(
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
+    ) -> tuple[list[str], dict[str, str]]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,8 +199,11 @@ def _build_env(job: Job, lang: languages.Language) -> Job:
     return Job(env=env, answer=job.answer, timeout=backstop, case_timeout=backstop)
 
 
-def _spec(lang: languages.Language, tc: languages.Toolchain) -> dict[str, object]:
-    argv = [tc.tools.get(lang.compile_argv[0], lang.compile_argv[0]), *lang.compile_argv[1:]]
+def _spec(lang: languages.Language, tc: languages.Toolchain, dialect: str) -> dict[str, object]:
+    """What ``judge.build`` builds an answer in ``lang`` with: the compiler's command line in
+    ``dialect`` (``Environment.dialect``), its program found on the host."""
+    line = lang.compile_argv_for(dialect)
+    argv = [tc.tools.get(line[0], line[0]), *line[1:]]
     return {
         "source": lang.source,
         "argv": argv,
@@ -226,6 +242,9 @@ class ProgramCache:
         self._probes: dict[str, asyncio.Future[tuple[bytes, float] | _Failed]] = {}
         self._working: set[str] = set()
         """The languages whose toolchain built a program here (``_probe``)."""
+        self.headers = Headers() if through_bwrap else None
+        """The precompiled headers builds use (``sandbox.headers``); None: none (a build
+        outside bwrap, ``unsafe``, sees no ``/pch``)."""
         self.hits = 0
         self.misses = 0
 
@@ -244,7 +263,8 @@ class ProgramCache:
         lang = languages.language(job.env.language)
         tc = languages.require(lang.name)
         h = hashlib.sha256()
-        for part in (lang.name, tc.fingerprint, json.dumps(_spec(lang, tc)), source(job)):
+        spec = _spec(lang, tc, job.env.dialect)
+        for part in (lang.name, tc.fingerprint, json.dumps(spec), source(job)):
             h.update(part.encode("utf-8", "surrogatepass"))
             h.update(b"\0")
         return f"{lang.name}-{h.hexdigest()[:40]}"
@@ -361,8 +381,12 @@ class ProgramCache:
         if self._probes.get(name) is done:
             del self._probes[name]
 
-    async def _compile(self, job: Job, lang: languages.Language) -> tuple[bytes, float] | _Failed:
-        """Build ``job``'s source in a sandbox: the program and the time it took, or why not."""
+    async def _compile(
+        self, job: Job, lang: languages.Language, header: dict[str, object] | None = None
+    ) -> tuple[bytes, float] | _Failed:
+        """Build ``job``'s source in a sandbox: the program and the time it took, or why not.
+        ``header``: build that spec instead, a precompiled header's (``build_header``), with
+        the lowest CPU priority."""
         tc = languages.require(lang.name)
         bjob = _build_env(job, lang)
         t0 = time.monotonic()
@@ -373,8 +397,16 @@ class ProgramCache:
         try:
             (build_dir / "answer").mkdir()
             (build_dir / "answer" / "solution.py").write_text(source(job))
-            spec = json.dumps(_spec(lang, tc))
-            argv, env = self.solution_argv(bjob, build_dir, group, "build", [spec])
+            spec = header or _spec(lang, tc, job.env.dialect)
+            folder = None if header is not None else self._header(lang, tc, spec)
+            if folder is not None:  # g++ finds it in /pch before the header itself
+                line = list(spec["argv"])  # type: ignore[call-overload]
+                spec = {**spec, "argv": [line[0], "-I", IN_SANDBOX, *line[1:]]}
+            argv, env = self.solution_argv(
+                bjob, build_dir, group, "build", [json.dumps(spec)], headers=folder
+            )
+            if header is not None and (nice := shutil.which("nice")):
+                argv = [nice, "-n", "19", *argv]
             ran = await _run(argv, env, group.join_fds(), build_dir, job.env.compile_timeout)
         finally:
             limit, _, _ = take_evidence(group, "tmpfs")
@@ -384,6 +416,37 @@ class ProgramCache:
         if ran.code == BUILT and signal is None and len(ran.out) <= MAX_PROGRAM_BYTES:
             return ran.out, ms
         return _failure(ran, signal, limit, job, lang, ms)
+
+    def _header(
+        self, lang: languages.Language, tc: languages.Toolchain, spec: dict[str, object]
+    ) -> Path | None:
+        """The folder of the precompiled header a build of ``spec`` can use, if it is built
+        (else its build is started in the background: ``sandbox.headers``)."""
+        if self.headers is None or lang.precompiled is None:
+            return None
+        line = [str(w) for w in spec["argv"]]  # type: ignore[attr-defined]
+        return self.headers.ready(lang, tc, line, self.build_header)
+
+    async def build_header(
+        self, lang: languages.Language, spec: dict[str, object], header_source: str
+    ) -> bytes | None:
+        """Build a precompiled header (``Headers.spec``) in a build sandbox, as an answer is
+        built (never from an answer's source): its bytes, or None where the build failed."""
+        env = Environment(
+            name=f"{lang.name}-header",
+            kind="script",
+            language=lang.name,
+            test_cases=[{"stdin": "", "expected_stdout": ""}],
+            compile_timeout=HEADER_TIMEOUT_S,
+        )
+        job = Job(env=env, answer=header_source, timeout=1.0, case_timeout=1.0)
+        got = await self._compile(job, lang, header=spec)
+        return None if isinstance(got, _Failed) else got[0]
+
+    async def close(self) -> None:
+        """Cancel the header builds this cache started (their sandboxes end with them)."""
+        if self.headers is not None:
+            await self.headers.close()
 
     def _keep(self, key: str, program: bytes, ms: float) -> Program:
         self.root.mkdir(exist_ok=True)
@@ -573,8 +636,12 @@ async def _run(
         started = _compiling(proc.pid)
         kill_tree(proc.pid)
         await end_process(proc)
-    except BaseException:
+    except BaseException:  # cancelled (a header's build, at its backend's close): end it all
         await end_process(proc)
+        work.cancel()
+        await asyncio.wait([work])  # its outcome is of no interest now: mark it seen
+        if not work.cancelled():
+            work.exception()
         raise
     err = b""
     with contextlib.suppress(Exception):  # what it said before the kill, if it comes in time
