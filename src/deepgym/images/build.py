@@ -48,9 +48,11 @@ from deepgym.images.blobs import BlobStore
 from deepgym.images.dockerfile import parse as parse_dockerfile
 from deepgym.images.network import DNS, network_mode, outbound
 from deepgym.images.oci import (
+    BASE_LABEL,
     OCI_CONFIG,
     OCI_LAYER_GZIP,
     OCI_MANIFEST,
+    STAND_IN_LABEL,
     Descriptor,
     image_manifest,
     parse_json,
@@ -408,13 +410,6 @@ def _base(
     digest = _debian_base(suite, blobs, work)
     store.add_blobs_manifest(digest, ref)
     return digest
-
-
-BASE_LABEL = "org.deepgym.base"
-"""A built image's config label: the ``FROM`` its Dockerfile names, where a stand-in was built
-on instead (``build``'s ``bases``)."""
-STAND_IN_LABEL = "org.deepgym.base.stand-in"
-"""A built image's config label: the stand-in it was built on, by name and digest."""
 
 
 def parse_bases(pairs: Sequence[str]) -> dict[str, str]:

@@ -43,6 +43,7 @@ from typing import IO, Any
 from deepgym.exceptions import ConfigError, ImageError
 
 __all__ = [
+    "BASE_LABEL",
     "DOCKER_LIST",
     "DOCKER_MANIFEST",
     "INDEX_TYPES",
@@ -54,6 +55,7 @@ __all__ = [
     "OCI_LAYER_GZIP",
     "OCI_MANIFEST",
     "REF_ANNOTATION",
+    "STAND_IN_LABEL",
     "Descriptor",
     "ImageConfig",
     "Index",
@@ -71,6 +73,12 @@ __all__ = [
     "read_verified",
     "select_platform",
 ]
+
+BASE_LABEL = "org.deepgym.base"
+"""A built image's config label: the ``FROM`` its Dockerfile names, where a stand-in was built
+on instead (``images.build``'s ``bases``)."""
+STAND_IN_LABEL = "org.deepgym.base.stand-in"
+"""A built image's config label: the stand-in it was built on, by name and digest."""
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

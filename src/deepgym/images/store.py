@@ -43,8 +43,10 @@ from deepgym.home import deepgym_home
 from deepgym.images.blobs import BlobStore
 from deepgym.images.layout import ImageSource, open_image
 from deepgym.images.oci import (
+    BASE_LABEL,
     OCI_INDEX,
     REF_ANNOTATION,
+    STAND_IN_LABEL,
     Descriptor,
     ImageConfig,
     Index,
@@ -208,8 +210,6 @@ class ImageStore:
 
     def _base_of(self, digest: str) -> str | None:
         """``FROM -> stand-in`` from the image's config labels, or None."""
-        from deepgym.images.build import BASE_LABEL, STAND_IN_LABEL
-
         try:
             manifest = self._manifest(digest)
             labels = dict(parse_config(self.blobs.read(manifest.config)).labels)
