@@ -63,6 +63,19 @@ Dialect = Literal["deepgym", "sandbox_fusion"]
 """Whose command lines build a compiled answer (``Environment.dialect``)."""
 
 
+class Stage(BaseModel):
+    """One stage of a session in stages (``Environment.stages``): its name, what the agent is
+    asked, a bash script run in the work dir before it (not before the first: the session's
+    ``setup_script`` is that), and the score under which the episode stops after it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, name_field("name")]
+    task: Annotated[str, text_field("task")]
+    setup_script: Annotated[str | None, optional_text_field("setup_script")] = None
+    min_reward: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
 class Environment(BaseModel):
     """One task: what the model is asked, and how its answer is verified.
 
@@ -161,6 +174,24 @@ class Environment(BaseModel):
     root is writable in a layer of its own, and its final verifier runs on the image too; a
     function task's answer gets the image read-only and runs on the ``strict`` backend only.
     None: the host's programs."""
+    user: Literal["agent", "root"] = "agent"
+    """A session on an ``image``: who the agent, its setup and its final verifier run as.
+    ``"agent"`` (the default) is uid 65534; ``"root"`` is uid 0 of the sandbox's own user
+    namespace, for tasks written for a container's root (``/root``, ``/app`` owned by root):
+    the same host uid as ``"agent"`` and no capabilities, inside the namespace or out of it
+    (``deepgym.sandbox.policy``), so it is a number, never a privilege."""
+    stages: tuple[Stage, ...] = ()
+    """A session in stages (Harbor's multi-step tasks): each stage's instruction is given in
+    turn, and when the agent is done with it the final verifier judges that stage (its name in
+    ``DEEPGYM_STAGE``) as a gate: a stage without a verdict ends the episode without one, a
+    score under its ``min_reward`` ends it early. The episode's score follows
+    ``stage_reward``. Empty: one stage, ``task``."""
+    stage_reward: Literal["mean", "final"] = "mean"
+    """How a staged session's stages make its score: the mean of the stages run (Harbor's
+    ``multi_step_reward_strategy = "mean"``), or the last one's (``"final"``)."""
+    verifier_image: Annotated[str | None, name_field("verifier_image", optional=True)] = None
+    """A session on an ``image``: another image its final verifier runs on (a task that asks
+    for a verifier environment of its own); None: the session's ``image``."""
     runtime: RuntimeName = "stdlib"
     """What a Python answer's process runs in: ``"stdlib"`` (the default), the judge's
     interpreter with its standard library only; or ``"scientific"``, the same interpreter with
@@ -267,6 +298,14 @@ class Environment(BaseModel):
             raise ValueError(
                 f"image applies to kinds 'session' and 'function' only, not {self.kind!r}"
             )
+        if self.user != "agent" and (self.kind != "session" or self.image is None):
+            raise ValueError("user 'root' applies to a session on an image only")
+        if self.stages and self.kind != "session":
+            raise ValueError("stages apply to kind 'session' only")
+        if len({st.name for st in self.stages}) != len(self.stages):
+            raise ValueError("stages must have different names")
+        if self.verifier_image is not None and (self.kind != "session" or self.image is None):
+            raise ValueError("verifier_image applies to a session on an image only")
         if self.kind == "session":
             if not has_custom or self.test_cases is not None:
                 raise ValueError(

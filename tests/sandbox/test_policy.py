@@ -14,7 +14,7 @@ import pytest
 
 from deepgym.judge.codes import IN_RUNTIME, IN_RUNTIMES, SOLUTION_UID
 from deepgym.sandbox import policy
-from deepgym.sandbox.policy import JUDGE_UID, RULES, Params, Rule, argv, rules_for
+from deepgym.sandbox.policy import JUDGE_UID, ROOT_UID, RULES, Params, Rule, argv, rules_for
 
 SOLUTION, VERIFIER, WORKER, PROBE, SESSION = "solution", "verifier", "worker", "probe", "session"
 BUILD = "build"
@@ -52,6 +52,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "capped_shm": HOSTILE,
     "read_only_rest": HOSTILE,
     "solution_uid": HOSTILE,
+    "root_chown": {SESSION},
     "judge_uid": {VERIFIER, WORKER, PROBE},
     "solution_hostname": HOSTILE,
     "judge_hostname": JUDGES,
@@ -345,6 +346,7 @@ ARITY = {
     "--gid": 1,
     "--hostname": 1,
     "--chdir": 1,
+    "--seccomp": 1,
     "--setenv": 2,
     "--ro-bind": 2,
     "--bind": 2,
@@ -402,6 +404,7 @@ FULL = replace(
     size=SIZE,
     seed_dir="/tmp/deepgym-abc/envs/0123/repo",
     snapshot_dir="/tmp/deepgym-abc/session-1/snapshot",
+    seccomp_fd=9,
     headers_dir="/home/u/.deepgym/pch/cpp-0123",
     runtime_dir=f"{RUNTIMES}/scientific-cpython-311-x86_64-0123456789ab",
     runtimes_dir=RUNTIMES,
@@ -457,6 +460,57 @@ def test_a_build_is_the_solution_sandbox_with_a_proc_of_its_own() -> None:
 def test_an_unknown_role_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'guest'"):
         argv("guest", HOST)
+
+
+def test_root_inside_is_a_session_on_an_image_only_and_keeps_every_other_rule() -> None:
+    """``Environment.user = "root"``: uid 0 of the session's own user namespace, with the same
+    rules otherwise (no capabilities, no nested namespaces, the same mounts)."""
+    image = replace(params(SESSION), writable_root=True)
+    as_root = argv(SESSION, replace(image, uid=ROOT_UID, seccomp_fd=7))
+    plain = argv(SESSION, image)
+    ops = operations(as_root[1:])
+    assert ("--uid", "0") in ops and ("--gid", "0") in ops and ("--seccomp", "7") in ops
+    at = as_root.index("--seccomp")
+    swapped = [str(SOLUTION_UID) if a == "0" else a for a in as_root[:at] + as_root[at + 2 :]]
+    assert swapped == plain  # nothing but the uid and the chown filter differs
+    with pytest.raises(ValueError, match="seccomp filter"):
+        argv(SESSION, replace(image, uid=ROOT_UID))
+    assert "--cap-drop" in as_root and "--disable-userns" in as_root
+    for role, p in [(SESSION, params(SESSION)), (SOLUTION, params("solution-script"))]:
+        with pytest.raises(ValueError, match="session on an image only"):
+            argv(role, replace(p, uid=ROOT_UID, seccomp_fd=7, writable_root=role == SOLUTION))
+
+
+def test_the_chown_filter_jumps_where_it_means_to() -> None:
+    """The BPF program, run by hand: the chown family returns 0 (errno 0), every other call
+    and every other architecture's ABI runs."""
+    import struct
+
+    from deepgym.sandbox.seccomp import CHOWN_CALLS, chown_noop_filter
+
+    def run(program: bytes, arch: int, nr: int) -> int:
+        ops = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+        pc, acc = 0, 0
+        while True:
+            code, jt, jf, k = ops[pc]
+            if code == 0x20:
+                acc = arch if k == 4 else nr
+            elif code == 0x15:
+                pc += jt if acc == k else jf
+            elif code == 0x06:
+                return k
+            pc += 1
+
+    for machine, (arch, calls) in CHOWN_CALLS.items():
+        program = chown_noop_filter(machine)
+        for nr in calls:
+            assert run(program, arch, nr) == 0x00050000
+        for nr in (0, 1, 2, 59, 101, 157, 272, 435):
+            if nr not in calls:
+                assert run(program, arch, nr) == 0x7FFF0000
+        assert run(program, 0x40000003, calls[0]) == 0x7FFF0000  # another ABI
+    with pytest.raises(ValueError, match="no chown filter"):
+        chown_noop_filter("mips")
 
 
 def test_a_runtime_is_mounted_read_only_for_the_answer_alone() -> None:

@@ -37,6 +37,8 @@ SESSION = "session"
 ROLES = (SOLUTION, BUILD, VERIFIER, WORKER, PROBE, SESSION)
 """Every sandbox role the table knows."""
 
+ROOT_UID = 0
+"""A session's uid on an image whose task runs as root: uid 0 of its own user namespace only."""
 JUDGE_UID = 1000
 """The uid and gid of the judge's sandboxes (verifier, worker, probe): never the solution's."""
 IN_JUDGE = "/opt/deepgym/deepgym_judge"
@@ -95,6 +97,11 @@ class Params:
     writable_root: bool = False
     """The root is an image's overlay with a tmpfs layer of the sandbox's own: not remounted
     read-only (session)."""
+    uid: int = SOLUTION_UID
+    """The uid and gid inside (solution, build, session): ``SOLUTION_UID``, or ``ROOT_UID``
+    for a session on an image whose task runs as root (``Environment.user``)."""
+    seccomp_fd: int = -1
+    """A session run as root: the descriptor of ``seccomp.chown_noop_filter`` for bwrap."""
     headers_dir: str = ""
     """A folder holding a precompiled header the compiler may use (``sandbox.headers``; build:
     none where empty)."""
@@ -392,10 +399,22 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "solution_uid",
         frozenset({SOLUTION, BUILD, SESSION}),
-        f"Runs as uid and gid {SOLUTION_UID}.",
+        f"Runs as uid and gid {SOLUTION_UID}; a session on an image whose task runs as root "
+        f"(Environment.user) as {ROOT_UID} of its own user namespace.",
         "Never the verifier's uid: with no Yama LSM, a process can read the memory of any "
-        "process with its uid.",
-        _fixed("--uid", str(SOLUTION_UID), "--gid", str(SOLUTION_UID)),
+        "process with its uid. Root inside is the same host uid as the agent's, with no "
+        "capabilities (no_capabilities drops the bounding set too: an exec as root regains "
+        "none) and no_new_privs: a number for tasks that expect /root and root-owned files.",
+        lambda p: ["--uid", str(p.uid), "--gid", str(p.uid)],
+    ),
+    Rule(
+        "root_chown",
+        frozenset({SESSION}),
+        "A session run as root: the chown family succeeds and changes nothing (a seccomp "
+        "filter, seccomp.chown_noop_filter).",
+        "Its namespace maps one uid and root there has no capabilities, so a task's chown (tar "
+        "-x as root) would fail where its container's root succeeds; the filter grants nothing.",
+        lambda p: ["--seccomp", str(p.seccomp_fd)] if p.seccomp_fd >= 0 else [],
     ),
     Rule(
         "judge_uid",
@@ -453,6 +472,10 @@ def rules_for(role: str) -> list[Rule]:
 
 def argv(role: str, params: Params) -> list[str]:
     """The bwrap command line of a ``role`` sandbox: its rules' arguments, in table order."""
+    if params.uid != SOLUTION_UID and (role != SESSION or not params.writable_root):
+        raise ValueError(f"uid {params.uid} is for a session on an image only, not {role!r}")
+    if params.uid == ROOT_UID and params.seccomp_fd < 0:
+        raise ValueError("a session run as root needs its seccomp filter (seccomp_fd)")
     out = [params.bwrap]
     for rule in rules_for(role):
         out += rule.args(params)
