@@ -208,18 +208,20 @@ def sample(
     minute: int, service_pid: int, tmp: Path, arms: list[Arm], seen: set[str]
 ) -> dict[str, Any]:
     """One row of figures, taken between batches (no run in flight). Processes and cgroups are
-    read a few times over a second and the lowest kept: a worker being replaced as the row is
-    read (after a hanging run) is the pool at work, not a leak, and a leak is there at every
-    read. Every cgroup seen is added to ``seen`` (checked to be gone after the close)."""
+    read ten times over four and a half seconds and the lowest kept: a worker being replaced as
+    the row is read (after a hanging run) is the pool at work, not a leak, and a leak is there
+    at every read. (A loaded host takes seconds to start a worker: one second of reads saw a
+    replacement half done.) Every cgroup seen is added to ``seen`` (checked to be gone after
+    the close)."""
     me = os.getpid()
     procs = cgs = 1 << 30
-    for i in range(5):
+    for i in range(10):
         procs = min(procs, len(descendants(me)))
         held = held_cgroups([me, service_pid])
         seen |= held
         cgs = min(cgs, len(held))
-        if i < 4:
-            time.sleep(0.25)
+        if i < 9:
+            time.sleep(0.5)
     below = descendants(me)
     return {
         "minute": minute,

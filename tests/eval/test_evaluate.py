@@ -114,6 +114,19 @@ def test_bad_k_is_refused(k: tuple[int, ...], what: str) -> None:
         dg.eval_model(PROBLEMS, ChatModel("http://127.0.0.1:9/v1", "m"), samples=4, k=k)
 
 
+def _settled(server: Any) -> int:
+    """The server's request count once it has stopped moving: a request the killed child sent
+    just before its end may reach a loaded host's server thread only after the kill."""
+    total, quiet_since, deadline = server.total, time.monotonic(), time.monotonic() + 20
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if server.total != total or server.in_flight:
+            total, quiet_since = server.total, time.monotonic()
+        elif time.monotonic() - quiet_since >= 2.0:
+            break
+    return total
+
+
 def test_resume_after_sigkill_asks_only_for_the_missing_samples(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite"
     with serve(default=["slow:0.1:pass"]) as (url, server):
@@ -138,7 +151,7 @@ def test_resume_after_sigkill_asks_only_for_the_missing_samples(tmp_path: Path) 
         with RunStore(path) as store:
             run_id = store.runs()[0].id
             kept = store.samples(run_id)
-            asked = server.total
+            asked = _settled(server)
             assert 5 <= len(kept) < 16
             with client() as dg:
                 ev = dg.eval_model(

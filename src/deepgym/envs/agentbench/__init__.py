@@ -4,7 +4,7 @@ The tasks ship inside the ``inspect-evals`` package (``inspect_evals/agent_bench
 tasks in ``agent_bench_os.json``, 119 test tasks in ``agent_bench_os_test.json``, and the check
 and example scripts under ``scripts/``). They are read from the installed package, found
 without importing it (``importlib.util.find_spec``: its own imports are heavy), never copied
-into deepgym. ``pip install 'deepgym[agentbench]'`` installs it.
+into deepgym. ``pip install -e '.[agentbench]'`` in a clone of this repository installs it.
 
 Each task (``agentbench_os/dev-3``, ``agentbench_os/test-17``) is a session on one Debian image,
 ``IMAGE``, built once (``build_image``: the tasks' Dockerfile starts from a Python image of
@@ -92,7 +92,7 @@ def data_dir() -> Path:
             return data
     raise ConfigError(
         "the agentbench_os suite reads its tasks from the inspect-evals package: "
-        "pip install 'deepgym[agentbench]'"
+        "pip install -e '.[agentbench]' (in a clone of deepgym)"
     )
 
 
