@@ -50,10 +50,39 @@ __all__ = [
 ]
 
 EnvKind = Literal["function", "script", "patch", "session"]
-Compare = Literal["exact", "float", "unordered", "tokens"]
+Compare = Literal["exact", "float", "unordered", "tokens", "exit"]
 HARNESS_MARKER = "// deepgym:answer"
 """The line of an environment's ``harness`` that the answer's code replaces."""
-LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
+LanguageName = Literal[
+    "python",
+    "c",
+    "cpp",
+    "java",
+    "js",
+    "rust",
+    "go",
+    "bash",
+    "ts",
+    "php",
+    "ruby",
+    "lua",
+    "perl",
+    "r",
+    "racket",
+    "csharp",
+    "scala",
+    "kotlin",
+    "d",
+    "verilog",
+    "sql",
+    "pytest",
+    "junit",
+    "go_test",
+    "swift",
+    "julia",
+    "lean",
+    "cuda",
+]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
 TimeoutKind = Literal["limit", "backstop"]
@@ -99,9 +128,13 @@ class Environment(BaseModel):
     max_file_mb: Annotated[int, int_field("max_file_mb", 1, MAX_FILE_MB)] = 64
     compare: Compare = "exact"
     language: LanguageName = "python"
-    """The language of the answer: ``python`` (the default), or ``c``, ``cpp``, ``java``,
-    ``js``, ``rust`` or ``go`` for a ``script`` task (a program on stdin and stdout), which is
-    compiled once in the sandbox before its cases run (``deepgym.languages``)."""
+    """The language of the answer: ``python`` (the default), or another for a ``script`` task
+    (a program on stdin and stdout), which is compiled (or syntax-checked) once in the sandbox
+    before its cases run: ``c``, ``cpp``, ``java``, ``js``, ``rust``, ``go``, ``bash``,
+    ``ts``, ``php``, ``ruby``, ``lua``, ``perl``, ``r``, ``racket``, ``csharp``, ``scala``,
+    ``kotlin``, ``d``, ``verilog``, ``sql``; or a test-runner mode, whose tests are the result's
+    cases: ``pytest``, ``junit``, ``go_test`` (``deepgym.languages``; ``swift``, ``julia``,
+    ``lean`` and ``cuda`` are refused here, saying why)."""
     harness: Annotated[str | None, optional_text_field("harness")] = None
     """A function task in a compiled language: a program in the environment's language with
     the line ``// deepgym:answer`` (``HARNESS_MARKER``) where the answer's code goes; its

@@ -177,10 +177,14 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
     The job may cap the cases judged (``case_limit``: the first N) and stop at the first failed
     one (``stop_on_failure``: the rest count as failed, not run). A compiled language's program
     (``run_argv``) also fails a case by a non-zero exit or a signal (a runtime error, as a
-    judge of programming contests counts it), whatever it printed first."""
+    judge of programming contests counts it), whatever it printed first. ``compare: "exit"``:
+    the case passes by the program's exit 0 alone (a test program's asserts), whatever it
+    printed. A test-runner mode (``report``) gives a case per test its runner reported
+    (``judge.reports``), where a program gives one per run."""
     results: list[dict[str, Any]] = []
     program = j.job.get("run_argv")  # a compiled language: its built program, run as is
     mode, prefix = ("exec", tuple(program)) if program else ("script", ())
+    runner = j.job.get("report")
     cases = j.cases()
     if j.job.get("case_limit"):
         cases = cases[: int(j.job["case_limit"])]
@@ -215,10 +219,21 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
         crash = _runtime_error(proc.status)
         if crash and (said := proc.err.last_words()):
             crash = f"{crash}: {said}"  # its last words: a traceback's error
+        if runner and not proc.limit:
+            from . import reports
+
+            tests = reports.cases(runner, proc.out.text(), crash, i)
+            proc.out.chunks = []
+            results.append(_kept(j, tests[0], proc, t_case, timed_out=False))
+            results.extend(tests[1:])
+            j.show(proc, all(t["passed"] for t in tests))
+            continue
         if proc.limit:
             result = _case(i, False, f"limit: {proc.limit}")
-        elif program and crash:
+        elif (program or j.job.get("compare") == "exit") and crash:
             result = _case(i, False, crash)
+        elif j.job.get("compare") == "exit":
+            result = _case(i, True)
         else:
             result = _judge_output(j, i, case, proc.out.text(), check)
             if crash and not result["passed"]:

@@ -43,6 +43,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections import Counter, OrderedDict
@@ -186,13 +187,28 @@ def _build_env(job: Job, lang: languages.Language) -> Job:
     return Job(env=env, answer=job.answer, timeout=backstop, case_timeout=backstop)
 
 
-def _spec(lang: languages.Language, tc: languages.Toolchain) -> dict[str, object]:
-    argv = [tc.tools.get(lang.compile_argv[0], lang.compile_argv[0]), *lang.compile_argv[1:]]
+_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:(?:final|abstract)\s+)*class\s+(\w+)", re.M)
+
+
+def source_name(lang: languages.Language, text: str) -> str:
+    """The file ``text`` is built from: the language's, or, where that is ``{class}.java``,
+    named after the source's public class (as javac wants it; ``Main`` where it has none)."""
+    if "{class}" not in lang.source:
+        return lang.source
+    found = _PUBLIC_CLASS.search(text)
+    return lang.source.replace("{class}", found[1] if found else "Main")
+
+
+def _spec(lang: languages.Language, tc: languages.Toolchain, text: str) -> dict[str, object]:
+    name = source_name(lang, text)
+    words = [name if w == "{source}" else w for w in lang.compile_argv]
+    argv = [tc.tools.get(words[0], words[0]), *words[1:]]
     return {
-        "source": lang.source,
+        "source": name,
         "argv": argv,
         "artifact": lang.artifact,
         "pack": lang.pack,
+        "class_path": list(lang.files),
         "env": dict(lang.build_env),
         "crash_codes": list(lang.crash_exit_codes),
     }
@@ -244,7 +260,9 @@ class ProgramCache:
         lang = languages.language(job.env.language)
         tc = languages.require(lang.name)
         h = hashlib.sha256()
-        for part in (lang.name, tc.fingerprint, json.dumps(_spec(lang, tc)), source(job)):
+        text = source(job)
+        spec = json.dumps(_spec(lang, tc, text)) if lang.compile_argv else "{}"
+        for part in (lang.name, tc.fingerprint, spec, text):
             h.update(part.encode("utf-8", "surrogatepass"))
             h.update(b"\0")
         return f"{lang.name}-{h.hexdigest()[:40]}"
@@ -362,8 +380,12 @@ class ProgramCache:
             del self._probes[name]
 
     async def _compile(self, job: Job, lang: languages.Language) -> tuple[bytes, float] | _Failed:
-        """Build ``job``'s source in a sandbox: the program and the time it took, or why not."""
+        """Build ``job``'s source in a sandbox: the program and the time it took, or why not.
+        A language without a compile phase (``compile_argv`` empty): the source itself, at
+        once (nothing runs, so nothing can fail)."""
         tc = languages.require(lang.name)
+        if not lang.compile_argv:
+            return source(job).encode("utf-8", "surrogatepass"), 0.0
         bjob = _build_env(job, lang)
         t0 = time.monotonic()
         build_dir = self.workspace.run_dir()
@@ -373,7 +395,7 @@ class ProgramCache:
         try:
             (build_dir / "answer").mkdir()
             (build_dir / "answer" / "solution.py").write_text(source(job))
-            spec = json.dumps(_spec(lang, tc))
+            spec = json.dumps(_spec(lang, tc, source(job)))
             argv, env = self.solution_argv(bjob, build_dir, group, "build", [spec])
             ran = await _run(argv, env, group.join_fds(), build_dir, job.env.compile_timeout)
         finally:
