@@ -51,6 +51,8 @@ __all__ = [
 
 EnvKind = Literal["function", "script", "patch", "session"]
 Compare = Literal["exact", "float", "unordered", "tokens", "exit"]
+"""How a case's result is compared with what it expects; ``exit``: not compared at all, a
+script's program passes its case by exiting 0 (a program that asserts, as MultiPL-E's do)."""
 HARNESS_MARKER = "// deepgym:answer"
 """The line of an environment's ``harness`` that the answer's code replaces."""
 LanguageName = Literal[
@@ -304,12 +306,25 @@ class Environment(BaseModel):
         if self.kind == "script":
             for i, case in enumerate(self.test_cases or []):
                 _args_fit(case.get("args", []), i)
-        if self.kind == "script" and not has_custom:
+        if self.compare == "exit" and self.kind != "script":
+            raise ValueError(f"compare 'exit' applies to kind 'script' only, not {self.kind!r}")
+        if self.kind == "script" and not has_custom and not self._output_free():
             for i, case in enumerate(self.test_cases or []):
                 if "expected_stdout" not in case:
                     raise ValueError(f"test_cases[{i}] has no 'expected_stdout'")
                 _fits_the_output_limit(case["expected_stdout"], i)
         return self
+
+
+    def _output_free(self) -> bool:
+        """Whether no case's output is compared: ``compare: "exit"`` (a case passes by its
+        program's exit 0), or a test-runner mode (each test its runner reports is a case)."""
+        if self.compare == "exit":
+            return True
+        from deepgym.languages import LANGUAGES  # (it imports this module)
+
+        lang = LANGUAGES.get(self.language)
+        return lang is not None and lang.report is not None
 
 
 def _args_fit(args: list[Any], i: int) -> None:

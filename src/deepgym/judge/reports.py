@@ -34,7 +34,8 @@ _JUNIT_LINE = re.compile(r"^(?P<indent>[│ ]*)[├└]─ (?P<name>.*?) (?P<mar
 _JUNIT_PASSING = ("✔", "↷")
 """JUnit's marks for a successful and a skipped test (its exit code stays 0)."""
 
-_GO_LINE = re.compile(r"^(?P<indent>\s*)--- (?P<outcome>PASS|FAIL|SKIP): (?P<name>\S+)")
+_GO_LINE = re.compile(r"^\s*--- (?P<outcome>PASS|FAIL|SKIP): (?P<name>\S+)")
+_GO_RUN = re.compile(r"^=== (?:RUN|CONT)\s+(?P<name>\S+)")
 
 
 def _case(name: str, passed: bool, message: str = "") -> dict[str, Any]:
@@ -82,17 +83,20 @@ def junit_cases(out: str) -> list[dict[str, Any]]:
 
 def go_test_cases(out: str) -> list[dict[str, Any]]:
     """A Go test binary's ``-test.v`` lines (``--- PASS: TestX (0.00s)``), subtests named
-    ``TestX/sub`` as Go names them; each failure's message, the lines it logged before."""
-    cases = []
-    logged: list[str] = []
+    ``TestX/sub`` as Go names them; each failure's message, the lines it logged (Go prints
+    them under the test's ``=== RUN`` line, before the outcomes)."""
+    cases: list[dict[str, Any]] = []
+    logged: dict[str, list[str]] = {}
+    running = ""
     for line in out.splitlines():
         if m := _GO_LINE.match(line):
             passed = m["outcome"] != "FAIL"
-            message = "" if m["outcome"] == "PASS" else ("\n".join(logged[-5:]) or m["outcome"])
-            cases.append(_case(m["name"], passed, message.strip()))
-            logged = []
-        elif line.startswith("    ") and not line.lstrip().startswith("==="):
-            logged.append(line.strip())
+            said = "\n".join(logged.get(m["name"], [])[:5])
+            cases.append(_case(m["name"], passed, "" if passed else said or "FAIL"))
+        elif m := _GO_RUN.match(line):
+            running = m["name"]
+        elif running and line.startswith("    ") and line.strip():
+            logged.setdefault(running, []).append(line.strip())
     return cases
 
 
