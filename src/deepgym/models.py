@@ -87,6 +87,7 @@ LanguageName = Literal[
 ]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
+AnswerFormat = Literal["code", "multipl_e"]
 TimeoutKind = Literal["limit", "backstop"]
 
 
@@ -142,6 +143,12 @@ class Environment(BaseModel):
     the line ``// deepgym:answer`` (``HARNESS_MARKER``) where the answer's code goes; its
     ``main`` reads a case's stdin, calls the answer's function and prints what it returns,
     which is compared with the case's ``expected_stdout`` outside the program."""
+    answer_format: AnswerFormat = "code"
+    """What the answer is: ``code`` (the default), the program (or, with a ``harness``, the
+    code at its marker) as it is; ``multipl_e``, a MultiPL-E completion (a continuation of the
+    prompt, ``task``, or a reply that writes the program out), made into the code before the
+    harness's tests by ``completions.multipl_e_code`` with the stop tokens of the first test
+    case (``deepgym.envs.multipl_e``)."""
     compile_timeout: Annotated[float, seconds_field("compile_timeout")] = 30.0
     """A compiled language: the time limit of the compile phase, in seconds of the compiler's
     CPU time (a compile that uses it, or waits past it, is the answer's ``solution_timeout``;
@@ -259,6 +266,8 @@ class Environment(BaseModel):
         for field_name, given in script_only.items():
             if given and self.kind != "script":
                 raise ValueError(f"{field_name} applies to kind 'script' only, not {self.kind!r}")
+        if self.answer_format == "multipl_e" and (self.harness is None or not self.task):
+            raise ValueError("answer_format 'multipl_e' needs the prompt (task) and a harness")
         if self.harness is not None:
             if self.language == "python":
                 raise ValueError("harness is for a compiled language (a Python answer is called)")

@@ -52,6 +52,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from deepgym import languages
+from deepgym.completions import multipl_e_code
 from deepgym.judge import blame
 from deepgym.judge.build import BUILT, COMPILING, CRASHED, REJECTED, STOPPED
 from deepgym.models import HARNESS_MARKER
@@ -156,12 +157,17 @@ def compile_failure(failed: _Failed, isolation: str) -> RawRun:
 
 def source(job: Job) -> str:
     """What the compiler builds: the answer, or, for a function task, the environment's
-    ``harness`` with the answer in place of its ``HARNESS_MARKER`` line."""
-    harness = job.env.harness
-    if harness is None:
+    ``harness`` with the answer (a MultiPL-E completion made code first: ``answer_format``) in
+    place of its ``HARNESS_MARKER`` line."""
+    env = job.env
+    if env.harness is None:
         return job.answer
-    before, _, after = harness.partition(HARNESS_MARKER)
-    return before + job.answer.rstrip("\n") + "\n" + after
+    answer = job.answer
+    if env.answer_format == "multipl_e":  # a completion: the code before the tests
+        stops = (env.test_cases or [{}])[0].get("stop_tokens") or []
+        answer = multipl_e_code(answer, env.task, [str(t) for t in stops], env.language)
+    before, _, after = env.harness.partition(HARNESS_MARKER)
+    return before + answer.rstrip("\n") + "\n" + after
 
 
 def _limits(job: Job, lang: languages.Language) -> Limits:
