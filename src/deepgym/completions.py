@@ -108,6 +108,19 @@ MULTIPL_E_CLOSED_BY_TESTS = frozenset({"cpp", "csharp", "java", "rust", "scala",
 the first stop token after its signature, as a continuation is (its main, its examples, go)."""
 
 
+MULTIPL_E_IMPORTS = {
+    "cpp": re.compile(r"^\s*#\s*include\b"),
+    "csharp": re.compile(r"^\s*using\s+[\w.]+\s*;"),
+    "java": re.compile(r"^\s*import\s+[\w.*]+\s*;"),
+    "scala": re.compile(r"^\s*import\s+\S"),
+    "d": re.compile(r"^\s*import\s+[\w.]+\s*;"),
+    "rust": re.compile(r"^\s*use\s+[\w:{}, *]+;"),
+}
+"""The prompt's import lines, by language, that a written-out answer gets where it left them
+out (the tests use them: C#'s ``Debug``, C++'s ``assert``): a repeat of one is harmless in
+each of these languages."""
+
+
 def _squeeze(text: str) -> str:
     return "".join(text.split())
 
@@ -168,13 +181,18 @@ def multipl_e_code(answer: str, prompt: str, stop_tokens: Sequence[str], languag
     fenced = first_code(answer)
     code = fenced if fenced is not None else answer
     end = _after_signature(code, signature)
-    if fenced is None and end is None:  # a continuation
+    continuation = fenced is None and end is None
+    if continuation:
         code = prompt + _cut(answer, stop_tokens)
     elif language in MULTIPL_E_CLOSED_BY_TESTS and end is not None:
         code = code[:end] + _cut(code[end:], [s for s in stop_tokens if s != "\n\n"])
     elif language == "d" and end is not None:  # the tests bring an empty main of their own
         main = code.find("void main", end)
         code = code if main < 0 else code[:main]
+    if not continuation and language in MULTIPL_E_IMPORTS:  # the tests need them too
+        have = {line.strip() for line in code.splitlines()}
+        wanted = [ln for ln in prompt.splitlines() if MULTIPL_E_IMPORTS[language].match(ln)]
+        code = "".join(f"{ln}\n" for ln in wanted if ln.strip() not in have) + code
     if language == "go_test":
         code = _go_file(code, prompt)
     elif language == "php":

@@ -105,7 +105,10 @@ class Language:
     ``machine.config``): every sandbox mounts them read-only where they exist (no host data)."""
     files: tuple[str, ...] = ()
     """Files the command lines name besides their programs (a runner's jar): the toolchain is
-    present only with them."""
+    present only with them. A JVM language's program names them on its class path."""
+    class_path: tuple[str, ...] = ()
+    """Jars of libraries answers may use, on a JVM program's class path where they are
+    (javatuples, as SandboxFusion's Java has it): the compiler's too."""
     run_name: str | None = None
     """The name the program needs to run under (a test runner finds its tests by name): it is
     copied to that name in the work dir, and ``{program}`` names the copy."""
@@ -124,6 +127,8 @@ JVM_RUN = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xss6
 """The JVM's options for a run (as Java's): a small, quick-starting JVM."""
 JVM_COMPILE = ("-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-Xshare:auto")
 JUNIT_JAR = "/usr/share/java/junit-platform-console-standalone.jar"
+JAVATUPLES = "/usr/share/java/javatuples.jar"
+"""javatuples (Debian's ``libjavatuples-java``): MultiPL-E's Java problems import it."""
 """JUnit 5's console launcher, all of JUnit in one jar (Debian's ``junit5``)."""
 SCALA_LIBRARY = "/usr/share/scala-2.11/lib/scala-library.jar"
 """Scala's runtime library (Debian's ``scala``): a Scala program's jar names it."""
@@ -510,10 +515,14 @@ LANGUAGES: dict[str, Language] = {
                 "-J-Xshare:auto",
                 "-encoding",
                 "UTF-8",
+                "-cp",
+                JAVATUPLES,
                 "-d",
                 "classes",
                 "Main.java",
             ),
+            class_path=(JAVATUPLES,),
+            libraries=((JAVATUPLES, "libjavatuples-java"),),
             artifact="prog.jar",
             pack="jar",
             run_argv=(

@@ -33,6 +33,7 @@ __all__ = [
     "ENV_VAR",
     "LANGUAGES",
     "data_file",
+    "harness",
     "load",
     "load_file",
     "load_problem",
@@ -102,13 +103,41 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+CSHARP_DEBUG = """
+static class Debug {
+    public static void Assert(bool ok) { if (!ok) throw new System.Exception("Debug.Assert failed"); }
+    public static void Assert(bool ok, string why) { if (!ok) throw new System.Exception(why); }
+    public static void WriteLine(object value) { System.Diagnostics.Debug.WriteLine(value); }
+    public static void WriteLine(string text) { System.Diagnostics.Debug.WriteLine(text); }
+    public static void Write(object value) { System.Diagnostics.Debug.Write(value); }
+}
+"""
+"""Mono's ``Debug.Assert`` prints nothing and returns where .NET's stops the program (as the
+tests expect, and SandboxFusion's .NET does): the C# harness's ``Debug``, in the global
+namespace, is found before ``System.Diagnostics``'s, and its ``Assert`` throws."""
+RACKET_CHECKS = "(require rackunit)\n(current-check-handler raise)\n"
+"""rackunit's failed check prints and goes on (the program still exits 0): raised instead, it
+ends the program, exit 1."""
+
+
+def harness(tests: str, language: str) -> str:
+    """A problem's harness: the answer's code, then its tests, with what makes a failed
+    assert end the program in the two runtimes where it would not (``CSHARP_DEBUG``,
+    ``RACKET_CHECKS``)."""
+    if language == "racket":
+        tests = RACKET_CHECKS + tests
+    elif language == "csharp":
+        tests = tests + CSHARP_DEBUG
+    return f"{HARNESS_MARKER}\n{tests}"
+
+
 def _environment(row: dict[str, Any], suite: str, language: str) -> Environment:
     return Environment(
         name=f"{suite}/{row['name']}",
         task=row["prompt"],
         kind="script",
         language=language,  # type: ignore[arg-type]  # (checked: one of LANGUAGES' values)
-        harness=f"{HARNESS_MARKER}\n{row['tests']}",
+        harness=harness(row["tests"], language),
         answer_format="multipl_e",
         test_cases=[{"stdin": "", "stop_tokens": list(row["stop_tokens"])}],
         compare="exit",

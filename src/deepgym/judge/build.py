@@ -60,12 +60,17 @@ program is copied to that name in the work dir, and ``{program}`` names the copy
 MANIFEST = "Manifest-Version: 1.0\r\nMain-Class: Main\r\nCreated-By: deepgym\r\n\r\n"
 
 
-def _pack_jar(classes: str, jar: str) -> None:
-    """Every file under ``classes`` in a runnable jar whose main class is ``Main``."""
+def _pack_jar(classes: str, jar: str, class_path: list[str]) -> None:
+    """Every file under ``classes`` in a runnable jar whose main class is ``Main``, naming
+    ``class_path`` (absolute jars, where they are) on its class path."""
     import zipfile
 
+    manifest = MANIFEST
+    if class_path:
+        entry = "Class-Path: " + " ".join(f"file:{p}" for p in class_path) + "\r\n"
+        manifest = manifest.removesuffix("\r\n") + entry + "\r\n"
     with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-        z.writestr("META-INF/MANIFEST.MF", MANIFEST)
+        z.writestr("META-INF/MANIFEST.MF", manifest)
         for folder, dirs, names in os.walk(classes):
             dirs.sort()
             for name in sorted(names):
@@ -154,7 +159,7 @@ def build(path: str, spec: dict[str, Any]) -> int:
     artifact = os.path.join(BUILD_DIR, spec["artifact"])
     try:
         if spec.get("pack") == "jar":
-            _pack_jar(os.path.join(BUILD_DIR, "classes"), artifact)
+            _pack_jar(os.path.join(BUILD_DIR, "classes"), artifact, list(spec.get("class_path", ())))
         elif spec.get("pack") == "class-path":
             _add_class_path(artifact, list(spec.get("class_path", ())))
         with open(artifact, "rb") as f:

@@ -214,7 +214,7 @@ def _spec(lang: languages.Language, tc: languages.Toolchain, text: str) -> dict[
         "argv": argv,
         "artifact": lang.artifact,
         "pack": lang.pack,
-        "class_path": list(lang.files),
+        "class_path": [*lang.files, *lang.class_path],
         "env": dict(lang.build_env),
         "crash_codes": list(lang.crash_exit_codes),
     }
