@@ -150,7 +150,9 @@ def _cut(text: str, stops: Sequence[str]) -> str:
 
 
 _GO_PACKAGE = re.compile(r"^\s*package\s+(\w+)\s*$", re.M)
-_GO_IMPORTS = re.compile(r"^\s*import\s*(?:\((?P<block>.*?)\)|(?P<one>[\w.]*\s*\"[^\"]+\"))", re.M | re.S)
+_GO_IMPORTS = re.compile(
+    r"^\s*import\s*(?:\((?P<block>.*?)\)|(?P<one>[\w.]*\s*\"[^\"]+\"))", re.M | re.S
+)
 
 
 def _go_imports(code: str) -> list[str]:

@@ -40,6 +40,7 @@ __all__ = [
     "etc_folders",
     "language",
     "missing_libraries",
+    "programs",
     "refusal",
     "require",
     "run_words",
@@ -190,7 +191,7 @@ _MORE = (
         compile_argv=("ruby", "-c", "main.rb"),
         artifact="main.rb",
         run_argv=("ruby", "{program}"),
-        libraries=(("/usr/lib/ruby/vendor_ruby/test/unit.rb", "ruby-test-unit"),),
+        libraries=(("/usr/share/doc/ruby-test-unit/copyright", "ruby-test-unit"),),
     ),
     Language(
         name="lua",
@@ -362,10 +363,7 @@ _MORE = (
     ),
     Language(
         name="junit",
-        probe=(
-            "import org.junit.jupiter.api.Test;\n"
-            "public class OkTest { @Test void ok() { } }\n"
-        ),
+        probe=("import org.junit.jupiter.api.Test;\npublic class OkTest { @Test void ok() { } }\n"),
         title="Java tests (JUnit 5: each test a case; the file is named after its public class)",
         tool="javac",
         version_argv=("-version",),
@@ -459,12 +457,20 @@ _MORE = (
                 "nvcc",
                 "deepgym's sandbox has no GPU in it, and Debian's CUDA toolkit is not in main",
             ),
+            (
+                "jest",
+                "JavaScript tests (Jest)",
+                "jest",
+                "deepgym has no Jest mode: Debian's jest needs Debian's own nodejs, which a host "
+                "with another build of Node.js (NodeSource's) cannot install beside it; the "
+                "pytest, junit and go_test modes report each test",
+            ),
         )
     ),
 )
 """The languages besides the first six: interpreted ones with a syntax check (or none) as
-their compile phase, the JVM's and .NET's others, the test-runner modes, and the languages
-refused here."""
+their compile phase, the JVM's others, C# on Mono, the test-runner modes, and the languages
+refused here (Swift, Julia, Lean, CUDA, Jest)."""
 
 
 LANGUAGES: dict[str, Language] = {

@@ -84,6 +84,7 @@ LanguageName = Literal[
     "julia",
     "lean",
     "cuda",
+    "jest",
 ]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
 Scoring = Literal["all", "partial"]
@@ -137,7 +138,7 @@ class Environment(BaseModel):
     ``ts``, ``php``, ``ruby``, ``lua``, ``perl``, ``r``, ``racket``, ``csharp``, ``scala``,
     ``kotlin``, ``d``, ``verilog``, ``sql``; or a test-runner mode, whose tests are the result's
     cases: ``pytest``, ``junit``, ``go_test`` (``deepgym.languages``; ``swift``, ``julia``,
-    ``lean`` and ``cuda`` are refused here, saying why)."""
+    ``lean``, ``cuda`` and ``jest`` are refused here, saying why)."""
     harness: Annotated[str | None, optional_text_field("harness")] = None
     """A function task in a compiled language: a program in the environment's language with
     the line ``// deepgym:answer`` (``HARNESS_MARKER``) where the answer's code goes; its
@@ -323,7 +324,6 @@ class Environment(BaseModel):
                     raise ValueError(f"test_cases[{i}] has no 'expected_stdout'")
                 _fits_the_output_limit(case["expected_stdout"], i)
         return self
-
 
     def _output_free(self) -> bool:
         """Whether no case's output is compared: ``compare: "exit"`` (a case passes by its

@@ -105,7 +105,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 CSHARP_DEBUG = """
 static class Debug {
-    public static void Assert(bool ok) { if (!ok) throw new System.Exception("Debug.Assert failed"); }
+    public static void Assert(bool ok) { if (!ok) throw new System.Exception("assert failed"); }
     public static void Assert(bool ok, string why) { if (!ok) throw new System.Exception(why); }
     public static void WriteLine(object value) { System.Diagnostics.Debug.WriteLine(value); }
     public static void WriteLine(string text) { System.Diagnostics.Debug.WriteLine(text); }

@@ -159,7 +159,9 @@ def build(path: str, spec: dict[str, Any]) -> int:
     artifact = os.path.join(BUILD_DIR, spec["artifact"])
     try:
         if spec.get("pack") == "jar":
-            _pack_jar(os.path.join(BUILD_DIR, "classes"), artifact, list(spec.get("class_path", ())))
+            _pack_jar(
+                os.path.join(BUILD_DIR, "classes"), artifact, list(spec.get("class_path", ()))
+            )
         elif spec.get("pack") == "class-path":
             _add_class_path(artifact, list(spec.get("class_path", ())))
         with open(artifact, "rb") as f:

@@ -30,7 +30,9 @@ _PYTEST_SUMMARY = re.compile(r"^(?P<outcome>FAILED|ERROR) (?P<id>\S+::\S.*?)(?: 
 _PYTEST_PASSING = ("PASSED", "SKIPPED", "XFAIL")
 """pytest's outcomes that do not fail its run (its exit code stays 0)."""
 
-_JUNIT_LINE = re.compile(r"^(?P<indent>[│ ]*)[├└]─ (?P<name>.*?) (?P<mark>[✔✘↷■])(?: (?P<why>.*))?$")
+_JUNIT_LINE = re.compile(
+    r"^(?P<indent>[│ ]*)[├└]─ (?P<name>.*?) (?P<mark>[✔✘↷■])(?: (?P<why>.*))?$"
+)
 _JUNIT_PASSING = ("✔", "↷")
 """JUnit's marks for a successful and a skipped test (its exit code stays 0)."""
 

@@ -47,8 +47,8 @@ from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.judge.codes import ANSWER_PATH, REPORT_MAX_BYTES
 from deepgym.sandbox import cgroups, policy, sizing
 from deepgym.sandbox.base import Job, RawRun, not_started
-from deepgym.sandbox.fresh import FreshRuns
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
+from deepgym.sandbox.fresh import FreshRuns
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import refuse_image
 from deepgym.sandbox.programs import PROGRAMS, Program, ProgramCache

@@ -73,7 +73,6 @@ def run_argv(job: Job) -> list[str]:
     return [*env, *origin, *named, program, *words[1:]]
 
 
-
 def rlimits(job: Job, group: cgroups.RunCgroup | cgroups.Slot) -> dict[str, int]:
     """The solution process's hard limits (``solution_host.apply_limits``); memory as an
     address-space limit only where no memory cgroup holds it."""
