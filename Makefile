@@ -10,6 +10,8 @@ endif
 PYTHONS ?= 3.11 3.12 3.13
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# The inspect-evals whose AgentBench data the tests read (installed without its dependencies).
+INSPECT_EVALS_VERSION ?= 0.26.0
 # The torch the tests install (scripts/install-torch.sh): its CPU build where one is reachable.
 TORCH_VERSION ?= 2.13.0
 # What is installed, in two steps: the demo needs only the core and HumanEval's data; the tests
@@ -36,6 +38,10 @@ $(TEST_STAMP): pyproject.toml $(DEMO_STAMP)
 	# build (GBs). Where neither is reachable it installs PyPI's build and says so in one line.
 	scripts/install-torch.sh $(PY) $(TORCH_VERSION)
 	$(PY) -m pip install -q -e '.[humaneval,dev,latency,trl,lmeval,gym,server,verl,ray,verifiers,skyrl,atropos]'
+	# AgentBench's OS tasks ship in inspect-evals (the agentbench extra). Its dependencies would
+	# move versions the trainer extras depend on (s3fs pins an older fsspec than datasets has),
+	# and the suite reads only its data files: the tests install the package alone.
+	$(PY) -m pip install -q --no-deps 'inspect-evals==$(INSPECT_EVALS_VERSION)'
 	touch $@
 
 demo: $(DEMO_STAMP)
@@ -59,6 +65,11 @@ pytest: $(TEST_STAMP)
 	scripts/ensure-toolchains.sh
 	# Images: Debian's mmdebstrap builds the test images, docker-registry serves them: if missing.
 	scripts/ensure-image-tools.sh
+	# The scientific runtime answers import numpy from (tests/built_runtimes.py): pip builds it
+	# once per Python into build/runtimes (measured: 30 to 65 s from the package index, 400 MiB;
+	# the other Pythons' in scripts/core-suite.sh), then it is found there, before any test's
+	# time limit could wait for it.
+	DEEPGYM_RUNTIMES=build/runtimes $(PY) -m deepgym runtime build scientific
 	# The tests attack the sandbox: run them in their own pid namespace (pytest is not its pid 1),
 	# so an answer that escapes and calls kill(-1) reaches nothing outside it.
 	# Not root: a user namespace of our own first (unshare --user --map-root-user).

@@ -1,8 +1,9 @@
 #!/bin/sh
 # ensure-debian-packages.sh NAME SKIPPED TOOL:PACKAGE...
-# Installs the Debian PACKAGE of each TOOL missing from /usr/bin (a TOOL that starts with / is a
-# file the package installs; "-" checks the package itself: a library whose files' names carry
-# its version), in one apt-get call; quiet when every tool is there. Where they cannot be installed it says so (NAME: ...; SKIPPED) and exits 0:
+# Installs the Debian PACKAGE of each TOOL missing from /usr/bin (a TOOL that is an absolute path:
+# that file, a header, say; "-": the package itself, a library whose files' names carry its
+# version), in one apt-get call; quiet when every tool is there. Where they cannot be installed it
+# says so (NAME: ...; SKIPPED) and exits 0:
 # the tests that need a missing tool are skipped, never failed. Shared by ensure-toolchains.sh and
 # ensure-image-tools.sh.
 set -eu

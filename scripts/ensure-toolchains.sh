@@ -5,7 +5,8 @@
 # tool (or a file of its package's); the missing packages are installed in one apt-get call.
 # Where they cannot be, it says so and exits 0: the tests of a language whose toolchain is absent
 # are skipped, never failed. (Measured from nothing on 2 cores: the packages past the first six
-# languages are 303 MB, about 3 minutes to download and install.)
+# languages are 303 MB, about 3 minutes to download and install.) OpenSSL's headers (libssl-dev):
+# C++ on the SandboxFusion routes links it, as SandboxFusion does.
 exec "$(dirname "$0")/ensure-debian-packages.sh" ensure-toolchains "the tests of those languages are skipped" \
     gcc:gcc g++:g++ javac:default-jdk-headless node:nodejs rustc:rustc go:golang-go \
     bash:bash php:php-cli ruby:ruby lua5.4:lua5.4 perl:perl Rscript:r-base-core racket:racket \
@@ -14,4 +15,4 @@ exec "$(dirname "$0")/ensure-debian-packages.sh" ensure-toolchains "the tests of
     /usr/share/java/junit-platform-console-standalone.jar:junit5 \
     /usr/share/java/javatuples.jar:libjavatuples-java \
     /usr/share/perl5/Test/Deep.pm:libtest-deep-perl /usr/share/lua/5.4/luaunit.lua:lua-unit \
-    -:ruby-test-unit
+    -:ruby-test-unit /usr/include/openssl/md5.h:libssl-dev

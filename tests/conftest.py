@@ -1,5 +1,5 @@
-"""Fixtures for every test: a private ``DEEPGYM_HOME``, so nothing writes to the real run store;
-and a clean exit after the Ray tests."""
+"""Fixtures for every test: a private ``DEEPGYM_HOME``, so nothing writes to the real run store,
+with one folder of precompiled headers for the session; and a clean exit after the Ray tests."""
 
 from __future__ import annotations
 
@@ -10,12 +10,22 @@ from pathlib import Path
 import pytest
 
 
+@pytest.fixture(scope="session")
+def _precompiled_headers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of precompiled headers for the whole session (``deepgym.sandbox.headers``):
+    each is built once (a few seconds of CPU, in the background), not once per test's home."""
+    return tmp_path_factory.mktemp("pch")
+
+
 @pytest.fixture(autouse=True)
 def _deepgym_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    _precompiled_headers: Path,
 ) -> Path:
     home = tmp_path_factory.mktemp("deepgym-home")
     monkeypatch.setenv("DEEPGYM_HOME", str(home))
+    monkeypatch.setenv("DEEPGYM_PCH_DIR", str(_precompiled_headers))
     return home
 
 

@@ -168,6 +168,7 @@ LAYERS: dict[str, int] = {  # top to bottom; a module may import only its own la
     "deepgym.time_limits": 3,
     "deepgym.sandbox": 2,  # sandbox backends, and the raw run -> RunResult they hand up
     "deepgym.images": 2,  # the roots some sandboxes run on
+    "deepgym.runtimes": 2,  # the packages some answers run with
     "deepgym.results": 2,
     "deepgym.judge": 1,
 }

@@ -277,3 +277,13 @@ def test_an_environment_prints_in_a_line() -> None:
     assert text == f"Environment(name='long', kind='function', task={task!r})"
     assert "\n" not in text and len(text) < 120
     assert env.model_dump()["task"] == env.task  # the whole task is still there
+
+
+def test_root_and_a_verifier_image_are_for_a_session_on_an_image() -> None:
+    fields = {"name": "t", "kind": "session", "verifier_code": "def verify(w, t):\n    return 1\n"}
+    assert Environment(**fields, image="a:1", user="root").user == "root"
+    for extra in ({"user": "root"}, {"verifier_image": "b:1"}):
+        with pytest.raises(ValueError, match="on an image only"):
+            Environment(**fields, **extra)
+    with pytest.raises(ValueError, match="user"):
+        Environment(**fields, image="a:1", user="admin")

@@ -122,15 +122,28 @@ class Language:
     unavailable: str = ""
     """Why no toolchain of this language is used here (Debian packages none): the language
     is known by name, named by the doctor, and refused in one line."""
+    precompiled: tuple[str, str] | None = None
+    """A header most answers include first, and its kind for the compiler's ``-x``
+    (``("bits/stdc++.h", "c++-header")``): precompiled once per toolchain and command line,
+    and used by every build (``sandbox.headers``)."""
+    sandbox_fusion_argv: tuple[str, ...] | None = None
+    """SandboxFusion's compiler command line, where it differs from ``compile_argv`` (an
+    environment's ``dialect="sandbox_fusion"``; ``compile_argv_for``)."""
+
+    def compile_argv_for(self, dialect: str) -> tuple[str, ...]:
+        """The compiler's command line in ``dialect`` (``Environment.dialect``)."""
+        if dialect == "sandbox_fusion" and self.sandbox_fusion_argv is not None:
+            return self.sandbox_fusion_argv
+        return self.compile_argv
 
 
 JVM_RUN = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xss64m")
 """The JVM's options for a run (as Java's): a small, quick-starting JVM."""
 JVM_COMPILE = ("-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-J-Xshare:auto")
 JUNIT_JAR = "/usr/share/java/junit-platform-console-standalone.jar"
+"""JUnit 5's console launcher, all of JUnit in one jar (Debian's ``junit5``)."""
 JAVATUPLES = "/usr/share/java/javatuples.jar"
 """javatuples (Debian's ``libjavatuples-java``): MultiPL-E's Java problems import it."""
-"""JUnit 5's console launcher, all of JUnit in one jar (Debian's ``junit5``)."""
 SCALA_LIBRARY = "/usr/share/scala-2.11/lib/scala-library.jar"
 """Scala's runtime library (Debian's ``scala``): a Scala program's jar names it."""
 GO_ENV = (
@@ -501,6 +514,11 @@ LANGUAGES: dict[str, Language] = {
             artifact="prog",
             run_argv=("{program}",),
             crash_exit_codes=(4,),
+            precompiled=("bits/stdc++.h", "c++-header"),
+            sandbox_fusion_argv=(  # its run_cpp: OpenSSL and threads linked, no optimisation
+                *("g++", "-std=c++17", "main.cpp", "-o", "prog"),
+                *("-lcrypto", "-lssl", "-lpthread"),
+            ),
         ),
         Language(
             name="java",

@@ -87,9 +87,26 @@ LanguageName = Literal[
     "jest",
 ]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
+RuntimeName = Literal["stdlib", "scientific"]
+"""The runtimes a Python answer may run in (``deepgym.runtimes`` has what each holds)."""
 Scoring = Literal["all", "partial"]
 AnswerFormat = Literal["code", "multipl_e"]
 TimeoutKind = Literal["limit", "backstop"]
+Dialect = Literal["deepgym", "sandbox_fusion"]
+"""Whose command lines build a compiled answer (``Environment.dialect``)."""
+
+
+class Stage(BaseModel):
+    """One stage of a session in stages (``Environment.stages``): its name, what the agent is
+    asked, a bash script run in the work dir before it (not before the first: the session's
+    ``setup_script`` is that), and the score under which the episode stops after it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, name_field("name")]
+    task: Annotated[str, text_field("task")]
+    setup_script: Annotated[str | None, optional_text_field("setup_script")] = None
+    min_reward: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class Environment(BaseModel):
@@ -154,6 +171,12 @@ class Environment(BaseModel):
     """A compiled language: the time limit of the compile phase, in seconds of the compiler's
     CPU time (a compile that uses it, or waits past it, is the answer's ``solution_timeout``;
     one the host held back past three times it on the clock has no verdict)."""
+    dialect: Dialect = "deepgym"
+    """A compiled language: whose command line builds the answer. ``deepgym``: the language's
+    own (``deepgym.languages``: C++ as ``-std=gnu++17 -O2``); ``sandbox_fusion``: the one
+    SandboxFusion builds it with, where it differs (C++ as ``-std=c++17``, no ``-O``, linked
+    with ``-lcrypto -lssl -lpthread``), so that an answer behaves as it does there: what
+    ``deepgym serve``'s SandboxFusion routes use."""
     checker_path: Path | None = None
     """A script task: a checker program (``checker.py``, testlib's convention: it reads the
     case's input, the expected output and the answer's output, and exits 0 accepted, 1 wrong
@@ -194,6 +217,31 @@ class Environment(BaseModel):
     root is writable in a layer of its own, and its final verifier runs on the image too; a
     function task's answer gets the image read-only and runs on the ``strict`` backend only.
     None: the host's programs."""
+    user: Literal["agent", "root"] = "agent"
+    """A session on an ``image``: who the agent, its setup and its final verifier run as.
+    ``"agent"`` (the default) is uid 65534; ``"root"`` is uid 0 of the sandbox's own user
+    namespace, for tasks written for a container's root (``/root``, ``/app`` owned by root):
+    the same host uid as ``"agent"`` and no capabilities, inside the namespace or out of it
+    (``deepgym.sandbox.policy``), so it is a number, never a privilege."""
+    stages: tuple[Stage, ...] = ()
+    """A session in stages (Harbor's multi-step tasks): each stage's instruction is given in
+    turn, and when the agent is done with it the final verifier judges that stage (its name in
+    ``DEEPGYM_STAGE``) as a gate: a stage without a verdict ends the episode without one, a
+    score under its ``min_reward`` ends it early. The episode's score follows
+    ``stage_reward``. Empty: one stage, ``task``."""
+    stage_reward: Literal["mean", "final"] = "mean"
+    """How a staged session's stages make its score: the mean of the stages run (Harbor's
+    ``multi_step_reward_strategy = "mean"``), or the last one's (``"final"``)."""
+    verifier_image: Annotated[str | None, name_field("verifier_image", optional=True)] = None
+    """A session on an ``image``: another image its final verifier runs on (a task that asks
+    for a verifier environment of its own); None: the session's ``image``."""
+    runtime: RuntimeName = "stdlib"
+    """What a Python answer's process runs in: ``"stdlib"`` (the default), the judge's
+    interpreter with its standard library only; or ``"scientific"``, the same interpreter with
+    numpy, pandas, scipy, scikit-learn and sympy (``deepgym.runtimes``: built once, at its first
+    use or by ``deepgym runtime build scientific``, and mounted read-only in the answer's
+    sandbox). The verifier's process never has them. Python answers of function, script and
+    patch tasks on the host's system only (an image brings its own packages)."""
     tests_path: Path | None = None
     """A session: the hidden tests, handed to the final verifier only (never to the agent)."""
     step_verifier_code: Annotated[str | None, optional_text_field("step_verifier_code")] = None
@@ -279,10 +327,30 @@ class Environment(BaseModel):
                 f"language {self.language!r} needs kind 'script' (a program on stdin and "
                 f"stdout), not {self.kind!r}"
             )
+        if self.runtime != "stdlib":
+            clashes = {
+                f"language {self.language!r}": self.language != "python",
+                "kind 'session'": self.kind == "session",
+                f"image {self.image!r}": self.image is not None,
+            }
+            for what, given in clashes.items():
+                if given:
+                    raise ValueError(
+                        f"runtime {self.runtime!r} applies to Python answers of function, "
+                        f"script and patch tasks on the host's system, not to {what}"
+                    )
         if self.image is not None and self.kind not in ("session", "function"):
             raise ValueError(
                 f"image applies to kinds 'session' and 'function' only, not {self.kind!r}"
             )
+        if self.user != "agent" and (self.kind != "session" or self.image is None):
+            raise ValueError("user 'root' applies to a session on an image only")
+        if self.stages and self.kind != "session":
+            raise ValueError("stages apply to kind 'session' only")
+        if len({st.name for st in self.stages}) != len(self.stages):
+            raise ValueError("stages must have different names")
+        if self.verifier_image is not None and (self.kind != "session" or self.image is None):
+            raise ValueError("verifier_image applies to a session on an image only")
         if self.kind == "session":
             if not has_custom or self.test_cases is not None:
                 raise ValueError(
@@ -380,6 +448,12 @@ class CaseOutput(BaseModel):
     """Wall time from its start to its end."""
     timed_out: bool = False
     """It ran past ``case_timeout`` and was killed."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """The files read back from its work dir once it ended (name: base64), where the run asked
+    for them (a SandboxFusion request's ``fetch_files``); one that was not there is not here."""
+    files_left_out: list[str] = Field(default_factory=list)
+    """The files asked for that were there but not read back: past the run's room for them
+    (``deepgym.judge.files.FETCH_MAX_BYTES``)."""
 
 
 class CaseResult(BaseModel):

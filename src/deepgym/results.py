@@ -43,6 +43,7 @@ def _output(raw: Any) -> CaseOutput | None:
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     ms = raw.get("time_ms")
+    files, left = raw.get("files"), raw.get("files_left_out")
     return CaseOutput(  # each stream as the judge kept it (the environment's kept_output_kb)
         stdout=str(raw.get("stdout") or ""),
         stderr=str(raw.get("stderr") or ""),
@@ -50,6 +51,10 @@ def _output(raw: Any) -> CaseOutput | None:
         signal=number("signal"),
         time_ms=float(ms) if isinstance(ms, int | float) and ms == ms and ms >= 0 else 0.0,
         timed_out=raw.get("timed_out") is True,
+        files={str(k): v for k, v in files.items() if isinstance(v, str)}
+        if isinstance(files, dict)
+        else {},
+        files_left_out=[n for n in left if isinstance(n, str)] if isinstance(left, list) else [],
     )
 
 

@@ -205,6 +205,23 @@ class AsyncSession:
         result: RunResult | None = await step_reward()
         return result
 
+    async def score_stage(self, stage: str, *, last: bool = False) -> RunResult:
+        """The final verifier's result for ``stage`` of a session in stages
+        (``Environment.stages``), over the agent's work as it is now (the session goes on
+        unless it is the ``last``); a failure of the session is read as ``score`` reads it."""
+        inner = getattr(self._inner, "score_stage", None)
+        if inner is None:
+            raise ConfigError(f"env {self.env.name!r}: a session in stages runs on this host")
+        try:
+            result: RunResult = await inner(stage, last=last)
+        except DeepGymError as exc:
+            return self.failure(exc)
+        return result
+
+    async def setup_stage(self, script: str) -> None:
+        """A stage's setup script, in the session's shell (not an action of the agent's)."""
+        await self._inner.setup_stage(script)  # type: ignore[attr-defined]
+
     async def score(self) -> RunResult:
         """The final verifier's result over the agent's work; a failure of the session itself
         is read by ``failure_result``, so this returns a result (with or without a verdict)."""
@@ -288,6 +305,15 @@ class Session:
         """See ``AsyncSession.step_reward``."""
         result: RunResult | None = self._call(self._core.step_reward())
         return result
+
+    def score_stage(self, stage: str, *, last: bool = False) -> RunResult:
+        """See ``AsyncSession.score_stage``."""
+        result: RunResult = self._call(self._core.score_stage(stage, last=last))
+        return result
+
+    def setup_stage(self, script: str) -> None:
+        """See ``AsyncSession.setup_stage``."""
+        self._call(self._core.setup_stage(script))
 
     def score(self) -> RunResult:
         """See ``AsyncSession.score``."""
@@ -482,36 +508,95 @@ async def _act(
 
     async with session:
         deadline = time.monotonic() + (budget.seconds or env.lifetime)
-        obs = Observation(task=env.task, step=0)
-        try:
-            for step in range(turns):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                chosen = agent(obs)
-                if inspect.isawaitable(chosen):
-                    chosen = await chosen
-                action = Action.of(chosen)
-                if action.tool == "done":
-                    keep(Step(action, None, 0.0))
-                    break
-                t0 = time.monotonic()
-                output: ExecResult | None = None
-                note = ""
-                if action.tool == "bash":
-                    output = await session.exec(action.command, min(env.step_timeout, left))
-                else:
-                    await session.write_file(action.path, action.content)
-                    note = f"wrote {action.path} ({len(action.content.encode())} bytes)"
-                took = time.monotonic() - t0
-                shaped = await session.step_reward() if env.step_verifier_code else None
-                reward = shaped.score if shaped is not None and shaped.has_verdict else None
-                keep(Step(action, output, took, reward))
-                obs = Observation(
-                    task=env.task, step=step + 1, last=output, note=note, reward=reward
-                )
-        except DeepGymError as exc:
-            episode.result = session.failure(exc)
-            return
-        episode.result = await session.score()
+        stages = env.stages or (None,)
+        judged: list[tuple[str, RunResult]] = []
+        for index, stage in enumerate(stages):
+            task = env.task if stage is None else stage.task
+            try:
+                if stage is not None and index > 0 and stage.setup_script:
+                    await session.setup_stage(stage.setup_script)
+                for _ in range(turns - len(trajectory)):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    obs = _observe(task, trajectory)
+                    chosen = agent(obs)
+                    if inspect.isawaitable(chosen):
+                        chosen = await chosen
+                    action = Action.of(chosen)
+                    if action.tool == "done":
+                        keep(Step(action, None, 0.0))
+                        break
+                    keep(await _step(session, env, action, left))
+            except DeepGymError as exc:
+                episode.result = session.failure(exc)
+                return
+            if stage is None:
+                episode.result = await session.score()
+                break
+            last = index == len(stages) - 1
+            result = await session.score_stage(stage.name, last=last)
+            judged.append((stage.name, result))
+            below = stage.min_reward is not None and result.score < stage.min_reward
+            if not result.has_verdict or below:
+                break
+        if env.stages:
+            episode.result = stages_result(judged, env.stage_reward)
         episode.diff = session.diff
+
+
+def _observe(task: str, trajectory: list[Step]) -> Observation:
+    """What the agent sees next: the (stage's) task, the step, the last step's outcome."""
+    if not trajectory or trajectory[-1].action.tool == "done":
+        return Observation(task=task, step=len(trajectory))
+    last = trajectory[-1]
+    note = ""
+    if last.action.tool == "write_file":
+        note = f"wrote {last.action.path} ({len(last.action.content.encode())} bytes)"
+    return Observation(
+        task=task, step=len(trajectory), last=last.output, note=note, reward=last.reward
+    )
+
+
+async def _step(session: AsyncSession, env: Environment, action: Action, left: float) -> Step:
+    """One action of the agent's, done: its output, its time, its shaping reward."""
+    t0 = time.monotonic()
+    output: ExecResult | None = None
+    if action.tool == "bash":
+        output = await session.exec(action.command, min(env.step_timeout, left))
+    else:
+        await session.write_file(action.path, action.content)
+    took = time.monotonic() - t0
+    shaped = await session.step_reward() if env.step_verifier_code else None
+    reward = shaped.score if shaped is not None and shaped.has_verdict else None
+    return Step(action, output, took, reward)
+
+
+def stages_result(judged: list[tuple[str, RunResult]], rule: str = "mean") -> RunResult:
+    """The episode's result from its stages' (in order, those run): the first without a
+    verdict, as it is; else the mean of their scores (``rule`` ``"mean"``, Harbor's default)
+    or the last one's (``"final"``), each stage's score a reward component and its cases
+    named by it. Pure."""
+    if not judged:
+        return RunResult.no_verdict("sandbox_error", "no stage was judged")
+    for _, result in judged:
+        if not result.has_verdict:
+            return result
+    scores = {name: result.score for name, result in judged}
+    score = judged[-1][1].score if rule == "final" else sum(scores.values()) / len(scores)
+    cases = [
+        case.model_copy(update={"name": f"{name}: {case.name}"})
+        for name, result in judged
+        for case in result.cases
+    ]
+    last = judged[-1][1]
+    return last.model_copy(
+        update={
+            "score": score,
+            "passed": score == 1.0,
+            "error_type": None,
+            "error": "",
+            "cases": cases,
+            "reward_components": scores,
+        }
+    )

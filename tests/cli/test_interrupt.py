@@ -19,6 +19,7 @@ import pytest
 
 from deepgym import load_suite
 from deepgym.store import RunStore
+from tests.procs import sigint_as_a_terminal_has_it
 
 pytestmark = pytest.mark.sandbox
 
@@ -62,13 +63,6 @@ def _recorded(store: Path) -> int:
         return 0
 
 
-def _sigint_as_a_terminal_has_it() -> None:
-    """In the child, before it runs: SIGINT at its default, as a terminal's process has it. A
-    process started in the background (make, CI, a shell's ``&``) inherits SIGINT ignored, and
-    Python then never raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _interrupt(args: list[str], tmp_path: Path, sig: int) -> tuple[int, str, Path]:
     """Run ``deepgym ARGS`` until it has stored a few results, send ``sig`` to its process
     group (what a terminal's Ctrl-C does), and return its exit code, stderr and store."""
@@ -83,7 +77,7 @@ def _interrupt(args: list[str], tmp_path: Path, sig: int) -> tuple[int, str, Pat
         env=env,
         start_new_session=True,
         text=True,
-        preexec_fn=_sigint_as_a_terminal_has_it,
+        preexec_fn=sigint_as_a_terminal_has_it,
     )
     try:
         deadline = time.monotonic() + 60
@@ -179,7 +173,7 @@ def test_keyboard_interrupt_in_a_program_leaves_nothing_behind(tmp_path: Path, c
         text=True,
         timeout=120,
         env={**os.environ, "TMPDIR": str(work)},
-        preexec_fn=_sigint_as_a_terminal_has_it,
+        preexec_fn=sigint_as_a_terminal_has_it,
     )
     assert out.returncode == 0 and out.stdout == "stopped\n", out.stderr
     assert out.stderr == ""

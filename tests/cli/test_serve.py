@@ -110,3 +110,27 @@ def test_a_pool_services_runs_at_once_follow_the_pools_cap() -> None:
         assert metered.inner.size == 2 and metered.inner.max_workers == 7
     finally:
         asyncio.run(metered.close())  # its workspace (no worker was started)
+
+
+def test_serve_builds_its_runtime_before_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deepgym.runtimes import RuntimeStore
+
+    events: list[object] = []
+
+    def build(self: RuntimeStore, name: str, say: object = None) -> None:
+        events.append(("build", name))
+        self.say(f"building runtime {name}")
+
+    def service_app(**kw: object) -> None:
+        events.append(("serve", kw["runtime"]))
+        raise SystemExit(0)  # stop before listening
+
+    monkeypatch.setattr(RuntimeStore, "build", build)
+    monkeypatch.setattr(launch, "service_app", service_app)
+    argv = ["serve", "--port", "0", "--no-store", "--runtime", "scientific"]
+    r = CliRunner().invoke(cli.cli, argv)
+    assert r.exit_code == 0, r.output
+    assert events == [("build", "scientific"), ("serve", "scientific")]
+    assert "building runtime scientific" in r.stderr  # the progress line
+    r = CliRunner().invoke(cli.cli, ["serve", "--port", "0", "--no-store", "--runtime", "numpy"])
+    assert r.exit_code == 2 and "'numpy' is not one of 'stdlib', 'scientific'" in r.stderr

@@ -27,6 +27,7 @@ from deepgym.engines.ray import RayEngine
 from deepgym.envs.registry import load_suite
 from deepgym.reward_function import RewardFunction
 from deepgym.scheduling import TimeLimitPolicy
+from tests.sandbox.conftest import held_back
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
@@ -301,6 +302,11 @@ def test_the_attack_answers_get_the_same_outcomes_through_ray(cluster: Cluster) 
     answers = list(ATTACKS.values())
     want, got = asyncio.run(_both(cluster, [env] * len(answers), answers))
     for name, w, g in zip(ATTACKS, want, got, strict=True):
+        # a computing answer (a loop, a memory bomb's allocations) that a loaded host held
+        # past its backstop: no verdict on that side, and a 0 where the other side judged it
+        if held_back(w) or held_back(g):
+            assert not (w.passed or g.passed), (name, w, g)
+            continue
         assert _verdict(g) == _verdict(w), name
         assert g.has_verdict and not g.passed, (name, g)
 
@@ -326,11 +332,13 @@ HANG_ENV = Environment(
 )
 
 
-async def _hung_batch(cluster: Cluster, stall_s: float) -> tuple[list[RunResult], float, int]:
+async def _hung_batch(
+    cluster: Cluster, stall_s: float, env: Environment = HANG_ENV
+) -> tuple[list[RunResult], float, int]:
     engine = _engine(cluster, backend_factory=Hang, stall_s=stall_s)
     async with AsyncDeepGym(engine=engine) as dg:
         t0 = time.monotonic()
-        batch = await dg.run_batch(HANG_ENV, ["pass"] * 4, group_size=2)
+        batch = await dg.run_batch(env, ["pass"] * 4, group_size=2)
         return batch.results, time.monotonic() - t0, engine.resent
 
 
@@ -345,9 +353,15 @@ def test_a_wedged_actor_exits_and_its_chunk_goes_elsewhere(cluster: Cluster) -> 
     # Every node's pool hangs: the actor exits (Ray starts a new one), the chunk is sent once
     # more, that actor exits too, and the answers come back without a verdict, before the
     # chunk's deadline.
-    results, took, resent = asyncio.run(_hung_batch(cluster, stall_s=2.0))
+    # A chunk's deadline of 3 rounds of (4 x 4 s + 2 s of start grace), plus 10 s: room for Ray
+    # to start the actors twice on a loaded host (with 1 s limits, 28 s were too few at a load
+    # average of 20 on 2 cores); a stall is found after 2 s. What came back says which path it
+    # took: the resend's sandbox_error, never the deadline's timeout (the clock of a loaded
+    # host is no evidence).
+    slow = HANG_ENV.model_copy(update={"time_limit": 4.0, "timeout": 4.0})
+    results, _, resent = asyncio.run(_hung_batch(cluster, stall_s=2.0, env=slow))
     assert all(not r.has_verdict and r.error_type == "sandbox_error" for r in results), results
-    assert took < 19.0 and resent == 1
+    assert resent == 1
 
 
 def test_mode_ray_through_the_client_settings(cluster: Cluster) -> None:

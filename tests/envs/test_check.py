@@ -12,7 +12,16 @@ from deepgym.envs.qa import check
 from deepgym.envs.qa.check import Timing
 from deepgym.envs.registry import load_environment, load_suite
 from deepgym.judge import patch
-from deepgym.models import BatchResult, CaseResult, Environment, EvalResult, RunResult, ServiceTime
+from deepgym.judge.blame import BACKSTOP
+from deepgym.models import (
+    BatchResult,
+    CaseResult,
+    Environment,
+    EvalResult,
+    Evidence,
+    RunResult,
+    ServiceTime,
+)
 
 ADD = Environment(
     name="add",
@@ -242,6 +251,20 @@ def test_time_limits_fine_when_each_case_is_short() -> None:
 def test_timing_uses_the_median_of_the_run_times_without_start_up() -> None:
     t = Timing((result(ms=12.0), result(ms=502.0), result(ms=32.0)))
     assert t.run_ms == 30.0
+
+
+def test_timing_reads_the_answers_cpu_time_as_the_limits_do() -> None:
+    """A loaded host stretches the clock, not the CPU time the limits are judged on: 2,000 ms
+    on the clock with 100 ms of CPU reads as the backstop's share of the clock; an answer that
+    uses its CPU reads as that CPU time."""
+
+    def timed(cpu: float, wall: float) -> RunResult:
+        return result(ms=wall).model_copy(update={"evidence": Evidence(solution_cpu_ms=cpu)})
+
+    loaded = Timing((timed(100.0, 2002.0),) * 3)
+    assert loaded.run_ms == pytest.approx(2000.0 / BACKSTOP)
+    assert Timing((timed(900.0, 1002.0),) * 3).run_ms == 900.0
+    assert Timing((result(ms=1002.0),) * 3).run_ms == 1000.0  # no CPU time measured: the clock
 
 
 @pytest.mark.parametrize("env", PATCH_ENVS[:1], ids=lambda e: e.name)

@@ -215,7 +215,7 @@ def test_a_dockerfile_outside_the_build_subset_is_refused_in_one_line(
             "needs a container image (environment/docker-compose.yaml defines its services)",
         ),
         ({"task.toml": HELLO["task.toml"] + "gpus = 1\n"}, "needs 1 GPU(s)"),
-        ({"steps/one/instruction.md": "x\n"}, "a multi-step task"),
+        ({"steps/one/instruction.md": "x\n"}, "steps/ but no [[steps]] in task.toml"),
         ({"tests/test.sh": None}, "not a Harbor task folder (no tests/test.sh)"),
         ({"task.toml": "[verifier\n"}, "malformed TOML"),
         ({"task.toml": "[verifier]\ntimeout_sec = -1\n"}, "timeout_sec must be a positive"),
@@ -275,7 +275,11 @@ def test_harbors_paths_are_rewritten_where_a_session_has_them() -> None:
         ({"reward.json": "[1]"}, 0.0, "solution_error", "not a JSON object"),
         ({"reward.json": "{"}, 0.0, "solution_error", "not JSON"),
         ({"reward.json": '{"reward": true}'}, 0.0, "solution_error", "not a number"),
-        ({"reward.json": '{"accuracy": 1}'}, 0.0, "solution_error", "has no 'reward'"),
+        ({"reward.json": '{"a": 1, "note": "x"}'}, 0.0, "solution_error", "has no 'reward'"),
+        ({"reward.json": "{}"}, 0.0, "solution_error", "has no 'reward'"),
+        # several named scores and no total (harbor-cookbook's multi-reward): their mean
+        ({"reward.json": '{"correctness": 1, "performance": 0}'}, 0.5, "ok", ""),
+        ({"reward.json": '{"accuracy": 0.5}'}, 0.5, "ok", ""),
     ],
 )
 def test_the_reward_is_read_as_harbor_reads_it(
@@ -288,6 +292,8 @@ def test_the_reward_is_read_as_harbor_reads_it(
     assert said in report.get("message", "")
     if "accuracy" in files.get("reward.json", "") and status == "ok":
         assert report["reward_components"] == {"accuracy": 0.5}
+    if "correctness" in files.get("reward.json", ""):
+        assert report["reward_components"] == {"correctness": 1.0, "performance": 0.0}
 
 
 def test_an_export_is_a_harbor_task(tmp_path: Path) -> None:

@@ -93,7 +93,12 @@ def test_a_weak_environment_fails_by_name(dg: DeepGym) -> None:
         name="slow",
         entry_point="f",
         test_cases=[{"args": [], "expected": 1}],
-        reference_solution="import time\n\ndef f():\n    time.sleep(0.5)\n    return 1\n",
+        # half a second of CPU (the limits' time: a sleep would count only against the
+        # clock's backstop, three times the limit)
+        reference_solution=(
+            "import time\n\ndef f():\n    t = time.process_time()\n"
+            "    while time.process_time() - t < 0.5:\n        pass\n    return 1\n"
+        ),
         case_timeout=1.0,
         timeout=5.0,
     )

@@ -19,6 +19,7 @@ from deepgym.envs.registry import load_environment
 from deepgym.store import RunStore
 from tests.eval.child_eval import client
 from tests.eval.openai_server import serve
+from tests.procs import sigint_as_a_terminal_has_it
 
 NAMES = ["add_duration_format", "bipartite_coloring", "coin_change"]
 
@@ -97,15 +98,23 @@ def test_ctrl_c_prints_the_resume_line(tmp_path: Path) -> None:
             [sys.executable, "-m", "deepgym", "eval", NAMES[0], "--model-url", url,
              "--model", "m", "-n", "4", "--store", str(store)],
             env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            preexec_fn=sigint_as_a_terminal_has_it,
         )  # fmt: skip
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        # Ctrl-C once a sample is stored (the next ones take 5 s each): a loaded host may hold
+        # the child's start back for long, so wait for that as long as the test's own timeout
+        # allows, never interrupt a run that has not begun.
+        deadline = time.monotonic() + 80
+        stored = False
+        while not stored and time.monotonic() < deadline and child.poll() is None:
             if store.exists():
                 with RunStore(store) as s:
                     runs = s.runs()
-                    if runs and s.samples(runs[0].id):
-                        break
+                    stored = bool(runs and s.samples(runs[0].id))
             time.sleep(0.02)
+        if not stored:
+            child.kill()
+            _, err = child.communicate()
+        assert stored, f"no sample stored in 80 s: {err[-2000:]}"
         child.send_signal(signal.SIGINT)
         _, err = child.communicate(timeout=30)
     assert child.returncode == 130, err

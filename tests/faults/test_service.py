@@ -29,6 +29,7 @@ from deepgym.models import Totals
 from deepgym.store import RunStore, record_eval
 from tests.faults.conftest import Leftovers, held_cgroups, workspaces
 from tests.faults.test_kills import ENV, as_expected
+from tests.procs import stop
 
 pytestmark = pytest.mark.sandbox
 
@@ -51,15 +52,7 @@ class Serve:
     url: str
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop(self.proc)
 
 
 def serve(store: Path) -> Serve:

@@ -206,5 +206,66 @@ def test_a_debian_base_is_built_from_debian_packages_and_apt_installs(
     assert any("mmdebstrap" in line for line in lines), lines
     root = store.resolve("jq:1").rootfs
     assert (root / "usr/bin/jq").is_file() and (root / "name").read_text() == "deepgym\n"
-    assert not (root / "etc/issue").exists() and (root / "etc/debian_version").is_file()
+    assert not (root / "etc/issue").exists() and (root / "etc/hostname").is_file()
     assert not any(s.cached for s in result.steps)
+
+
+def test_a_base_the_host_cannot_pull_is_built_on_its_stand_in(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    """``bases``: ``FROM buildpack-deps:jammy`` on the store's busybox:test, named in the
+    image's labels and in ``deepgym image list``; steps on one stand-in are shared."""
+    from click.testing import CliRunner
+
+    from deepgym.cli import cli
+    from deepgym.images.build import BASE_LABEL, STAND_IN_LABEL, parse_bases
+
+    ctx = _context(tmp_path, "FROM buildpack-deps:jammy\nRUN echo one > /one\n")
+    bases = parse_bases(["docker.io/library/buildpack-deps:jammy=busybox:test"])
+    lines: list[str] = []
+    first = build(ctx / "Dockerfile", store=store, ref="t:1", bases=bases, progress=lines.append)
+    assert any("the stand-in busybox:test" in line for line in lines), lines
+    image = store.resolve("t:1")
+    assert (image.rootfs / "one").read_text() == "one\n"
+    assert (image.rootfs / "bin/busybox").exists()  # the stand-in's files
+    labels = dict(image.config.labels)
+    assert labels[BASE_LABEL] == "buildpack-deps:jammy"
+    assert labels[STAND_IN_LABEL].startswith("busybox:test@sha256:")
+    again = build(ctx / "Dockerfile", store=store, ref="t:2", bases=bases)
+    assert again.digest == first.digest and all(s.cached for s in again.steps)
+    listed = CliRunner().invoke(cli, ["image", "list"])
+    assert listed.exit_code == 0, listed.output
+    line = next(x for x in listed.output.splitlines() if x.startswith("t:1 "))
+    assert line.endswith("on buildpack-deps:jammy -> " + labels[STAND_IN_LABEL]), line
+    with pytest.raises(ImageError, match="its stand-in nowhere:1 is not in the image store"):
+        build(ctx / "Dockerfile", store=store, bases={"buildpack-deps:jammy": "nowhere:1"})
+    with pytest.raises(ConfigError, match="FROM=LOCAL"):
+        parse_bases(["buildpack-deps:jammy"])
+
+
+def test_a_build_on_an_unpacked_root_never_writes_the_stores_files(
+    store: ImageStore, busybox: str, tmp_path: Path
+) -> None:
+    """The working root's files are hard links to the store's unpacked root (overlay steps):
+    a step that appends to a file, replaces one by a copy or removes one changes its own
+    copy only, and the built image has every change."""
+    from tests.sandbox.image_fixtures import tree_state
+
+    ctx = _context(
+        tmp_path,
+        f"FROM {busybox}\n"
+        "RUN echo appended >> /etc/hostname && busybox rm /bin/busybox.orig 2>/dev/null; "
+        "echo new > /made\n"
+        "COPY passwd /etc/group\n"
+        "RUN busybox chmod 600 /etc/group\n",
+        passwd=PASSWD,
+    )
+    base = store.resolve(busybox).rootfs
+    before = tree_state(base)
+    version = (base / "etc/hostname").read_text()
+    build(ctx / "Dockerfile", store=store, ref="t:3")
+    assert tree_state(base) == before and (base / "etc/hostname").read_text() == version
+    root = store.resolve("t:3").rootfs
+    assert (root / "etc/hostname").read_text() == version + "appended\n"
+    assert (root / "etc/group").read_text() == PASSWD and (root / "made").read_text() == "new\n"
+    assert (root / "etc/group").stat().st_mode & 0o777 == 0o600

@@ -191,7 +191,9 @@ def test_resolve_twice_unpacks_once(
     calls: list[Path] = []
     real = store_module.unpack_layers
     monkeypatch.setattr(
-        store_module, "unpack_layers", lambda root, layers: (calls.append(root), real(root, layers))
+        store_module,
+        "unpack_layers",
+        lambda root, layers, base=None: (calls.append(root), real(root, layers, base)),
     )
     write_oci_layout(tmp_path / "oci", LAYERS)
     store.import_layout(tmp_path / "oci", "img")
@@ -317,3 +319,37 @@ def test_a_stored_layer_corrupted_after_import_is_refused_at_unpack(
     with pytest.raises(ImageError, match="refused"):
         store.resolve("img")
     assert os.listdir(store.roots_dir) == [] and os.listdir(store.path / "tmp") == []
+
+
+def test_images_that_share_their_first_layers_share_their_files_on_disk(
+    tmp_path: Path, store: ImageStore
+) -> None:
+    """A corpus's tasks: one toolchain's layers, then each task's own. The second image's root
+    starts as hard links to the first's (no second copy of the toolchain), its own layer
+    removes and replaces files in its copy only, and each root is what unpacking it whole
+    gives."""
+    base = {
+        "usr/": Entry("dir"),
+        "usr/lib/": Entry("dir", mode=0o555),
+        "usr/lib/tool": b"toolchain" * 1000,
+        "usr/lib/gone": b"lower",
+        "etc/conf": b"v1",
+    }
+    task = {"etc/conf": b"v2", "usr/lib/.wh.gone": b"", "app/main.c": b"int main;"}
+    write_oci_layout(tmp_path / "one", [base], ref="one")
+    write_oci_layout(tmp_path / "two", [base, task], ref="two")
+    store.import_layout(tmp_path / "one", "one")
+    store.import_layout(tmp_path / "two", "two")
+    one = store.resolve("one").rootfs
+    before = _tree(one)
+    two = store.resolve("two").rootfs
+    assert _tree(one) == before  # the first root is as it was
+    tool = (one / "usr/lib/tool").stat()
+    assert (two / "usr/lib/tool").stat().st_ino == tool.st_ino  # one copy on disk
+    assert tool.st_nlink == 2
+    assert (two / "etc/conf").read_bytes() == b"v2" and (one / "etc/conf").read_bytes() == b"v1"
+    assert not (two / "usr/lib/gone").exists() and (one / "usr/lib/gone").exists()
+    assert stat.S_IMODE((two / "usr/lib").stat().st_mode) == 0o555  # set back after the layer
+    whole = ImageStore(tmp_path / "alone")
+    whole.import_layout(tmp_path / "two", "two")
+    assert _tree(whole.resolve("two").rootfs) == _tree(two)

@@ -11,6 +11,7 @@ import pytest
 
 from deepgym import DeepGym, Environment
 from deepgym.judge.codes import KEPT_OUTPUT_BYTES
+from tests.sandbox.conftest import held_back
 
 pytestmark = pytest.mark.sandbox
 
@@ -69,7 +70,14 @@ def test_each_case_keeps_its_output_exit_code_and_time(dg: DeepGym) -> None:
 
 
 def test_a_case_past_its_time_limit_says_so_and_was_killed(dg: DeepGym) -> None:
-    r = dg.run(env("loop"), ANSWER)
+    """(A loop the loaded host held back past its backstop has no verdict, never a pass: tried
+    again, up to three times.)"""
+    for _ in range(3):
+        r = dg.run(env("loop"), ANSWER)
+        if not held_back(r):
+            break
+    else:
+        pytest.skip("the loop was held back by the loaded host three times (no verdict)")
     out = r.cases[0].output
     assert out is not None and out.timed_out and out.exit_code is None and out.signal == 9
     assert out.time_ms >= 900.0

@@ -572,3 +572,15 @@ def test_etc_shadow_is_not_there_in_any_language(dg: DeepGym, host: HostGuard, l
     need(lang)
     env = env_for(lang, "shadow", max_processes=64)
     ran_and_lost(dg.run(env, PER_LANGUAGE_SHADOW[lang]))
+
+
+def test_a_program_exiting_with_the_set_up_failure_code_is_its_own_zero(
+    dg: DeepGym, host: HostGuard
+) -> None:
+    """121, the number a solution process's own failed set-up exits with (ours: no verdict),
+    is the program's exit code once it runs: a runtime error, its 0."""
+    need("c")
+    r = dg.run(env_for("c", "exit-121"), "int main(void) { return 121; }\n")
+    judged(r, 0.0)
+    assert r.cases[0].message.startswith("runtime error: exit 121"), r.cases
+    host.check()

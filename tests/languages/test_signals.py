@@ -19,6 +19,7 @@ from deepgym import DeepGym, Environment, RunResult
 from deepgym.languages import LANGUAGES
 from deepgym.server.fusion import RunCodeRequest, run_code_env, run_code_reply
 from deepgym.server.inputs import Limits
+from tests.procs import host_ignores
 from tests.sandbox.conftest import HostGuard
 
 from .conftest import need
@@ -243,6 +244,49 @@ def test_a_program_starts_with_no_signal_ignored_or_blocked(dg: DeepGym, host: H
     assert body["run_result"]["stdout"] == "", body
 
 
+C_DISPOSITIONS_ALL = """
+    #include <stdio.h>
+    #include <string.h>
+    int main(void) {  /* every signal, glibc's own 32 and 33 too: none ignored */
+        char line[256];
+        FILE *f = fopen("/proc/self/status", "r");
+        if (!f) return 0;  /* no /proc: the dispositions test above covers 1 - 31 */
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "SigIgn:", 7) && strcmp(line, "SigIgn:\\t0000000000000000\\n"))
+                fputs(line, stdout);
+        return 0;
+    }
+    """
+PY_DISPOSITIONS = """
+    import signal
+    print(
+        signal.getsignal(signal.SIGHUP) == signal.SIG_DFL,
+        signal.getsignal(signal.SIGQUIT) == signal.SIG_DFL,
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    )
+    """
+
+
+@pytest.mark.parametrize("sandbox", ["strict", "pool"])
+def test_what_the_host_process_ignores_never_reaches_the_answer(sandbox: str) -> None:
+    """Started under ``nohup`` (SIGHUP ignored) or as a shell's background job (SIGINT and
+    SIGQUIT ignored), deepgym's answers still start as on a plain host: a program with no
+    signal ignored, a Python answer with SIGINT raising ``KeyboardInterrupt``. (A client of its
+    own: its sandboxes start after the host ignores them.)"""
+    need("c")
+    with host_ignores(), DeepGym(sandbox=sandbox) as dg:
+        _, body = run_code(dg, "c", C_DISPOSITIONS_ALL)
+        assert body["run_result"]["return_code"] == 0, body
+        assert body["run_result"]["stdout"] == "", body
+        env = Environment(
+            name="dispositions",
+            kind="script",
+            test_cases=[{"stdin": "", "expected_stdout": "True True True\n"}],
+        )
+        r = dg.run(env, textwrap.dedent(PY_DISPOSITIONS))
+        assert r.has_verdict and r.score == 1.0, r
+
+
 def test_a_write_to_a_closed_pipe_ends_a_program_by_sigpipe(dg: DeepGym, host: HostGuard) -> None:
     need("c")
     r, body = run_code(dg, "c", C_SIGPIPE)
@@ -373,3 +417,29 @@ def test_the_init_cannot_be_traced(dg: DeepGym, host: HostGuard) -> None:
         reply = body["run_result"]
         assert reply["return_code"] == 0, body
         assert reply["stdout"] == "0 Operation not permitted\n", body
+
+
+PY_SIGNAL_INIT = """
+    import os, time
+    assert os.getpid() != 1
+    for sig in range(1, 65):
+        try:
+            os.kill(1, sig)
+        except OSError as exc:
+            print("refused", sig, exc)
+    time.sleep(0.2)  # a signal the init acted on would have ended it, and this process with it
+    os.kill(1, 0)
+    print("init alive")
+    """
+
+
+def test_no_signal_reaches_the_init(dg: DeepGym, host: HostGuard) -> None:
+    """The answer sends its init every signal, SIGINT (the one Python installs a handler for)
+    and SIGKILL among them: each is dropped (the init has no handler to run), the init lives on,
+    and the next run is judged as usual (the pool's init shares its zygote's memory: a handler
+    run there would have reached the zygote)."""
+    r, body = run_code(dg, "python", PY_SIGNAL_INIT)
+    assert body["run_result"]["return_code"] == 0, body
+    assert body["run_result"]["stdout"] == "init alive\n", body
+    r, body = run_code(dg, "python", "print(6 * 7)")
+    assert r.has_verdict and body["run_result"]["stdout"] == "42\n", body

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from deepgym import DeepGym, Environment
+from deepgym import DeepGym, Environment, RunResult
 from deepgym.exceptions import SandboxUnavailableError
-from deepgym.sandbox import cgroups, make_backend
+from deepgym.sandbox import cgroups, headers, make_backend
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.host import SANDBOX_PYTHON, find_bwrap
 from tests.procs import children, parent
@@ -140,21 +140,20 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _started(pid: int) -> int:
-    """When ``pid`` started (clock ticks since boot; 0 once it is gone)."""
+def _pid_ns(pid: int) -> str:
+    """The pid namespace ``pid`` is in ("" once it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
+        return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
-        return 0
-    return int(raw[raw.rfind(b")") + 2 :].split()[19])
+        return ""
 
 
 def live_pool_pids(backend: Backend | None) -> set[int]:
     """The live pool's own processes (a replaced worker is the pool working as meant): each
-    worker's bwrap, the worker, its zygote, the zygote's standby (a process forked ahead of
-    the next run, named ``dg-standby`` until it has one) and the standby's init (``dg-init``,
-    forked just before it), never a solution process or the init of a run's namespace."""
+    worker's bwrap, the worker, its zygote, the zygote's standby (a process forked ahead of the
+    next run, named ``dg-standby`` until it has one) and the standby's init (``dg-init``, the
+    zygote's child whose pid namespace the standby is in), never a solution process or the init
+    of a run's namespace."""
     workers = getattr(backend, "_workers", None) or []
     roots = {w.proc.pid for w in workers if w.proc.returncode is None}
     tree = children()
@@ -166,14 +165,25 @@ def live_pool_pids(backend: Backend | None) -> set[int]:
         if comm in ("", "dg-solution", "dg-init"):
             continue
         out.add(p)
-        kids = tree.get(p, [])
-        todo.extend(kids)
-        # as many inits as standbys are the pool's own: the newest (a run's is older, and
-        # would be left behind)
-        inits = sorted((k for k in kids if _comm(k) == "dg-init"), key=lambda k: (_started(k), k))
-        standbys = sum(1 for k in kids if _comm(k) == "dg-standby")
-        out.update(inits[len(inits) - standbys :] if standbys else [])
-    return out
+        todo.extend(tree.get(p, []))
+    standbys = {_pid_ns(p) for p in out if _comm(p) == "dg-standby"} - {""}
+    zygotes = [p for p in out if _comm(p) == "dg-zygote"]
+    return out | {k for z in zygotes for k in tree.get(z, []) if _pid_ns(k) in standbys}
+
+
+HEADER_WAIT_S = 300.0
+"""How long a guard waits for a precompiled header's build to end (a few seconds of CPU at the
+lowest priority; longer on a loaded host)."""
+
+
+def wait_for_header_builds() -> None:
+    """Wait for the precompiled headers being built (``sandbox.headers``): the first C++ build of
+    a compile line in the session starts one in the background, the backend's own work and not
+    the answer's. Once it has ended, its sandbox, processes and cgroup must be gone like any
+    other."""
+    deadline = time.monotonic() + HEADER_WAIT_S
+    while headers._BUILDING and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def describe(pid: int) -> str:
@@ -225,9 +235,21 @@ class HostGuard:
         now = slot_memory_kb(self.backend)
         return all(kb <= self.mem.get(d, 0) + SLOT_SLACK_KB for d, kb in now.items())
 
+    def watch_cgroups(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Collect into ``cgroups`` every per-run cgroup this process creates from now on."""
+        create = cgroups.create
+
+        def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:
+            group = create(*args, **kwargs)
+            self.cgroups.extend(group.dirs.values())
+            return group
+
+        monkeypatch.setattr(cgroups, "create", spy)
+
     def check(self, files: Sequence[Path | str] = (), *, memory: bool = True) -> None:
         """No new process, no run cgroup left, memory back (unless ``memory`` is False), none of
         ``files`` on the host."""
+        wait_for_header_builds()
         deadline = time.monotonic() + SETTLE_S
         while True:
             procs, groups = self.leftovers()
@@ -293,13 +315,15 @@ def dg(backend: Backend, module_secret: str) -> Iterator[DeepGym]:
 def host(dg: DeepGym, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostGuard]:
     """A snapshot of the host taken after the client is warm; checked again at teardown."""
     guard = HostGuard.take(backend)
-    create = cgroups.create
-
-    def spy(*args: Any, **kwargs: Any) -> cgroups.RunCgroup:
-        group = create(*args, **kwargs)
-        guard.cgroups.extend(group.dirs.values())
-        return group
-
-    monkeypatch.setattr(cgroups, "create", spy)
+    guard.watch_cgroups(monkeypatch)
     yield guard
     guard.check()
+
+
+def held_back(r: RunResult) -> bool:
+    """Whether the host held a computing answer back past its backstop (a loaded machine): no
+    verdict, never the answer's 0 (``deepgym.judge.blame``). Checks the result says so."""
+    if r.has_verdict:
+        return False
+    assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
+    return True

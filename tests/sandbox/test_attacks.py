@@ -33,7 +33,7 @@ from deepgym.judge.codes import KEPT_OUTPUT_BYTES
 from deepgym.sandbox.spec import START_GRACE_S
 from deepgym.sandbox.workspace import base_dir, base_dirs
 
-from .conftest import ADD, ADD_OK, MODULE_SECRET_VAR, HostGuard
+from .conftest import ADD, ADD_OK, MODULE_SECRET_VAR, HostGuard, held_back
 
 pytestmark = pytest.mark.sandbox
 
@@ -73,15 +73,6 @@ def judged(r: RunResult, score: float = 0.0) -> None:
     assert r.has_verdict, r
     assert r.score == score, r
     assert r.passed is (score == 1.0), r
-
-
-def held_back(r: RunResult) -> bool:
-    """Whether the host held a computing answer back past its backstop (a loaded machine): no
-    verdict, never the answer's 0 (``deepgym.judge.blame``). Checks the result says so."""
-    if r.has_verdict:
-        return False
-    assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
-    return True
 
 
 def within_backstop(elapsed: float, timeout: float) -> None:
@@ -1238,4 +1229,31 @@ def test_the_answer_holds_no_privilege(dg: DeepGym, host: HostGuard) -> None:
     env = fn_env("attack-privileges", "privileges", [{"args": [], "expected": expected}])
     r = dg.run(env, PRIVILEGE_PROBE)
     assert r.has_verdict and r.score == 1.0, r.cases[0].message
+    host.check()
+
+
+# -- an exit code of ours, from the answer --------------------------------------------------------
+
+SETUP_CODE = 121  # deepgym.judge.codes.SETUP_FAILED: a solution process's own set-up failed
+
+
+@pytest.mark.parametrize("how", ["script", "call"])
+def test_the_answer_exiting_with_the_set_up_failure_code_is_its_own_zero(
+    dg: DeepGym, host: HostGuard, how: str
+) -> None:
+    """The number that says a solution process's set-up failed (ours: no verdict) is the
+    answer's own exit code once it runs: its 0, never a way to escape it."""
+    if how == "script":
+        env = Environment(
+            name="attack-exit-code",
+            kind="script",
+            test_cases=[{"stdin": "", "expected_stdout": "3\n"}],
+            **LIMITS,
+        )
+        r = dg.run(env, f"import sys\nsys.exit({SETUP_CODE})\n")
+    else:
+        env = fn_env("attack-exit-code", "add", [{"args": [1, 2], "expected": 3}])
+        r = dg.run(env, f"import os\n\ndef add(a, b):\n    os._exit({SETUP_CODE})\n")
+    judged(r, 0.0)
+    assert not r.cases[0].passed, r.cases
     host.check()

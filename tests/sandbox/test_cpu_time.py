@@ -27,7 +27,7 @@ from deepgym.sandbox import cgroups, make_backend
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.spec import START_GRACE_S
 
-from .conftest import SANDBOXES
+from .conftest import SANDBOXES, held_back
 
 pytestmark = pytest.mark.sandbox
 
@@ -196,14 +196,6 @@ def _timed(dg: DeepGym, env: Environment, answer: str) -> tuple[RunResult, float
     t0 = time.monotonic()
     r = dg.run_one(env, answer)
     return r, time.monotonic() - t0
-
-
-def held_back(r: RunResult) -> bool:
-    """No verdict because the host held the answer back past its backstop (checked)."""
-    if r.has_verdict:
-        return False
-    assert r.error_type == "timeout" and "held back by the host" in (r.error or ""), r
-    return True
 
 
 # -- the answer's own time ---------------------------------------------------------------------

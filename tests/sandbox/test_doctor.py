@@ -22,6 +22,7 @@ import pytest
 from deepgym import DeepGym
 from deepgym.exceptions import SandboxUnavailableError
 from deepgym.languages import LANGUAGES
+from deepgym.runtimes import RUNTIMES
 from deepgym.sandbox import cgroups, doctor, host, userns
 from tests.sandbox.conftest import ADD, ADD_OK
 
@@ -181,6 +182,7 @@ def test_this_host_gets_full_limits_in_a_few_seconds() -> None:
         "images",
         "image builds",
         *(f"language {name}" for name in LANGUAGES),
+        *(f"runtime {name}" for name in RUNTIMES),
     ]
     full = {"memory", "pids"} <= set(cgroups.v1_controllers())
     assert report.exit_code == (0 if full else 1), report.summary
@@ -367,3 +369,21 @@ def test_the_image_builds_line_says_what_maps_and_how_steps_reach_the_network() 
     offline = doctor.check_image_builds(lambda: id_ranges(0, 0, "root", "", ""), no_slirp)
     assert offline.status == doctor.ABSENT and "a step has no way out" in offline.found
     assert "--network none" in offline.means and offline.fix == "apt-get install slirp4netns"
+
+
+def test_a_line_per_runtime_says_whether_it_is_built_and_how_to_build_it(tmp_path: Path) -> None:
+    from deepgym.runtimes import RuntimeStore
+    from tests.built_runtimes import fake_scientific
+
+    store = RuntimeStore(tmp_path)
+    stdlib, missing = doctor.check_runtimes(store)
+    assert (stdlib.name, stdlib.status) == ("runtime stdlib", doctor.OK)
+    assert host.SANDBOX_PYTHON in stdlib.found and "standard library only" in stdlib.found
+    assert (missing.name, missing.status) == ("runtime scientific", doctor.ABSENT)
+    assert missing.found == f"not built for Python {sys.version.split()[0]} in {tmp_path}"
+    assert "built at the first run that names it" in missing.means
+    assert missing.fix == "deepgym runtime build scientific"
+    folder = fake_scientific(tmp_path)
+    _, built = doctor.check_runtimes(store)
+    assert built.status == doctor.OK and not built.fix
+    assert built.found.startswith("numpy stand-in") and str(folder) in built.found

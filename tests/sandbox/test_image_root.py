@@ -48,6 +48,12 @@ def verify(work, tests):
 """
 
 
+USERS = ("agent", "root")
+"""The attacks run against both: the default uid 65534, and uid 0 of the sandbox's own user
+namespace (``Environment.user = "root"``)."""
+UID = {"agent": "65534", "root": "0"}
+
+
 def _env(**fields: Any) -> Environment:
     base: dict[str, Any] = {
         "name": "image-session",
@@ -179,7 +185,8 @@ def _own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.timeout(120)
-def test_a_session_runs_on_the_image_and_is_scored_there(debian_root: Path) -> None:
+@pytest.mark.parametrize("user", USERS)
+def test_a_session_runs_on_the_image_and_is_scored_there(user: str, debian_root: Path) -> None:
     host_only = next(
         p
         for p in ("/usr/bin/gcc", "/usr/bin/python3", "/usr/bin/perl", "/usr/bin/git")
@@ -189,13 +196,13 @@ def test_a_session_runs_on_the_image_and_is_scored_there(debian_root: Path) -> N
     config = {"env": {"IMAGE_VAR": "from-image", "LD_PRELOAD": "/nope.so"}}
 
     async def body(provider: LocalSessions) -> None:
-        s = await provider.open(_env())
+        s = await provider.open(_env(user=user))
         assert await _sh(s, "pwd") == "/work"  # the work dir, whatever the image's WorkingDir
         assert (await _sh(s, "cat /etc/debian_version")).startswith("12")
         assert await _sh(s, "command -v busybox") == "/bin/busybox"
         assert await _sh(s, f"test -e {host_only} && echo yes || echo no") == "no"
         assert await _sh(s, 'echo "$IMAGE_VAR/${LD_PRELOAD:-unset}"') == "from-image/unset"
-        assert await _sh(s, "id -u") == "65534"
+        assert await _sh(s, "id -u") == UID[user]
         await _sh(s, "echo done > /work/answer.txt && echo x > /etc/agent-mark")
         result = await s.score()
         assert result.has_verdict and result.score == 1.0, result
@@ -207,12 +214,13 @@ def test_a_session_runs_on_the_image_and_is_scored_there(debian_root: Path) -> N
 
 @pytest.mark.sandbox
 @pytest.mark.timeout(120)
-def test_writes_stay_in_their_own_session(debian_root: Path) -> None:
+@pytest.mark.parametrize("user", USERS)
+def test_writes_stay_in_their_own_session(user: str, debian_root: Path) -> None:
     before = tree_state(debian_root)
 
     async def body(provider: LocalSessions) -> None:
-        one = await provider.open(_env())
-        two = await provider.open(_env())
+        one = await provider.open(_env(user=user))
+        two = await provider.open(_env(user=user))
         mark = "echo one > /etc/mark && mkdir -p /usr/local/bin && echo x > /usr/local/bin/t"
         await _sh(one, f"{mark} && rm /bin/ls && echo ok")
         assert await _sh(one, "cat /etc/mark") == "one"
@@ -220,7 +228,7 @@ def test_writes_stay_in_their_own_session(debian_root: Path) -> None:
             "cat: can't open '/etc/mark': No such file or directory\nls"
         )
         await one.close()
-        three = await provider.open(_env())
+        three = await provider.open(_env(user=user))
         assert await _sh(three, "test -e /etc/mark || test -e /usr/local/bin/t || echo clean")
         await two.close()
         await three.close()
@@ -231,7 +239,8 @@ def test_writes_stay_in_their_own_session(debian_root: Path) -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.timeout(120)
-def test_limits_fire_inside_the_image(debian_root: Path) -> None:
+@pytest.mark.parametrize("user", USERS)
+def test_limits_fire_inside_the_image(user: str, debian_root: Path) -> None:
     probe = cgroups.create(64, 8)
     has_memory = probe.holds("memory")
     probe.remove()
@@ -239,7 +248,7 @@ def test_limits_fire_inside_the_image(debian_root: Path) -> None:
         pytest.skip("no memory cgroup here: image sessions are refused (see the next test)")
 
     async def body(provider: LocalSessions) -> None:
-        s = await provider.open(_env(memory_mb=64))
+        s = await provider.open(_env(memory_mb=64, user=user))
         spin = await s.exec("while :; do :; done", 1.0)
         assert spin.timed_out
         # the writable layer is memory: 40 files of 8 MiB (320 MiB) against a 64 MiB group
@@ -269,11 +278,13 @@ def test_no_memory_cgroup_is_refused_in_a_line(debian_root: Path) -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.timeout(120)
-def test_a_setuid_root_binary_gives_nothing(setuid_root: Path) -> None:
+@pytest.mark.parametrize("user", USERS)
+def test_a_setuid_root_binary_gives_nothing(user: str, setuid_root: Path) -> None:
     async def body(provider: LocalSessions) -> None:
-        s = await provider.open(_env())
+        s = await provider.open(_env(user=user))
         assert (await _sh(s, "ls -ln /bin/busybox-suid | cut -c1-10")) == "-rwsr-sr-x"
-        assert await _sh(s, "/bin/busybox-suid id -u; /bin/busybox-suid id -g") == "65534\n65534"
+        ids = await _sh(s, "/bin/busybox-suid id -u; /bin/busybox-suid id -g")
+        assert ids == f"{UID[user]}\n{UID[user]}"
         assert await _sh(
             s, "grep -E '^(NoNewPrivs|CapEff)' /proc/self/status | tr -s '\t' ' '"
         ) == ("CapEff: 0000000000000000\nNoNewPrivs: 1")
@@ -284,7 +295,10 @@ def test_a_setuid_root_binary_gives_nothing(setuid_root: Path) -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.timeout(120)
-def test_the_host_beyond_the_policy_is_unreachable(debian_root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("user", USERS)
+def test_the_host_beyond_the_policy_is_unreachable(
+    user: str, debian_root: Path, tmp_path: Path
+) -> None:
     canary = tmp_path / "canary"
     canary.write_text("HOST-CANARY")
     shadow = Path("/etc/shadow").read_text() if os.access("/etc/shadow", os.R_OK) else ""
@@ -302,7 +316,7 @@ def test_the_host_beyond_the_policy_is_unreachable(debian_root: Path, tmp_path: 
         port = listener.getsockname()[1]
 
         async def body(provider: LocalSessions) -> None:
-            s = await provider.open(_env())
+            s = await provider.open(_env(user=user))
             assert "HOST-CANARY" not in await _sh(s, f"cat {canary} 2>&1")
             got = await _sh(s, "cat /etc/shadow 2>&1")
             assert not shadow.strip() or shadow.strip() not in got
@@ -316,6 +330,55 @@ def test_the_host_beyond_the_policy_is_unreachable(debian_root: Path, tmp_path: 
         _run(debian_root, body)
         with pytest.raises(TimeoutError):
             listener.accept()
+
+
+def _host_uids(session: LocalSession) -> set[str]:
+    """The real uids, as the host sees them, of ``session``'s processes inside its sandbox."""
+    from deepgym.judge.blame import tree_pids
+
+    assert session.proc is not None
+    uids = set()
+    for pid in tree_pids(session.proc.pid) - {session.proc.pid}:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        uids |= {line.split()[1] for line in status.splitlines() if line.startswith("Uid:")}
+    return uids
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(120)
+def test_root_in_the_sandbox_is_a_number_not_a_privilege(debian_root: Path) -> None:
+    """uid 0 of the sandbox's own user namespace: /root and root-owned files as the task
+    expects, and nothing more than the agent's uid 65534 has."""
+
+    async def body(provider: LocalSessions) -> None:
+        root = await provider.open(_env(user="root"))
+        agent = await provider.open(_env())
+        assert await _sh(root, "id -u; id -g; echo $HOME; pwd") == "0\n0\n/root\n/work"
+        assert await _sh(root, "stat -c %u /etc/debian_version") == "0"  # the image's owner
+        caps = await _sh(root, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status")
+        assert {line.split()[1] for line in caps.splitlines()} == {"0000000000000000"}, caps
+        # chown succeeds and changes nothing (the namespace has no other owner to give)
+        owner = await _sh(root, "echo x > /work/f && chown 1:1 /work/f && stat -c %u:%g /work/f")
+        assert owner == "0:0"
+        assert await _sh(agent, "echo x > f; chown 1:1 f 2>/dev/null || echo refused") == "refused"
+        refused = {
+            "mount": "mount -t tmpfs none /mnt",
+            "remount": "mount -o remount,rw /opt/deepgym",
+            "userns": "unshare -U true",
+            "sysctl": "echo 1 > /proc/sys/kernel/sysrq",
+        }
+        for what, command in refused.items():
+            got = await _sh(root, f"{command} 2>/dev/null && echo done || echo refused")
+            assert got == "refused", (what, got)
+        # the same host uid as the agent's session: a number inside, nothing outside
+        assert _host_uids(root) == _host_uids(agent) != set()
+        await root.close()
+        await agent.close()
+
+    _run(debian_root, body)
 
 
 def test_the_doctor_says_whether_images_run() -> None:

@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import pytest
 
-from deepgym.judge.codes import SOLUTION_UID
+from deepgym.judge.codes import IN_RUNTIME, IN_RUNTIMES, SOLUTION_UID
 from deepgym.sandbox import policy
-from deepgym.sandbox.policy import JUDGE_UID, RULES, Params, Rule, argv, rules_for
+from deepgym.sandbox.policy import JUDGE_UID, ROOT_UID, RULES, Params, Rule, argv, rules_for
 
 SOLUTION, VERIFIER, WORKER, PROBE, SESSION = "solution", "verifier", "worker", "probe", "session"
 BUILD = "build"
@@ -34,6 +34,8 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "private_tmp": JUDGES,
     "system_read_only": EVERY,
     "judge_read_only": {SOLUTION, BUILD, VERIFIER, WORKER, SESSION},
+    "runtime_read_only": {SOLUTION},
+    "runtimes_read_only": {WORKER},
     "run_files": {VERIFIER},
     "session_files": {SESSION},
     "staged_environments": {WORKER},
@@ -44,11 +46,13 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "own_proc": {BUILD, VERIFIER, WORKER, PROBE, SESSION},
     "capped_work_dir": HOSTILE,
     "answer_read_only": {SOLUTION, BUILD},
+    "precompiled_headers": {BUILD},
     "run_cgroups": HOSTILE,
     "capped_tmp": HOSTILE,
     "capped_shm": HOSTILE,
     "read_only_rest": HOSTILE,
     "solution_uid": HOSTILE,
+    "root_chown": {SESSION},
     "judge_uid": {VERIFIER, WORKER, PROBE},
     "solution_hostname": HOSTILE,
     "judge_hostname": JUDGES,
@@ -76,6 +80,7 @@ POOL_PARENTS = {
     "pids": "/sys/fs/cgroup/pids/deepgym",
 }
 SIZE = 32 * 2**20
+RUNTIMES = "/home/u/.deepgym/runtimes"
 
 
 def params(case: str) -> Params:
@@ -341,6 +346,7 @@ ARITY = {
     "--gid": 1,
     "--hostname": 1,
     "--chdir": 1,
+    "--seccomp": 1,
     "--setenv": 2,
     "--ro-bind": 2,
     "--bind": 2,
@@ -398,6 +404,10 @@ FULL = replace(
     size=SIZE,
     seed_dir="/tmp/deepgym-abc/envs/0123/repo",
     snapshot_dir="/tmp/deepgym-abc/session-1/snapshot",
+    seccomp_fd=9,
+    headers_dir="/home/u/.deepgym/pch/cpp-0123",
+    runtime_dir=f"{RUNTIMES}/scientific-cpython-311-x86_64-0123456789ab",
+    runtimes_dir=RUNTIMES,
 )
 """Every parameter set: a rule adds something for any role, so one that is absent is absent
 because of the role, not for want of a path."""
@@ -450,3 +460,73 @@ def test_a_build_is_the_solution_sandbox_with_a_proc_of_its_own() -> None:
 def test_an_unknown_role_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'guest'"):
         argv("guest", HOST)
+
+
+def test_root_inside_is_a_session_on_an_image_only_and_keeps_every_other_rule() -> None:
+    """``Environment.user = "root"``: uid 0 of the session's own user namespace, with the same
+    rules otherwise (no capabilities, no nested namespaces, the same mounts)."""
+    image = replace(params(SESSION), writable_root=True)
+    as_root = argv(SESSION, replace(image, uid=ROOT_UID, seccomp_fd=7))
+    plain = argv(SESSION, image)
+    ops = operations(as_root[1:])
+    assert ("--uid", "0") in ops and ("--gid", "0") in ops and ("--seccomp", "7") in ops
+    at = as_root.index("--seccomp")
+    swapped = [str(SOLUTION_UID) if a == "0" else a for a in as_root[:at] + as_root[at + 2 :]]
+    assert swapped == plain  # nothing but the uid and the chown filter differs
+    with pytest.raises(ValueError, match="seccomp filter"):
+        argv(SESSION, replace(image, uid=ROOT_UID))
+    assert "--cap-drop" in as_root and "--disable-userns" in as_root
+    for role, p in [(SESSION, params(SESSION)), (SOLUTION, params("solution-script"))]:
+        with pytest.raises(ValueError, match="session on an image only"):
+            argv(role, replace(p, uid=ROOT_UID, seccomp_fd=7, writable_root=role == SOLUTION))
+
+
+def test_the_chown_filter_jumps_where_it_means_to() -> None:
+    """The BPF program, run by hand: the chown family returns 0 (errno 0), every other call
+    and every other architecture's ABI runs."""
+    import struct
+
+    from deepgym.sandbox.seccomp import CHOWN_CALLS, chown_noop_filter
+
+    def run(program: bytes, arch: int, nr: int) -> int:
+        ops = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+        pc, acc = 0, 0
+        while True:
+            code, jt, jf, k = ops[pc]
+            if code == 0x20:
+                acc = arch if k == 4 else nr
+            elif code == 0x15:
+                pc += jt if acc == k else jf
+            elif code == 0x06:
+                return k
+            pc += 1
+
+    for machine, (arch, calls) in CHOWN_CALLS.items():
+        program = chown_noop_filter(machine)
+        for nr in calls:
+            assert run(program, arch, nr) == 0x00050000
+        for nr in (0, 1, 2, 59, 101, 157, 272, 435):
+            if nr not in calls:
+                assert run(program, arch, nr) == 0x7FFF0000
+        assert run(program, 0x40000003, calls[0]) == 0x7FFF0000  # another ABI
+    with pytest.raises(ValueError, match="no chown filter"):
+        chown_noop_filter("mips")
+
+
+def test_a_runtime_is_mounted_read_only_for_the_answer_alone() -> None:
+    """An answer's runtime: read-only at ``IN_RUNTIME`` in its solution sandbox, before the root
+    is made read-only (its mount point is bwrap's to make); a pool worker gets every runtime
+    read-only and the mount point; the verifier none. Without one, nothing is mounted."""
+    built = f"{RUNTIMES}/scientific-cpython-311-x86_64-0123456789ab"
+    solution = operations(argv(SOLUTION, replace(params("solution-script"), runtime_dir=built))[1:])
+    mount = ("--ro-bind", built, IN_RUNTIME)
+    assert solution.count(mount) == 1
+    assert solution.index(mount) < solution.index(("--remount-ro", "/"))
+    assert solution.index(mount) > solution.index(("--ro-bind", "/usr", "/usr"))
+    worker = operations(argv(WORKER, replace(params(WORKER), runtimes_dir=RUNTIMES))[1:])
+    assert contains(worker, [("--ro-bind", RUNTIMES, IN_RUNTIMES), ("--dir", IN_RUNTIME)])
+    verifier = operations(argv(VERIFIER, FULL)[1:])
+    assert not any(IN_RUNTIME in op or IN_RUNTIMES in op for op in verifier)
+    for case in CASES:  # no runtime named: nothing of one
+        ops = argv(role_of(case), params(case))
+        assert IN_RUNTIME not in ops and IN_RUNTIMES not in ops, case

@@ -316,8 +316,11 @@ def test_a_failed_compile_reads_the_same_through_every_door() -> None:
         assert compiled["stderr"] == r.error and not compiled["stderr"].startswith("compile")
         want = "TimeLimitExceeded" if error_type == "solution_timeout" else "Finished"
         assert compiled["status"] == want, compiled
-        req = SubmitRequest(
-            dataset="d", id=1, completion=f"```c\n{answer}\n```", config={"language": "c"}
+        req = SubmitRequest(  # (with its tests in provided_data: a registered dataset's
+            dataset="d",  # problem reports the cases that ran)
+            id=1,
+            completion=f"```c\n{answer}\n```",
+            config={"language": "c", "provided_data": {"inputs": [""], "outputs": [""]}},
         )
         status, sub = submit_reply(req, e, r, answer, "c", "c")
         assert status == 200 and not sub["accepted"], sub

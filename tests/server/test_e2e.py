@@ -25,6 +25,7 @@ from deepgym.models import RunResult
 from deepgym.server.runner import ThreadedServer
 from deepgym.store import RunStore
 from tests.fakes import FakeBackend
+from tests.procs import stop
 from tests.server.conftest import TOKEN, TOY_ENV, fake_app, fake_client
 
 SAME = {"service": True, "execution_time_ms": True}
@@ -145,16 +146,7 @@ def serve_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, 
         assert console.startswith(f"console: {m.group(1)}/console?token=")
         yield proc, m.group(1), console.split(" ", 1)[1].strip()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        stop(proc)
 
 
 @pytest.mark.sandbox

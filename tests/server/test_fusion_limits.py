@@ -70,3 +70,49 @@ def test_run_code_runs_under_a_backstop() -> None:
     call(app, "POST", "/run_code", json={"code": "print(1)", "language": "python"})
     (job,) = fake.jobs
     assert job.env.timeout_kind == "backstop" and job.env.timeout == fusion.backstop(10.0, 1)
+
+
+def test_run_code_requests_share_one_prepared_environment_and_carry_their_own_input() -> None:
+    """Nothing is made or staged per request: requests with the same language and limits run
+    the same ``Environment`` (its staged folder and key computed once); each job carries its
+    request's own stdin and files (``Job.input``), never in the environment."""
+    app, fake = fake_app()
+    bodies = [
+        {"code": "print(1)", "language": "python", "stdin": "first"},
+        {"code": "print(2)", "language": "python", "stdin": "second", "files": {"a": "YQ=="}},
+        {"code": "print(3)", "language": "python", "run_timeout": 3},
+    ]
+    for body in bodies:
+        call(app, "POST", "/run_code", json=body)
+    first, second, other = fake.jobs
+    assert first.env is second.env and other.env is not first.env
+    assert first.env.test_cases == [{"stdin": "", "expected_stdout": ""}]
+    assert first.input is not None and second.input is not None
+    assert [c["stdin"] for c in (*first.input.cases, *second.input.cases)] == ["first", "second"]
+    assert first.input.files == () and second.input.files == (("a", "YQ=="),)
+
+
+def test_a_request_s_input_reaches_a_copy_of_its_environment_too() -> None:
+    """The request's stdin and files go on each job of its environment, the same object or an
+    equal copy a layer made of it: never a run of the stand-in case instead (an empty stdin,
+    a wrong output with a verdict)."""
+    import asyncio
+
+    from deepgym.sandbox.base import Job
+    from deepgym.server.metrics import Metrics
+    from deepgym.server.service import RUN_INPUT, MeteredBackend
+    from tests.fakes import FakeBackend
+
+    req = fusion.RunCodeRequest(code="pass", language="python", stdin="mine")
+    env = fusion.run_code_env(req, Limits())
+    given = fusion.run_code_input(req)
+    fake = FakeBackend()
+    metered = MeteredBackend(fake, Metrics(), None)
+
+    async def go() -> None:
+        RUN_INPUT.set((env, given))
+        for each in (env, env.model_copy()):
+            await metered.run(Job(env=each, answer="pass", timeout=1.0, case_timeout=1.0))
+
+    asyncio.run(go())
+    assert [job.input for job in fake.jobs] == [given, given]

@@ -360,6 +360,11 @@ FUSION_CODE = (
     "script environment built here, no host path, no verifier code (tests/server/test_fusion.py)"
 )
 
+DATASETS = (
+    "takes a registered suite's name (``list_suites``) and a problem's id: never a path "
+    "(test_dataset_routes_load_no_host_path)"
+)
+
 ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/health"): NO_ENV,
     ("GET", "/metrics"): NO_ENV,
@@ -393,6 +398,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/run_code"): FUSION_CODE,
     ("POST", "/submit"): FUSION_CODE,
     ("GET", "/v1/ping"): NO_ENV,
+    ("GET", "/list_datasets"): NO_ENV,
+    ("POST", "/list_ids"): DATASETS,
+    ("POST", "/get_prompts"): DATASETS,
+    ("POST", "/get_prompt_by_id"): DATASETS,
     ("POST", "/seed_session"): CLIENT_ENV,
     ("POST", "/verify"): CLIENT_ENV,
     ("POST", "/aggregate_metrics"): NO_ENV,
@@ -424,6 +433,22 @@ def test_every_route_is_classified() -> None:
     assert served == set(ROUTES), (
         f"unclassified: {sorted(served - set(ROUTES))}; gone: {sorted(set(ROUTES) - served)}"
     )
+
+
+def test_dataset_routes_load_no_host_path(always_one: Path) -> None:
+    """A dataset named by a host folder of environments (``load_suite`` would load one) or a
+    path out of the suites is a 400: only registered suites are served."""
+    app, _ = _every_route_app()
+    routes = {p for (m, p), c in ROUTES.items() if c == DATASETS}
+    for dataset in (str(always_one), "../" * 8 + "etc", "humaneval/../../etc"):
+        for path in routes:
+            body = {"dataset": dataset, "id": 0, "config": {}}
+            r = call(app, "POST", path, json=body)
+            assert r.status_code == 400, (path, dataset, r.text)
+            assert "is not served here" in r.text, (path, dataset, r.text)
+        body = {"dataset": dataset, "id": 0, "completion": "", "config": {}}
+        r = call(app, "POST", "/submit", json=body)
+        assert r.status_code == 400, (dataset, r.text)
 
 
 def _bodies(env: Any) -> dict[str, dict[str, Any]]:

@@ -15,6 +15,7 @@ from deepgym.exceptions import ConfigError
 from deepgym.models import Environment
 from deepgym.sandbox.spawn import kill_tree
 from deepgym.session import Action, Budget, Observation
+from tests.procs import host_ignores
 from tests.sessions.conftest import FIX
 
 pytestmark = pytest.mark.sandbox
@@ -30,6 +31,15 @@ def test_the_shell_keeps_its_state_between_steps(dg: DeepGym, example: Environme
         assert (r.exit_code, r.timed_out, r.truncated) == (0, False, False)
         r = s.exec("exit 4")
         assert r.exit_code == 4 and s.exec("pwd").stdout == "/work/sub\n"  # still there
+
+
+def test_what_the_host_process_ignores_never_reaches_the_agent(example: Environment) -> None:
+    """Started under ``nohup`` (SIGHUP ignored) or as a shell's background job (SIGINT and
+    SIGQUIT ignored), the agent's commands still start with no signal ignored or blocked. (A
+    client of its own: its sandboxes start after the host ignores them.)"""
+    with host_ignores(), DeepGym() as dg, dg.session(example) as s:
+        r = s.exec("grep -E '^Sig(Ign|Blk)' /proc/self/status")
+    assert r.stdout == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n", r
 
 
 def test_a_command_past_its_timeout_is_killed_and_the_shell_stays(

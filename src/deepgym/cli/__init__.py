@@ -22,6 +22,7 @@ One module per family of commands, on one shared module:
   ``session`` (a person plays the agent) and ``episodes`` (the recorded ones);
 - ``harbor``: ``harbor import``, ``harbor export`` (Harbor task folders);
 - ``images``: ``image pull|build|load|list|rm|prune`` (container images, no daemon);
+- ``runtimes``: ``runtime build|list`` (the packages Python answers run with);
 - ``latency``: ``price``, ``sweep``;
 - ``service``: ``serve``, ``console``;
 - ``doctor``: ``doctor`` (this host's check: exit 0 full limits, 1 weaker limits, 2 no sandbox).
@@ -47,6 +48,7 @@ from deepgym.cli import (
     images,
     latency,
     runs,
+    runtimes,
     service,
 )
 from deepgym.cli.common import DeepGymGroup
@@ -94,6 +96,7 @@ for _command in (
     environments.limits_cmd,
     harbor.harbor_cmd,
     images.image_cmd,
+    runtimes.runtime_cmd,
     demo.demo,
     latency.price_cmd,
     latency.sweep_cmd,

@@ -2,11 +2,12 @@
 
 - ``pull REF``: from its OCI registry (``--registry`` or ``$DEEPGYM_REGISTRY`` for a name
   without a host), every blob verified, with a progress bar of bytes;
-- ``build DOCKERFILE_OR_DIR [-t REF] [--network none]``: without a daemon
+- ``build DOCKERFILE_OR_DIR [-t REF] [--network none] [--base FROM=LOCAL]``: without a daemon
   (``deepgym.images.build``), one line a step, cached steps said so; each ``RUN`` step in a
   network namespace of its own (``deepgym.images.network``);
 - ``load PATH [-t REF]``: an OCI image layout folder or a ``docker save`` tarball;
-- ``list``: each image, its digest, its size on disk, unpacked or not, and the store's size;
+- ``list``: each image, its digest, its size on disk, unpacked or not, the stand-in it was
+  built on (``FROM -> LOCAL``, where ``build --base`` gave one), and the store's size;
 - ``rm REF`` and ``prune``: forget an image; free what no image reaches.
 
 Errors are the group's: one ``Error: ...`` line, exit 2.
@@ -90,13 +91,28 @@ def pull_cmd(ref: str, registry: str | None, platform: str) -> None:
     help="RUN steps reach other machines through slirp4netns (never the host's loopback), or "
     "have no network at all.",
 )
-def build_cmd(path: Path, ref: str | None, step_timeout: float, network: str) -> None:
+@click.option(
+    "--base",
+    "bases",
+    multiple=True,
+    metavar="FROM=LOCAL",
+    help="Build on LOCAL, an image in the store, where the Dockerfile says FROM (a base this "
+    "host cannot pull: buildpack-deps:jammy=local/buildpack-deps:jammy). Repeatable.",
+)
+def build_cmd(
+    path: Path, ref: str | None, step_timeout: float, network: str, bases: tuple[str, ...]
+) -> None:
     """Build the Dockerfile PATH (or DIR/Dockerfile, with DIR as the build context)."""
-    from deepgym.images.build import build
+    from deepgym.images.build import build, parse_bases
 
     dockerfile = path / "Dockerfile" if path.is_dir() else path
     result = build(
-        dockerfile, ref=ref, step_timeout=step_timeout, progress=click.echo, network=network
+        dockerfile,
+        ref=ref,
+        step_timeout=step_timeout,
+        progress=click.echo,
+        network=network,
+        bases=parse_bases(bases),
     )
     cached = sum(1 for s in result.steps if s.cached)
     click.echo(f"built {result.ref}: {result.digest} ({len(result.steps)} steps, {cached} cached)")
@@ -123,7 +139,8 @@ def list_cmd() -> None:
     entries = store.list()
     for e in entries:
         state = "unpacked" if e.unpacked else "packed"
-        click.echo(f"{e.ref or '(no name)'}  {e.digest[:19]}  {_size(e.size)}  {state}")
+        base = f"  on {e.base}" if e.base else ""
+        click.echo(f"{e.ref or '(no name)'}  {e.digest[:19]}  {_size(e.size)}  {state}{base}")
     click.echo(f"{len(entries)} images, {_size(store.size())} in {store.path}")
 
 

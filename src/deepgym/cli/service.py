@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import get_args
 
 import click
 
 from deepgym.cli.common import no_store_option, store_option
 from deepgym.client import SANDBOXES
 from deepgym.exceptions import ConfigError
+from deepgym.models import RuntimeName
 from deepgym.server import launch
 from deepgym.store import RunStore, default_store_path
 from deepgym.validation import MAX_SECONDS, number, seconds
@@ -115,6 +117,15 @@ def _refuse_ignored_with_ray(ray_address: str | None, **pool: int | None) -> Non
 )
 @click.option("--openrlhf", is_flag=True, help="Also serve OpenRLHF's reward endpoint.")
 @click.option(
+    "--runtime",
+    type=click.Choice(get_args(RuntimeName)),
+    default="stdlib",
+    show_default=True,
+    help="The runtime SandboxFusion's routes run Python answers in where the URL names none "
+    "(/runtime/NAME/run_code does): 'scientific' has numpy, pandas, scipy, scikit-learn and "
+    "sympy, and is built before serving if it is not yet.",
+)
+@click.option(
     "--ray",
     "ray_address",
     default=None,
@@ -144,6 +155,7 @@ def serve_cmd(
     max_time_limit: float,
     grace_s: float,
     openrlhf: bool,
+    runtime: str,
     ray_address: str | None,
     log_level: str,
 ) -> None:
@@ -166,6 +178,10 @@ def serve_cmd(
     launch.require_server_extra()
     from deepgym.server.inputs import Limits
 
+    if ray_address is None:  # (a cluster's nodes build it at its first use there)
+        from deepgym.runtimes import RuntimeStore
+
+        RuntimeStore(say=lambda text: click.echo(text, err=True)).build(runtime)
     store = _open_store(store_path, no_store)
     console_token = secrets.token_urlsafe(24)
     try:
@@ -186,6 +202,7 @@ def serve_cmd(
             ),
             openrlhf=openrlhf,
             ray_address=ray_address,
+            runtime=runtime,
         )
         server, sock = launch.listen(app, host, port, grace_s=grace_s, log_level=log_level)
         url = launch.url(host, sock.getsockname()[1])

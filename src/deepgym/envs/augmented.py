@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deepgym.envs.verifiers.differential import has_float
 from deepgym.exceptions import ConfigError
 from deepgym.home import deepgym_home
 from deepgym.judge.compare import normalise
@@ -246,19 +247,9 @@ def humaneval_assert(param: str, case: AmplifiedCase) -> str | None:
             return None
         bound = f"{FLOAT_TOLERANCE!r} * max(1.0, abs({value!r}))"
         return f"assert abs({got} - {value!r}) <= {bound}"
-    if _holds_float(value):
+    if has_float(value):
         return None
     return f"assert {got} == {value!r}"
-
-
-def _holds_float(x: Any) -> bool:
-    if isinstance(x, float):
-        return True
-    if isinstance(x, list | tuple | set | frozenset):
-        return any(_holds_float(v) for v in x)
-    if isinstance(x, dict):
-        return any(_holds_float(v) for v in x.values())
-    return False
 
 
 def _with_asserts(test: str, cases: Sequence[AmplifiedCase]) -> str:

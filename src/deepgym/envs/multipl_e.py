@@ -136,7 +136,7 @@ def _environment(row: dict[str, Any], suite: str, language: str) -> Environment:
         name=f"{suite}/{row['name']}",
         task=row["prompt"],
         kind="script",
-        language=language,  # type: ignore[arg-type]  # (checked: one of LANGUAGES' values)
+        language=language,
         harness=harness(row["tests"], language),
         answer_format="multipl_e",
         test_cases=[{"stdin": "", "stop_tokens": list(row["stop_tokens"])}],

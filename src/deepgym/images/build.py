@@ -8,6 +8,9 @@ then the new ones, and a config) goes into the store (``deepgym.images.store``) 
 - **The base**: an image in the store, else pulled from its registry, else, for ``debian:SUITE``
   (``debian:bookworm``, ``debian:12``, ``debian:stable-slim``), built from Debian's packages with
   ``mmdebstrap --variant=minbase``, which needs only a Debian mirror.
+- **A stand-in**: a ``FROM`` image this host cannot pull may be mapped to one in the store
+  that stands for it (``bases``: ``buildpack-deps:jammy`` -> an image built from
+  ``debian:bookworm`` with the same packages); the built image's config labels name both.
 - **RUN** runs in bwrap on the copy, as uid 0 of a user namespace that maps many ids
   (``deepgym.images.mapped``: ``apt-get`` may ``chown`` to a package's own user), in a network
   namespace of its own (``deepgym.images.network``: ``outbound``, through slirp4netns, reaches
@@ -25,6 +28,7 @@ then the new ones, and a config) goes into the store (``deepgym.images.store``) 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import json
@@ -33,7 +37,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,20 +48,33 @@ from deepgym.images.blobs import BlobStore
 from deepgym.images.dockerfile import parse as parse_dockerfile
 from deepgym.images.network import DNS, network_mode, outbound
 from deepgym.images.oci import (
+    BASE_LABEL,
     OCI_CONFIG,
     OCI_LAYER_GZIP,
     OCI_MANIFEST,
+    STAND_IN_LABEL,
     Descriptor,
     image_manifest,
     parse_json,
 )
+from deepgym.images.overlay import apply_upper
 from deepgym.images.recipe import CopyStep, MkdirStep, Recipe, RunStep, Step, recipe
 from deepgym.images.reference import DEFAULT_REGISTRY, parse_reference
 from deepgym.images.store import ImageStore
+from deepgym.images.unpack import remove_tree
 from deepgym.text import clip
 from deepgym.validation import optional_seconds
 
-__all__ = ["BuildResult", "StepResult", "build", "debian_suite"]
+__all__ = [
+    "BASE_LABEL",
+    "STAND_IN_LABEL",
+    "BuildResult",
+    "StepResult",
+    "build",
+    "debian_suite",
+    "parse_bases",
+    "stand_in",
+]
 
 _NUMBERED = {"10": "buster", "11": "bullseye", "12": "bookworm", "13": "trixie", "14": "forky"}
 _TAIL = 2000
@@ -219,7 +236,16 @@ def _run(step: RunStep, root: Path, timeout: float | None, log: Path, net: str) 
 
     uid, gid, home = _ids(root, step.user) if step.user not in ("", "root", "0") else (0, 0, "")
     env = {"HOME": home or "/root", **dict(step.env)}
-    argv = [find_bwrap().path, "--bind", str(root), "/", "--proc", "/proc", "--dev", "/dev"]
+    upper = log.with_name("upper") if _overlay_builds() else None
+    if upper is None:
+        argv = [find_bwrap().path, "--bind", str(root), "/"]
+    else:  # the step's writes in a folder of their own: root's files may be the store's
+        for folder in (upper, log.with_name("overlay-work")):
+            remove_tree(folder) if folder.exists() else None
+            folder.mkdir()
+        argv = [find_bwrap().path, "--overlay-src", str(root), "--overlay", str(upper)]
+        argv += [str(log.with_name("overlay-work")), "/"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--tmpfs", "/tmp"]
     if net == "outbound":  # names through slirp4netns's resolver, which asks the host's
         resolv = log.with_name("resolv.conf")
@@ -255,6 +281,10 @@ def _run(step: RunStep, root: Path, timeout: float | None, log: Path, net: str) 
     if code != 0:
         tail = log.read_bytes()[-_TAIL:].decode(errors="replace").strip()
         raise ConfigError(f"line {step.line}: {clip(_step_text(step), 60)} exited {code}:\n{tail}")
+    if upper is not None:
+        apply_upper(upper, root)
+        for folder in (upper, log.with_name("overlay-work")):
+            remove_tree(folder)
     resolv = root / "etc/resolv.conf"
     with contextlib.suppress(OSError):  # bwrap's mount point, when the image had none
         if resolv.is_file() and resolv.stat().st_size == 0:
@@ -268,6 +298,15 @@ def _owner(chown: str | None, root: Path) -> tuple[int, int] | None:
     return uid, gid
 
 
+def _fresh_copy(s: str, d: str, *, follow_symlinks: bool = True, copied: list[Path]) -> None:
+    """Copy ``s`` to ``d`` as a new file, never one written in place (the root's files may be
+    hard links to the store's unpacked root: ``_working_root``); note it in ``copied``."""
+    if os.path.lexists(d):
+        os.unlink(d)
+    shutil.copy2(s, d, follow_symlinks=follow_symlinks)
+    copied.append(Path(d))
+
+
 def _copy(step: CopyStep, root: Path, context: Path) -> None:
     c = step.copy
     files = _context_files(context, c.sources, step.line)
@@ -279,12 +318,15 @@ def _copy(step: CopyStep, root: Path, context: Path) -> None:
         if target.is_symlink() or not target.resolve().is_relative_to(root.resolve()):
             raise ConfigError(f"line {step.line}: {c.dest} leads outside the image's root")
         target.parent.mkdir(parents=True, exist_ok=True)
+        copied: list[Path] = []
+        fresh = functools.partial(_fresh_copy, copied=copied)
         if src.is_dir():
-            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True, copy_function=fresh)
+            copied += [target, *(p for p in target.rglob("*") if p.is_dir())]
         else:
-            shutil.copy2(src, target, follow_symlinks=True)
-        for path in [target, *(target.rglob("*") if target.is_dir() else [])]:
-            if c.chmod is not None:
+            fresh(str(src), str(target))
+        for path in copied:  # what this step copied, never what the image held there
+            if c.chmod is not None and not path.is_symlink():
                 path.chmod(c.chmod)
             if owner is not None:
                 os.lchown(path, *owner)
@@ -360,10 +402,61 @@ def _base(
         pull_error = exc
     suite = debian_suite(ref)
     if suite is None:
-        raise ImageError(f"FROM {ref}: not in the image store, and not pulled ({pull_error})")
+        raise ImageError(
+            f"FROM {ref}: not in the image store, and not pulled ({pull_error}); build an "
+            f"image that stands for it and name it: --base {ref}=LOCAL"
+        )
     say(f"FROM {ref}: not pulled ({pull_error}); building Debian {suite} with mmdebstrap")
     digest = _debian_base(suite, blobs, work)
     store.add_blobs_manifest(digest, ref)
+    return digest
+
+
+def parse_bases(pairs: Sequence[str]) -> dict[str, str]:
+    """``FROM=LOCAL`` pairs (``buildpack-deps:jammy=local/buildpack:jammy``) as a mapping;
+    ``ConfigError`` naming one that is not two image names."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        base, sep, local = pair.partition("=")
+        if not sep or not base.strip() or not local.strip():
+            raise ConfigError(f"--base {pair!r}: FROM=LOCAL, two image names")
+        parse_reference(base.strip())
+        parse_reference(local.strip())
+        out[base.strip()] = local.strip()
+    return out
+
+
+def stand_in(base: str, bases: Mapping[str, str] | None) -> str | None:
+    """The image ``bases`` names to stand for the ``FROM`` image ``base`` (names compared as
+    references: ``buildpack-deps:jammy`` is ``docker.io/library/buildpack-deps:jammy``), or
+    None."""
+    if not bases:
+        return None
+    want = _canonical(base)
+    for name, local in bases.items():
+        if _canonical(name) == want:
+            return local
+    return None
+
+
+def _canonical(image: str) -> str:
+    try:
+        ref = parse_reference(image, default_registry=DEFAULT_REGISTRY)
+    except ConfigError:
+        return image
+    return f"{ref.registry}/{ref.repository}:{ref.tag}@{ref.digest}"
+
+
+def _stand_in(base: str, local: str, store: ImageStore, say: Callable[[str], None]) -> str:
+    """The manifest digest of ``local``, the store's image that stands for ``base``."""
+    try:
+        digest = str(store.lookup(local))
+    except ConfigError:
+        raise ImageError(
+            f"FROM {base}: its stand-in {local} is not in the image store (build or load it "
+            "first: deepgym image build DIR -t " + local + ")"
+        ) from None
+    say(f"FROM {base}: the stand-in {local} ({digest[:19]})")
     return digest
 
 
@@ -376,10 +469,14 @@ def build(
     step_timeout: float | None = 1800.0,
     progress: Callable[[str], None] | None = None,
     network: str = "outbound",
+    bases: Mapping[str, str] | None = None,
 ) -> BuildResult:
     """Build the image ``dockerfile`` describes, with ``context`` (its folder by default) as
     the build context, and store it as ``ref`` (the context folder's name by default).
-    ``network``: how its ``RUN`` steps reach the network (``deepgym.images.network``)."""
+    ``network``: how its ``RUN`` steps reach the network (``deepgym.images.network``).
+    ``bases``: ``FROM`` images a host cannot pull, each to the image in the store that stands
+    for it (``{"buildpack-deps:jammy": "local/buildpack-deps:jammy"}``); the built image's
+    config labels name both (``BASE_LABEL``, ``STAND_IN_LABEL``)."""
     path = Path(dockerfile)
     try:
         text = path.read_text(encoding="utf-8")
@@ -397,8 +494,13 @@ def build(
     say = progress or (lambda line: None)
     blobs = store.blobs
     out = BuildResult(name, "")
+    local = stand_in(plan.base, bases)
     with store.writing(), _scratch(store) as work:
-        base = _base(plan.base, store, blobs, work, say)
+        if local is None:
+            base = _base(plan.base, store, blobs, work, say)
+        else:
+            base = _stand_in(plan.base, local, store, say)
+            plan.labels = {**plan.labels, BASE_LABEL: plan.base, STAND_IN_LABEL: f"{local}@{base}"}
         image = _read_image(blobs, base)
         out.digest = _build_steps(
             plan, image, base, ctx, store, blobs, work, _Run(step_timeout, net), say, out
@@ -457,13 +559,49 @@ def _build_steps(
     return _write_image(blobs, image)
 
 
+@functools.cache
+def _overlay_builds() -> bool:
+    """Whether a build step's sandbox mounts an overlay with an upper folder on disk here
+    (bwrap's ``--overlay``, overlayfs in a user namespace, user extended attributes): probed
+    once, with a step that removes a file of its lower layer."""
+    from deepgym.sandbox.host import find_bwrap
+
+    with tempfile.TemporaryDirectory(prefix="deepgym-overlay-probe-") as tmp:
+        base = Path(tmp)
+        for name in ("lower", "upper", "work"):
+            (base / name).mkdir()
+        (base / "lower" / "gone").write_text("x")
+        argv = [find_bwrap().path, "--overlay-src", str(base / "lower")]
+        argv += ["--overlay", str(base / "upper"), str(base / "work"), "/"]
+        argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin"]
+        argv += ["--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"]
+        argv += ["--", "/bin/sh", "-c", "rm /gone"]
+        try:
+            proc = mapped.spawn(
+                argv, network=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            code = proc.wait(60)
+        except (OSError, subprocess.TimeoutExpired, ImageError, ConfigError):
+            return False
+        gone = base / "upper" / "gone"
+        ok = code == 0 and gone.is_char_device() and os.lstat(gone).st_rdev == 0
+        with contextlib.suppress(OSError):
+            remove_tree(base / "work")
+        return ok
+
+
 def _working_root(image: _Image, store: ImageStore, blobs: BlobStore, work: Path) -> Path:
-    """A private, writable copy of ``image``'s root (unpacked by the store, then copied)."""
+    """A private, writable copy of ``image``'s root (unpacked by the store, then copied). With
+    overlay steps (``_overlay_builds``), its files are hard links to the store's root: no step
+    writes one in place (a ``RUN`` writes to its overlay's upper, ``apply_upper`` moves the
+    changes in; a ``COPY`` writes new files), so a corpus of images built on one toolchain
+    copies the toolchain's folders, not its gigabytes."""
     digest = _write_image(blobs, image)
     unpacked = store.resolve(digest).rootfs
     root = work / "root"
+    how = "--link" if _overlay_builds() else "--reflink=auto"
     done = subprocess.run(
-        ["cp", "-a", "--reflink=auto", f"{unpacked}/.", str(root)], capture_output=True, text=True
+        ["cp", "-a", how, f"{unpacked}/.", str(root)], capture_output=True, text=True
     )
     if done.returncode != 0:
         raise ImageError(f"copying the image's root failed: {done.stderr.strip()}")

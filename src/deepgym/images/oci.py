@@ -43,6 +43,7 @@ from typing import IO, Any
 from deepgym.exceptions import ConfigError, ImageError
 
 __all__ = [
+    "BASE_LABEL",
     "DOCKER_LIST",
     "DOCKER_MANIFEST",
     "INDEX_TYPES",
@@ -54,6 +55,7 @@ __all__ = [
     "OCI_LAYER_GZIP",
     "OCI_MANIFEST",
     "REF_ANNOTATION",
+    "STAND_IN_LABEL",
     "Descriptor",
     "ImageConfig",
     "Index",
@@ -71,6 +73,12 @@ __all__ = [
     "read_verified",
     "select_platform",
 ]
+
+BASE_LABEL = "org.deepgym.base"
+"""A built image's config label: the ``FROM`` its Dockerfile names, where a stand-in was built
+on instead (``images.build``'s ``bases``)."""
+STAND_IN_LABEL = "org.deepgym.base.stand-in"
+"""A built image's config label: the stand-in it was built on, by name and digest."""
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -340,6 +348,8 @@ class ImageConfig:
     user: str = ""
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    """The config's ``Labels`` whose values are strings, by name."""
 
 
 def _strings(value: object, where: str) -> tuple[str, ...]:
@@ -365,6 +375,11 @@ def parse_config(raw: bytes, where: str = "image config") -> ImageConfig:
         user=conf.get("User") or "",
         entrypoint=_strings(conf.get("Entrypoint"), f"{where}: config.Entrypoint"),
         cmd=_strings(conf.get("Cmd"), f"{where}: config.Cmd"),
+        labels=tuple(
+            sorted((str(k), v) for k, v in (conf.get("Labels") or {}).items() if isinstance(v, str))
+        )
+        if isinstance(conf.get("Labels"), dict)
+        else (),
     )
 
 

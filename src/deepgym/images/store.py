@@ -43,8 +43,10 @@ from deepgym.home import deepgym_home
 from deepgym.images.blobs import BlobStore
 from deepgym.images.layout import ImageSource, open_image
 from deepgym.images.oci import (
+    BASE_LABEL,
     OCI_INDEX,
     REF_ANNOTATION,
+    STAND_IN_LABEL,
     Descriptor,
     ImageConfig,
     Index,
@@ -86,6 +88,8 @@ class ImageEntry:
     digest: str
     size: int
     unpacked: bool
+    base: str | None = None
+    """For an image built on a stand-in (``build``'s ``bases``): ``FROM -> stand-in``."""
 
 
 class ImageStore:
@@ -192,15 +196,44 @@ class ImageStore:
         for stale in self._tmp.glob(f"{hex_}.*"):  # a crashed unpack's: we hold its lock
             remove_tree(stale)
         work = self._tmp / f"{hex_}.{uuid.uuid4().hex}"
-        work.mkdir(mode=0o755)
+        base, shared = self._shared_root(manifest)
+        if base is None:
+            work.mkdir(mode=0o755)
         try:
-            layers = ((d.digest, self.blobs.open(d)) for d in manifest.layers)
-            unpack_layers(work, layers)
+            layers = ((d.digest, self.blobs.open(d)) for d in manifest.layers[shared:])
+            unpack_layers(work, layers, base)
             work.chmod(0o755)
             os.rename(work, root)
         except BaseException:
             remove_tree(work)
             raise
+
+    def _base_of(self, digest: str) -> str | None:
+        """``FROM -> stand-in`` from the image's config labels, or None."""
+        try:
+            manifest = self._manifest(digest)
+            labels = dict(parse_config(self.blobs.read(manifest.config)).labels)
+        except (ConfigError, ImageError, OSError):
+            return None
+        if BASE_LABEL not in labels:
+            return None
+        return f"{labels[BASE_LABEL]} -> {labels.get(STAND_IN_LABEL, '?')}"
+
+    def _shared_root(self, manifest: Manifest) -> tuple[Path | None, int]:
+        """The unpacked root whose image's layers are the longest proper prefix of
+        ``manifest``'s, and how many layers that is (``None, 0`` without one). Images built on
+        one base (the tasks of a corpus: one toolchain, each its own files) share its root's
+        file data on disk (``unpack_layers``'s ``base``)."""
+        want = [d.digest for d in manifest.layers]
+        best: tuple[Path | None, int] = (None, 0)
+        for root in self.roots_dir.iterdir() if self.roots_dir.is_dir() else ():
+            try:
+                have = [d.digest for d in self._manifest(f"sha256:{root.name}").layers]
+            except (ConfigError, ImageError, OSError):  # its manifest went (a pruned build's)
+                continue
+            if best[1] < len(have) < len(want) and want[: len(have)] == have:
+                best = (root, len(have))
+        return best
 
     def list(self) -> _ImageEntries:
         """Every image in the store, in the order they were added."""
@@ -210,7 +243,7 @@ class ImageStore:
             ref = (entry.get("annotations") or {}).get(REF_ANNOTATION)
             root = self.roots_dir / digest[7:]
             size = sum(_disk(self.blobs.path(d)) for d in self._reaches(digest)) + _du(root)
-            out.append(ImageEntry(ref, digest, size, root.is_dir()))
+            out.append(ImageEntry(ref, digest, size, root.is_dir(), self._base_of(digest)))
         return out
 
     def remove(self, ref_or_digest: str) -> None:

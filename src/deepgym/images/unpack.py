@@ -49,6 +49,7 @@ import io
 import os
 import shutil
 import stat
+import subprocess
 import tarfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -130,6 +131,21 @@ class Unpacker:
                 os.fchmod(fd, mode)
                 if mtime is not None:
                     os.utime(fd, (mtime, mtime))
+            finally:
+                os.close(fd)
+
+    def relock(self, locked: list[tuple[Path_, int]]) -> None:
+        """Set back the modes of the base's directories made writable (``_link_copy``) that no
+        layer gave a mode of its own, deepest first."""
+        for path, mode in sorted(locked, key=lambda kv: -len(kv[0])):
+            if path in self._dirs:
+                continue
+            try:
+                fd = self._open(path)
+            except OSError:  # removed or replaced by a layer
+                continue
+            try:
+                os.fchmod(fd, mode)
             finally:
                 os.close(fd)
 
@@ -420,11 +436,45 @@ def _max_mb() -> int:
     return int(raw)
 
 
-def unpack_layers(root: Path, layers: Iterable[tuple[str, Stream]]) -> None:
+def _link_copy(base: Path, root: Path) -> list[tuple[Path_, int]]:
+    """``root`` (empty) made a copy of the unpacked root ``base`` whose files are hard links
+    to ``base``'s; its directories without the owner's write bit made writable for the layers
+    to come. Those directories and their modes, to set back."""
+    done = subprocess.run(
+        ["cp", "-a", "--link", "--no-target-directory", str(base), str(root)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise ImageError(f"linking the root {base} failed: {done.stderr.strip()[-300:]}")
+    locked: list[tuple[Path_, int]] = []
+    for folder, dirs, _ in os.walk(root):
+        for name in dirs:
+            path = os.path.join(folder, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode) and not mode & stat.S_IWUSR:
+                os.chmod(path, stat.S_IMODE(mode) | stat.S_IWUSR | stat.S_IXUSR)
+                locked.append((Path(path).relative_to(root).parts, stat.S_IMODE(mode)))
+    return locked
+
+
+def unpack_layers(
+    root: Path, layers: Iterable[tuple[str, Stream]], base: Path | None = None
+) -> None:
     """Apply ``(name, stream)`` layers in order to the empty directory ``root``, then fix the
-    directories' modes. Each stream is read to its end and closed."""
+    directories' modes. Each stream is read to its end and closed.
+
+    ``base``: an unpacked root of the layers that come before these (an image this one shares
+    its first layers with). ``root`` starts as its copy, each file a hard link to ``base``'s:
+    the two share their file data on disk, and neither changes the other, because an unpacked
+    root is never written (sandboxes mount it read-only, under a layer of their own) and the
+    unpacker never writes a file in place: every entry it writes is created anew, after what
+    was there is unlinked. Directories are the copy's own. The size limits count these layers.
+    """
+    locked = _link_copy(base, root) if base is not None else []
     with Unpacker(root) as unpacker:
         for name, stream in layers:
             with stream:
                 unpacker.apply(stream, name)
         unpacker.finish()
+        unpacker.relock(locked)

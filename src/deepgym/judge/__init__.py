@@ -19,8 +19,9 @@ a verifier sees), ``launch`` (starting and supervising solution processes), ``er
 exceptions a verifier sees), ``solution_host`` (the solution process), ``worker`` (a pool worker
 and its zygote), ``isolate`` (the system calls a pool worker isolates with), ``wire`` (the
 plain-data codec), ``compare`` and ``patch`` (checking values and diffs), ``blame`` (who used the
-time), ``agent_shell`` and ``session_verify`` (an agent session's shell and its verifier), and
-``codes`` (the numbers the host and the judge agree on; imports nothing).
+time), ``files`` (a run's files into a program's work dir, and back out of it), ``agent_shell``
+and ``session_verify`` (an agent session's shell and its verifier), and ``codes`` (the numbers
+the host and the judge agree on; imports nothing).
 
 One rule turns a verifier's return value into a report, ``report.report_from_value``: the
 function task's verifier (``harness``) and a session's final verifier (``session_verify``) both

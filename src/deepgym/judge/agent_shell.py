@@ -1,9 +1,10 @@
 """A session's supervisor: the one process of deepgym's inside an agent's sandbox.
 
-``python -I -S _boot.py session`` runs this as uid 65534 in a ``session`` sandbox. It joins the
-session's cgroups, seeds ``/work`` from ``/seed`` (the shell starts in ``/work``, on an image
-too), then answers the host's requests, one JSON object a line on stdin, one reply a line on
-stdout:
+``python -I -S _boot.py session`` runs this as uid 65534 in a ``session`` sandbox (uid 0 of
+the sandbox's own user namespace, with no capabilities, for a task on an image run as root). It
+joins the session's cgroups, seeds ``/work`` from ``/seed`` (the shell starts in ``/work``, on an
+image too), then answers the host's requests, one JSON object a line on stdin, one reply a line
+on stdout:
 
 - ``exec``: run a command in a persistent shell. Each command is a fresh ``bash`` in a process
   group of its own that first restores the shell's state (working dir, variables, functions)
@@ -34,7 +35,7 @@ import time
 from typing import Any
 
 from . import isolate
-from .solution_host import join_cgroups
+from .solution_host import default_signals, join_cgroups
 
 WORK = "/work"
 SEED = "/seed"
@@ -123,7 +124,7 @@ def _exec(req: dict[str, Any]) -> dict[str, Any]:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 cwd=WORK,
-                env={**os.environ, "HOME": WORK},
+                env={"HOME": WORK, **os.environ},  # the session's HOME where it sets one
                 close_fds=True,
             )
             break
@@ -246,10 +247,13 @@ def main(argv: list[str]) -> int:
     """Serve the host's requests until stdin closes."""
     join_cgroups(os.environ.pop("DEEPGYM_CGROUP_PROCS", ""))
     isolate.dumpable(False)
+    default_signals()  # the agent's commands start as on a plain host (none ignored or blocked)
     _apply_limits(json.loads(argv[0]) if argv else {})
     os.makedirs(STATE, exist_ok=True)
     if os.path.isdir(SEED):
         shutil.copytree(SEED, WORK, dirs_exist_ok=True, symlinks=True)
+        os.chmod(WORK, os.stat(WORK).st_mode | 0o700)  # the work dir is the agent's, whatever
+        # mode the seed's top folder had
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()

@@ -39,7 +39,7 @@ import _signal  # type: ignore[import-not-found]  # (``signal`` without its enum
 import os
 
 from . import wire
-from .codes import SETUP_FAILED, STOP_SIGNALS
+from .codes import BEGAN, EXEC_FAILED, SETUP_FAILED, STOP_SIGNALS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -193,7 +193,15 @@ def run_program(path: str, argv: list[str]) -> int:
     if not words:
         os.write(2, b"exec: no command line\n")
         return SETUP_FAILED
-    os.closerange(3, 5)  # the call pipes: a program serves no calls
+    os.close(3)  # the call pipe: a program serves no calls
+    os.closerange(5, 6)  # the io socket, where the set-up left it open
+    # The reply pipe says the program begins, and closes on its exec: where the exec fails, it
+    # says so after (``EXEC_FAILED``), and the failure is ours, never the answer's exit code.
+    os.set_inheritable(4, False)
+    try:  # as ``solution_host.began`` says it for a script
+        os.write(4, BEGAN)
+    except OSError:
+        pass
     # Python ignores SIGPIPE and SIGXFSZ, and an exec keeps what is ignored: the program gets
     # them back as a shell or ``subprocess`` would start it (a write to a closed pipe, or past
     # the file size limit, ends it by the signal, as on any host).
@@ -203,6 +211,10 @@ def run_program(path: str, argv: list[str]) -> int:
         os.execv(words[0], words)
     except OSError as exc:  # ours: the program's own code has not run
         os.write(2, f"solution set-up failed: cannot run {words[0]}: {exc}\n".encode())
+        try:
+            os.write(4, EXEC_FAILED)
+        except OSError:
+            pass
     return SETUP_FAILED
 
 

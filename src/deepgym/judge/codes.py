@@ -11,7 +11,14 @@ judge also exits with it when a verifier misuses calls sent ahead."""
 
 SETUP_FAILED = 121
 """The exit code of a solution process whose own set-up failed (before any of the answer ran):
-the sandbox's failure, never the answer's."""
+the sandbox's failure, never the answer's. An answer may exit with it too: a script's or a
+program's process says on its reply pipe when the answer begins (``BEGAN``), and from then on
+its exit code is the answer's, whatever it is."""
+BEGAN = b"S"
+"""What a script's or a program's solution process writes on its reply pipe once its set-up is
+done, just before the answer runs (then the pipe is closed to it: a program's on its ``exec``)."""
+EXEC_FAILED = b"X"
+"""Written after ``BEGAN`` where a program's ``exec`` failed: the answer never ran (ours)."""
 
 STOP_SIGNALS = frozenset({1, 2, 9, 15})
 """SIGHUP, SIGINT, SIGKILL and SIGTERM, by number (this module imports nothing): the signals
@@ -54,6 +61,19 @@ REPORT_MAX_BYTES = 2**24
 """The longest line the host reads on the result channel. The judge fits its report under it
 (``report.fit``), so a report is never lost to its size: what the answer printed cannot turn
 its verdict into none."""
+
+IN_RUNTIME = "/opt/deepgym/runtime"
+"""Where an answer's runtime (``deepgym.runtimes``: packages beside the judge's interpreter) is
+mounted read-only in its sandbox, when its environment names one: its packages are in
+``site-packages`` there."""
+
+IN_RUNTIMES = "/opt/deepgym/runtimes"
+"""Where a pool worker's sandbox mounts every built runtime, read-only: each solution process
+mounts its run's own at ``IN_RUNTIME``, and sees none of the others (the zygote covers them)."""
+
+RUNTIME_ENV = "DEEPGYM_RUNTIME"
+"""The variable that names, to a solution process, the folder of its runtime's packages (it
+takes it out of the environment the answer sees, and puts the folder last on ``sys.path``)."""
 
 ANSWER_PATH = "/tmp/answer/solution.py"
 """Where a pool worker puts each run's answer: its own tmpfs, which every solution process covers

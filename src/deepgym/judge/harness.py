@@ -16,8 +16,8 @@ import os
 import sys
 import time
 
-from . import compare, wire
-from .codes import REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
+from . import compare, files, wire
+from .codes import BEGAN, EXEC_FAILED, REPORT_MAX_BYTES, SETUP_FAILED, VERIFIER_BROKEN
 from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
 from .launch import Launcher, served_by
 from .report import ends, fit, report_from_value
@@ -101,6 +101,9 @@ class Judge:
 
     def cases(self) -> list[dict[str, Any]]:
         """The environment's test cases (none for a custom verifier without them)."""
+        inline = self.job.get("test_cases")
+        if inline is not None:  # the run's own (``sandbox.base.RunInput``): nothing staged
+            return list(inline)
         path = self.job.get("test_cases_path")
         if not path:
             return []
@@ -193,10 +196,25 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             results.append(_case(i, False, "not run: stopped at the first failed case"))
             continue
         args = prefix + tuple(map(str, case.get("args", [])))
-        t_case = time.monotonic()
-        proc = j.launcher.start(mode, args, keep_stdout=True)
+        how = {"compiled": bool(program), "check": check, "runner": runner}
+        results.extend(_run_case(j, i, case, mode, args, **how))
+    return _score(results)
+
+
+def _run_case(
+    j: Judge, i: int, case: dict[str, Any], mode: str, args: tuple[str, ...], **how: Any
+) -> list[dict[str, Any]]:
+    """One case: its program started, given the run's files (``judge.files``) and its stdin,
+    and judged at its end under the case's and the run's CPU-time limits. ``how``: ``compiled``
+    (a non-zero exit fails the case), ``check`` (the environment's output check) and
+    ``runner`` (a test-runner mode: a result per test it reported, where a program gives one)."""
+    t_case = time.monotonic()
+    proc = j.launcher.start(mode, args, keep_stdout=True)
+    io = proc.fds.pop("io", None)
+    try:
         cpu0 = j.launcher.cpu_ms(proc)
         j.mark_in_play()  # a script runs the answer at once
+        _send_files(j, io)
         stdin = str(case.get("stdin", "")).encode()
         try:
             write_all(proc.fds["in"], stdin)
@@ -211,43 +229,58 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
                 what = f"test_{i}" if exc.whole_run else "the program"
                 raise SolutionTimeout(f"{what} {exc}", exc.blame_solution, exc.whole_run) from None
             proc.out.chunks = []
-            results.append(_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True))
             j.show(proc, passed=False)
-            continue
+            return [_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True, io=io)]
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
         crash = _runtime_error(proc.status)
         if crash and (said := proc.err.last_words()):
             crash = f"{crash}: {said}"  # its last words: a traceback's error
-        if runner and not proc.limit:
+        if how["runner"] and not proc.limit:
             from . import reports
 
-            tests = reports.cases(runner, proc.out.text(), crash, i)
+            tests = reports.cases(how["runner"], proc.out.text(), crash, i)
             proc.out.chunks = []
-            results.append(_kept(j, tests[0], proc, t_case, timed_out=False))
-            results.extend(tests[1:])
             j.show(proc, all(t["passed"] for t in tests))
-            continue
+            return [_kept(j, tests[0], proc, t_case, timed_out=False, io=io), *tests[1:]]
         if proc.limit:
             result = _case(i, False, f"limit: {proc.limit}")
-        elif (program or j.job.get("compare") == "exit") and crash:
+        elif (how["compiled"] or j.job.get("compare") == "exit") and crash:
             result = _case(i, False, crash)
         elif j.job.get("compare") == "exit":
             result = _case(i, True)
         else:
-            result = _judge_output(j, i, case, proc.out.text(), check)
+            result = _judge_output(j, i, case, proc.out.text(), how["check"])
             if crash and not result["passed"]:
                 result = _case(i, False, f"{crash}; {result['message']}".rstrip("; "))
         proc.out.chunks = []  # judged: only what comes back of it is kept from here
-        results.append(_kept(j, result, proc, t_case, timed_out=False))
         j.show(proc, result["passed"])
-    return _score(results)
+        return [_kept(j, result, proc, t_case, timed_out=False, io=io)]
+    finally:
+        if io is not None:
+            os.close(io)
+
+
+def _send_files(j: Judge, io: int | None) -> None:
+    """Send a program's solution process the run's files, and whether its work dir is read
+    back (``judge.files``), then end the message. A process that ended before it read them
+    failed its own set-up: its end says so."""
+    if io is None:
+        return
+    data = files.message(j.job.get("files") or {}, bool(j.job.get("fetch")))
+    try:
+        if data:
+            write_all(io, data)
+        files.end_message(io)
+    except OSError:
+        pass
 
 
 def _kept(
-    j: Judge, result: dict[str, Any], proc: Any, t0: float, *, timed_out: bool
+    j: Judge, result: dict[str, Any], proc: Any, t0: float, *, timed_out: bool, io: int | None
 ) -> dict[str, Any]:
-    """``result`` with the program's output and end, where the job keeps them."""
+    """``result`` with the program's output and end, where the job keeps them, and the files
+    it read back from the program's work dir (``io``: the program's io socket)."""
     if not j.job.get("keep_output"):
         return result
     status = proc.status
@@ -261,6 +294,13 @@ def _kept(
         "time_ms": (time.monotonic() - t0) * 1000.0,
         "timed_out": timed_out,
     }
+    names = j.job.get("fetch")
+    if names and io is not None:
+        work = files.take_dir(io)
+        got, over = files.fetch(work, list(names)) if work is not None else ({}, [])
+        if work is not None:
+            os.close(work)
+        result["output"]["files"], result["output"]["files_left_out"] = got, over
     return result
 
 
@@ -333,7 +373,11 @@ CHECKER_TIMEOUT_S = 10.0
 
 
 def _setup_failed(proc: Any) -> bool:
-    """Ours, not the answer's: the solution host's own set-up failed, or bwrap's did."""
+    """Ours, not the answer's: the solution host's own set-up failed, or bwrap's did, or a
+    program's exec. Once the process said the answer began (``BEGAN``, and no exec failure
+    after it), its exit code is the answer's, ``SETUP_FAILED``'s number included."""
+    if proc.marks.startswith(BEGAN) and EXEC_FAILED not in proc.marks:
+        return False
     status = proc.status or 0
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETUP_FAILED:
         return True

@@ -13,20 +13,31 @@ answer's to use:
   no capability, can neither trace it nor reach its memory or descriptors (``ptrace``,
   ``process_vm_readv``, ``pidfd_getfd``, ``/proc/<pid>``), which is the attack of
   ``tests/languages/test_attacks.py``'s ``test_ptrace_of_the_parent_fails``;
-- it holds none of the run's descriptors (the strict one keeps the write end of its status pipe,
-  which nothing of the answer's holds);
-- it forwards no signal and runs no handler (Python's ``SIGINT`` handler is removed): as pid 1 it
-  drops whatever the answer sends it, ``SIGKILL`` included, so the answer cannot stop, end or
-  wake it;
-- it dies with its parent, and when it ends the kernel ends every process of its namespace.
+- it holds no descriptor of its own (the pool's shares its zygote's table, so it keeps nothing
+  open that the zygote closed; the strict one keeps the write end of its status pipe, which
+  nothing of the answer's holds);
+- it forwards no signal and runs no handler (the pool's runs no code of ours at all, only a few
+  machine instructions; the strict one removes Python's ``SIGINT`` handler): as pid 1 it drops
+  whatever the answer sends it, ``SIGKILL`` included, so the answer cannot stop, end or wake it;
+- it dies with its parent, and when it ends the kernel ends every process of its namespace;
+- what the answer orphans is reaped.
 
 Two forms, one per sandbox:
 
-- ``reap`` (pool): forked by the worker's zygote as the namespace's first process
-  (``deepgym.judge.worker``). The zygote then forks the solution process into the namespace beside
-  it, and waits for it itself, so its exit status and rusage reach the judge as they always did.
-  The init only has the kernel reap what is reparented to it (``SIGCHLD`` ignored: nothing ever
-  wakes it) until the zygote ends it with the run.
+- ``Maker`` (pool): the worker's zygote (``deepgym.judge.worker``) makes one per run, just before
+  it forks the run's solution process: it enters a new pid namespace for its children (``unshare``)
+  and clones, as that namespace's pid 1, a process that shares the zygote's memory and descriptor
+  table (``CLONE_VM | CLONE_FILES``) and runs a few machine instructions: ignore ``SIGCHLD`` (the
+  kernel then reaps what the answer orphans), reap what ended before that (on a loaded host an init
+  may first run after an orphan of the answer's has ended), then wait for ever. It is the zygote's
+  memory, which the zygote made non-dumpable, so it is non-dumpable from birth; it costs no copy of
+  page tables or descriptors (a fork of the zygote cost about 1 ms of CPU per run). Its
+  dispositions are a copy of the zygote's, which has no handler (the zygote ignores ``SIGINT``, the
+  one Python installs), so every signal the answer sends it is dropped. The zygote then forks the
+  solution process into the namespace, as its pid 2 and the zygote's own child (so its exit status
+  and rusage reach the judge as they always did), goes back to its own namespace, and ends the init
+  with the run (``SIGKILL`` from the parent namespace, which an init cannot drop), then reaps it.
+  The zygote is pid 1 of the pid namespace above: its end ends every init and run below it.
 - ``supervise`` (strict): the solution sandbox's pid 1 (bwrap's ``--as-pid-1``) forks the
   solution host as its child, pid 2, and returns into that child. The init reaps whatever is
   reparented to it and, when its child ends, writes the child's wait status on its status pipe
@@ -49,8 +60,35 @@ if TYPE_CHECKING:
 
 NAME = "dg-init"
 """The name ``ps`` shows for an init (its ``comm``)."""
+STACK_BYTES = 4096
+"""The stack a pool's init starts on (the C library's ``clone`` puts two words there; the init's
+code uses none)."""
 TOP_FD = 65536
 """Descriptors below this are closed (as a pool's solution process closes the zygote's)."""
+WALL = 0x40000000
+"""``__WALL``: wait for a child whatever its exit signal (an init's is none)."""
+
+INIT_CODE = {
+    # rt_sigaction(SIGCHLD, &{SIG_IGN}, NULL, 8); wait4(-1, NULL, WNOHANG | __WALL, NULL) while
+    # it reaps one; then pause() for ever. The action: four words, the handler SIG_IGN (1) and
+    # the rest 0. (Assembled from the source in ``Maker``'s docstring; tests/judge/test_init.py
+    # and tests/languages/test_signals.py check the init.)
+    "x86_64": (
+        "b80d000000bf11000000488d352f00000031d241ba080000000f05b83d000000bfffffffff31f6ba"
+        "010000404531d20f0585c07fe6b8220000000f05ebf76690"
+        "0100000000000000000000000000000000000000000000000000000000000000"
+    ),
+    # the same with ppoll(NULL, 0, NULL, NULL, 0) for pause, which arm64 does not have (run
+    # under qemu-aarch64 after a forked child had ended: it reaped it, then waited)
+    "aarch64": (
+        "200280d2e1020010020080d2030180d2c81080d2010000d400008092010080d2220080d20200a8f2"
+        "030080d2882080d2010000d41f0000f10cffff54000080d2010080d2020080d2030080d2040080d2"
+        "280980d2010000d4f9ffff171f2003d5"
+        "0100000000000000000000000000000000000000000000000000000000000000"
+    ),
+}
+"""The pool's init, as machine code, by ``uname -m`` (the seccomp filter, ``isolate``, has the
+same two)."""
 
 
 def _close_all_but(keep: int | None) -> None:
@@ -62,20 +100,111 @@ def _close_all_but(keep: int | None) -> None:
         os.closerange(keep + 1, top)
 
 
-def reap() -> NoReturn:
-    """The pool's init, in the child the zygote forked, non-dumpable, as the first process of a
-    new pid namespace (``Zygote.fork``): reap what is reparented to it until it is killed. Never
-    returns."""
+class Maker:
+    """Makes a pool's inits, in the zygote: ``Maker()()`` enters a new pid namespace for this
+    process's children and clones its pid 1 (``CLONE_VM | CLONE_FILES | CLONE_PIDFD``, no exit
+    signal), running ``INIT_CODE``; it returns the init's pidfd, with this process's children
+    still born in that namespace (the caller forks the solution there, then calls ``leave``).
+
+    The code, for x86-64 (GNU as; arm64's is alike, with ``svc`` and ``ppoll``)::
+
+            mov $13, %eax              # rt_sigaction(SIGCHLD, &ign, NULL, 8)
+            mov $17, %edi
+            lea ign(%rip), %rsi
+            xor %edx, %edx
+            mov $8, %r10d
+            syscall
+        1:  mov $61, %eax              # wait4(-1, NULL, WNOHANG | __WALL, NULL): what
+            mov $-1, %edi              # ended before the line above
+            xor %esi, %esi
+            mov $0x40000001, %edx
+            xor %r10d, %r10d
+            syscall
+            test %eax, %eax
+            jg 1b                      # one reaped: the next
+        2:  mov $34, %eax              # pause(), for ever
+            syscall
+            jmp 2b
+            .balign 8
+        ign: .quad 1, 0, 0, 0
+
+    It is written once to a page of its own that is then made read-only and executable. The init
+    touches no memory of the zygote's but that page and the stack below (what the C library's
+    ``clone`` writes there before the call is the same for every init, and nothing reads it
+    back). Its exit signal is none, so it is reaped only by ``reap`` (``__WALL``)."""
+
+    def __init__(self) -> None:
+        import ctypes
+        import mmap
+
+        with open("/proc/self/status") as f:
+            caught = next((line.split()[1] for line in f if line.startswith("SigCgt:")), "0")
+        if int(caught, 16):  # an init would copy the handler, and run it in this memory
+            raise OSError(f"signals with a handler (mask {caught}): no init may be made here")
+        machine = os.uname().machine
+        if machine not in INIT_CODE:
+            raise OSError(f"no init for {machine}")
+        code = bytes.fromhex(INIT_CODE[machine])
+        self.page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self.page.write(code)
+        view = ctypes.c_char.from_buffer(self.page)
+        lib = isolate.libc()
+        lib.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        entry = ctypes.addressof(view)
+        del view  # (the page stays mapped: ``self.page`` holds it)
+        if lib.mprotect(entry, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mprotect: {os.strerror(err)}")
+        self.entry = ctypes.c_void_p(entry)
+        self.clone = lib.clone
+        self.clone.restype = ctypes.c_int
+        self.clone.argtypes = (
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_int),
+        )
+        self.stack = ctypes.create_string_buffer(STACK_BYTES)
+        self.top = (ctypes.addressof(self.stack) + STACK_BYTES) & ~15  # aligned, as the ABI asks
+        self.pidfd = ctypes.c_int(-1)
+        self.pidfd_ref = ctypes.byref(self.pidfd)
+        self.flags = (
+            isolate.CLONE_VM | isolate.CLONE_FILES | isolate.CLONE_PIDFD
+        )  # (no exit signal)
+        self.get_errno = ctypes.get_errno
+        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+
+    def __call__(self, name: str) -> int:
+        """A new init's pidfd; this process's next children are born in its namespace.
+        ``name``: this process's own name, set back once the init has copied ``NAME``."""
+        isolate.unshare(isolate.CLONE_NEWPID)
+        try:
+            isolate.set_process_name(NAME)  # what the init's name is copied from
+            try:
+                pid = self.clone(self.entry, self.top, self.flags, None, self.pidfd_ref)
+            finally:
+                isolate.set_process_name(name)
+            if pid < 0:
+                err = self.get_errno()
+                raise OSError(err, f"clone: {os.strerror(err)}")
+        except BaseException:
+            self.leave()
+            raise
+        return self.pidfd.value
+
+    def leave(self) -> None:
+        """Children are born in this process's own pid namespace again."""
+        isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
+
+
+def reap(pidfd: int) -> None:
+    """Wait for the end of a pool's init (ended by ``SIGKILL`` from its parent's namespace: it
+    ends once every other process of its namespace is gone), reap it, and close its pidfd."""
     try:
-        isolate.set_process_name(NAME)
-        isolate.die_with_parent()
-        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # the one handler Python installs
-        _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # what it inherits: reaped at its end
-        _close_all_but(None)
-        while True:
-            _signal.pause()  # nothing ends this but the zygote's SIGKILL (or its death)
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | WALL)
     finally:
-        os._exit(SETUP_FAILED)
+        os.close(pidfd)
 
 
 def supervise(status_fd: int | None) -> None:

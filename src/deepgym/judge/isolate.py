@@ -18,6 +18,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+CLONE_VM = 0x00000100
+CLONE_FILES = 0x00000400
+CLONE_PIDFD = 0x00001000
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -126,6 +129,14 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     _check(ret, f"mount {target}")
 
 
+MNT_DETACH = 2
+
+
+def umount(target: str) -> None:
+    """Unmount ``target`` (lazily: ``MNT_DETACH``), uncovering what it was mounted over."""
+    _check(libc().umount2(target.encode(), MNT_DETACH), f"umount {target}")
+
+
 def make_private() -> None:
     """Make every mount private, so nothing mounted here propagates out."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
@@ -136,11 +147,30 @@ def tmpfs(target: str, size_bytes: int, mode: str = "0755") -> None:
     _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_bytes},mode={mode}")
 
 
+VERIFIER_FOLDERS = ("/judge", "/cg", "/proc")
+"""The worker's folders that no process of an answer's may see: the judge and the environments'
+files (their test data), the cgroup mounts, and ``/proc``."""
+
+
+def hide(folders: tuple[str, ...]) -> None:
+    """Cover each of ``folders`` that exists with an empty, read-only tmpfs (in a private mount
+    namespace of this process's own: ``make_private`` first)."""
+    for folder in folders:
+        if os.path.isdir(folder):
+            tmpfs(folder, 4096, "0555")
+
+
 def read_only(target: str, bind_first: bool = False) -> None:
     """Make ``target`` read-only (a file or a folder; ``bind_first`` for one not yet a mount)."""
     if bind_first:
         _mount(target, target, None, MS_BIND, None)
     _mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+
+
+def bind_read_only(source: str, target: str) -> None:
+    """Mount the folder ``source`` at ``target``, read-only."""
+    _mount(source, target, None, MS_BIND, None)
+    read_only(target)
 
 
 class _CapHeader(ctypes.Structure):
@@ -187,6 +217,15 @@ def drop_privileges() -> None:
     drop_bounding_set()
     drop_capabilities()
     no_new_privileges()
+
+
+def lock() -> None:
+    """What every process forked from here keeps and none can undo: an empty bounding set,
+    no-new-privileges and the seccomp filter against new user namespaces (the capabilities this
+    process holds now stay: a pool's zygote still makes pid namespaces)."""
+    drop_bounding_set()
+    no_new_privileges()
+    no_new_user_namespaces()
 
 
 def no_new_privileges() -> None:

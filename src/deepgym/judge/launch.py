@@ -164,6 +164,9 @@ class Process:
         """The most CPU time read of it (``Launcher.cpu_ms`` without a cgroup counter)."""
         self.read_at = (0.0, 0.0)
         """(when, the CPU counter then) at the end of its last ``wait``."""
+        self.marks = b""
+        """What a script's or a program's process said on its reply pipe (``codes.BEGAN``, then
+        ``codes.EXEC_FAILED`` where its exec failed), read when it is reaped."""
 
 
 class _Watch:
@@ -431,7 +434,7 @@ def close_all(fds: list[int]) -> None:
         os.close(fd)
 
 
-SPAWN_KEYS = ("answer_path", "limits_json", "work_bytes")
+SPAWN_KEYS = ("answer_path", "limits_json", "work_bytes", "runtime")
 """What of the job a pool's solution process reads (a strict host reads only mode and args)."""
 
 
@@ -447,20 +450,21 @@ class ServedLauncher(Launcher):
 
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
         pid, proc_pid, fds = self._ask_spawn(spawn_request(self.job, mode, args))
-        w_req, r_rep, r_out, r_err, w_in, pidfd = fds
+        w_req, r_rep, r_out, r_err, w_in, io, pidfd = fds
         for fd in (r_rep, r_out, r_err):
             os.set_blocking(fd, False)
-        fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in}
+        fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in, "io": io}
         proc = Process(pid, pidfd, fdmap, keep_stdout, self.kept)
         proc.proc_pid = proc_pid  # None: not in our /proc, or numbered otherwise there
         return proc
 
     def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
-        """Have the server start one: (pid, pid in our ``/proc`` if known, its six fds)."""
+        """Have the server start one: (pid, pid in our ``/proc`` if known, its seven fds: the
+        call pipes, stdout, stderr, stdin, the io socket and a pidfd)."""
         self.ctl.send(wire.encode({"op": "spawn", **req}))
-        data, fds = recv_fds(self.ctl, MSG_MAX, 6)
+        data, fds = recv_fds(self.ctl, MSG_MAX, 7)
         reply = wire.loads(data.decode())
-        if "error" in reply or len(fds) != 6:
+        if "error" in reply or len(fds) != 7:
             close_all(fds)
             raise OSError(f"no solution process: {reply.get('error', 'no descriptors')}")
         return int(reply["pid"]), reply.get("proc_pid"), fds
@@ -472,9 +476,16 @@ class ServedLauncher(Launcher):
         self.reap(proc)
 
     def reap(self, proc: Process) -> None:
-        """Have the server reap ``proc`` (if not yet), then close its descriptors."""
+        """Have the server reap ``proc`` (if not yet), then close its descriptors (what a
+        script's or a program's process said on its reply pipe kept first: ``Process.marks``)."""
         if proc.status is None:
             self._ask(proc, "reap")
+        rep = proc.fds.get("rep")
+        if rep is not None and (proc.watch is None or not proc.watch.want_line):
+            try:
+                proc.marks = os.read(rep, 64)
+            except OSError:  # nothing said (BlockingIOError): the set-up never ended
+                pass
         for fd in (*proc.fds.values(), proc.pidfd):
             try:
                 os.close(fd)

@@ -23,8 +23,7 @@ import time
 
 from . import wire
 from .blame import BACKSTOP
-from .codes import SETUP_FAILED
-from .errors import AheadError, LaunchError, SolutionDied, SolutionError, SolutionTimeout
+from .errors import AheadError, SolutionDied, SolutionError, SolutionTimeout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,8 +129,8 @@ class Session:
         return reply.get("ok")
 
     def _death(self, proc: Process) -> SolutionDied:
-        if os.WIFEXITED(proc.status or 0) and os.WEXITSTATUS(proc.status or 0) == SETUP_FAILED:
-            raise LaunchError("the solution process's set-up failed")
+        """The end of a serving process, which said it was ready (``READY``) before any of the
+        answer ran: whatever its exit code, ``SETUP_FAILED``'s number included, the answer's."""
         status = proc.status or 0
         limit = proc.limit
         if os.WIFSIGNALED(status):

@@ -18,8 +18,8 @@ import os
 import resource
 import sys
 
-from . import wire
-from .codes import SETUP_FAILED, STATUS_FD_ENV
+from . import files, wire
+from .codes import BEGAN, RUNTIME_ENV, SETUP_FAILED, STATUS_FD_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -223,15 +223,70 @@ def _serve(path: str | None, source: bytes | None = None) -> int:
     return 0
 
 
-def _take_host_setup() -> None:
+def default_signals() -> None:
+    """Every signal as a fresh interpreter on a plain host has it, whatever the process that
+    started the sandbox inherited (``nohup`` ignores SIGHUP, a shell's background job SIGINT and
+    SIGQUIT, a service manager may block some): none ignored but SIGPIPE and SIGXFSZ, which
+    Python itself ignores (a program gets them back at its exec: ``judge.build``), SIGINT
+    raising ``KeyboardInterrupt``, none blocked, glibc's own 32 and 33 not ignored either. (A
+    pool's worker calls it once at its start: every process it forks inherits it.)"""
+    import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
+
+    kept = {_signal.SIGKILL, _signal.SIGSTOP, _signal.SIGPIPE, _signal.SIGXFSZ}
+    for sig in _signal.valid_signals():
+        if sig not in kept and _signal.getsignal(sig) == _signal.SIG_IGN:
+            dfl = _signal.default_int_handler if sig == _signal.SIGINT else _signal.SIG_DFL
+            _signal.signal(sig, dfl)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
+    try:
+        with open("/proc/self/status", "rb") as f:
+            ignored = next((int(ln.split()[1], 16) for ln in f if ln.startswith(b"SigIgn:")), 0)
+    except (OSError, ValueError):  # no /proc here: nothing more to read
+        return
+    reserved = [sig for sig in (32, 33) if ignored >> (sig - 1) & 1]
+    if reserved:
+        _default_reserved(reserved)
+
+
+RT_SIGACTION = {"x86_64": 13, "aarch64": 134}
+"""The ``rt_sigaction`` system call's number by machine."""
+
+
+def _default_reserved(signals: list[int]) -> None:
+    """Set ``signals`` (32 and 33, which glibc keeps for its threads and refuses to set) to
+    their defaults by the kernel's own call: inherited as ignored, they would reach every
+    program the answer runs."""
+    import ctypes
+
+    number = RT_SIGACTION.get(os.uname().machine)
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    action = (ctypes.c_ulong * 4)()  # handler SIG_DFL, no flags, no restorer, an empty mask
+    for sig in signals:
+        libc.syscall(number, sig, ctypes.byref(action), None, 8)
+
+
+def _take_host_setup() -> int | None:
     """What a host that started this process ahead of time passes in the environment: cgroup
-    files to join, and where the RPC pipes are (moved to fds 3 and 4). Done before any of the
-    answer runs, and removed from the environment the answer sees."""
+    files to join, and where the RPC pipes are (moved to fds 3 and 4) and its io socket (to
+    ``files.IO_FD``, returned; None: none). Done before any of the answer runs, and removed
+    from the environment the answer sees."""
     join_cgroups(os.environ.pop("DEEPGYM_CGROUP_PROCS", ""))
-    fds = os.environ.pop("DEEPGYM_RPC_FDS", "")
+    fds = [int(x) for x in os.environ.pop("DEEPGYM_RPC_FDS", "").split(",") if x]
     if fds:
-        req, rep = (int(x) for x in fds.split(","))
-        move_fds([req, rep], REQ_FD)
+        move_fds(fds, REQ_FD)
+    return files.IO_FD if len(fds) > 2 else None
+
+
+def use_runtime() -> None:
+    """The answer's runtime (``RUNTIME_ENV``, set where its environment names one): its packages'
+    folder last on ``sys.path``, after the standard library's, and the variable out of the
+    environment the answer sees. Nothing else is added: the interpreter runs isolated (``-I -S``),
+    so no package of the host's is on the path."""
+    site = os.environ.pop(RUNTIME_ENV, "")
+    if site:
+        sys.path.append(site)
 
 
 def join_cgroups(value: str) -> None:
@@ -291,12 +346,25 @@ READY = b'{"ready":true}\n'
 A process that dies before it is the sandbox's failure, never the answer's."""
 
 
-def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -> int:
+def began() -> None:
+    """Say on the reply pipe that the set-up is done and the answer runs next (``BEGAN``): a
+    script's or a program's process has no other word for the judge, which can then tell its
+    own failure (``SETUP_FAILED`` before this) from the answer's exit code (after it)."""
+    try:
+        write_all(REP_FD, BEGAN)
+    except OSError:  # no judge reads it (a direct run): nothing to tell
+        pass
+
+
+def main(
+    argv: list[str], source: bytes | None = None, prepared: bool = False, io: int | None = None
+) -> int:
     """``solution module|script|repo|build|exec PATH LIMITS_JSON [ARGS...]``; ``source``: the
     bytes of PATH, where the caller (a pool's solution process, which wrote it) has them;
-    ``prepared``:
-    the caller has put the pipes in place and made PATH's folder the working dir (a pool's
-    solution process: nothing of the host's setup is in its environment)."""
+    ``prepared``: the caller has put the pipes in place (its io socket at ``io``) and made
+    PATH's folder the working dir (a pool's solution process: nothing of the host's setup is in
+    its environment). A script or program takes its run's files on the io socket, and hands
+    over its work dir where the run reads files back (``files``), before its first line."""
     mode, path, limits_json, *args = argv
     try:
         if not prepared:
@@ -307,10 +375,17 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
                 init.supervise(int(status_fd) if status_fd else None)
             elif status_fd:
                 os.close(int(status_fd))
-            _take_host_setup()
+            default_signals()
+            io = _take_host_setup()
+        use_runtime()
         apply_limits(wire.loads(limits_json))
         if not prepared:
             os.chdir(os.path.dirname(path) or "/")
+        if io is not None:
+            if mode in ("script", "exec"):
+                files.serve_io(io, ".")  # (closes it)
+            else:
+                os.close(io)
     except BaseException as exc:  # ours: the answer has not run
         os.write(2, f"solution set-up failed: {exc}\n".encode())
         return SETUP_FAILED
@@ -322,7 +397,10 @@ def main(argv: list[str], source: bytes | None = None, prepared: bool = False) -
         from . import build
 
         return build.main(mode, path, args)
+    began()  # the answer runs from here: its exit code, whatever it is, is its own
+    os.close(REP_FD)
     sys.argv = [path, *args]
+    sys.path.insert(0, os.path.dirname(path))  # as ``python PATH`` has it: its files import
     import runpy
 
     try:

@@ -2,27 +2,31 @@
 
 The worker runs inside a bwrap of its own. At start it takes a user namespace of its own (where
 it is uid 65534), imports what answers and verifiers commonly use, freezes that heap for the
-garbage collector (fewer copy-on-write faults in forked children), and forks a **zygote**: pid 1
-of a pid namespace that the worker's user namespace owns, so that it may make a fresh pid
-namespace for every child. The worker then drops its capabilities and serves jobs.
+garbage collector (fewer copy-on-write faults in forked children), and forks a **zygote**, pid 1
+of a pid namespace that the worker's user namespace owns. The worker then drops its capabilities
+and serves jobs.
 
 The zygote seals once what every solution shares (``Zygote.seal``: a mount namespace of its own
 with the verifier's folders covered and the rest read-only, the hostname, an empty bounding set,
-no-new-privileges, the seccomp filter) and keeps one solution process forked ahead, a *standby*:
-pid 2 of a fresh pid namespace whose pid 1 is an init of ours (``judge.init.reap``: non-dumpable,
-forked by the zygote just before it), in fresh mount and ipc namespaces, waiting for its run. The
-standby is the zygote's own child, so the zygote reaps it: its exit status (a signal's included,
-which a pid 1 could not die of) and rusage are the answer's own.
+no-new-privileges, the seccomp filter, no signal handler, non-dumpable) and keeps one solution
+process forked ahead, a *standby*: pid 2 of a fresh pid namespace whose pid 1 is an init of ours
+(``judge.init.Maker``, cloned by the zygote just before: it shares the zygote's memory, runs no
+code of ours and reaps what the answer orphans), in fresh mount and ipc namespaces, waiting for
+its run. The standby is the zygote's own child, so the zygote reaps it: its exit status (a
+signal's included, which a pid 1 could not die of) and rusage are the answer's own. The zygote
+kills the init with the run and reaps it. The zygote dies with the worker; its end ends every
+init and run below it.
 
 Per job (one at a time, a JSON line on stdin) the worker writes the answer to a file of its own,
 asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
 code, and it loads the test data here. The answer never runs here. The zygote hands over its
 standby (its pipe ends, its pidfd and its init's come back over a socket, ``SCM_RIGHTS``),
-which joins the worker's cgroups, reads the answer, mounts its own capped work dir, ``/tmp`` and
-``/dev/shm``, drops its capabilities and serves the answer from the verifier's first call; the
-zygote signals and reaps it on request, and its init with it (which ends whatever the answer
-left in the namespace). The answer shares the worker's network namespace: no interface but
-loopback, nothing listening.
+which joins the worker's cgroups, reads the answer, mounts its run's runtime read-only (where
+the job names one: ``deepgym.runtimes``) and covers the others, mounts its own capped work dir,
+``/tmp`` and ``/dev/shm``, drops its capabilities and serves the answer from the verifier's
+first call; the zygote signals and reaps it on request, and its init with it (which ends
+whatever the answer left in the namespace). The answer shares the worker's network namespace:
+no interface but loopback, nothing listening.
 
 Events go to the host on the result fd: ``ready`` once, then per job the report and a ``done``
 with the verifier's exit code; each run's ``in_play`` mark goes on the marks fd, which the host
@@ -31,6 +35,7 @@ reads when the run ends.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
 import array
 import contextlib
 import gc
@@ -39,9 +44,9 @@ import signal
 import socket
 import sys
 
-from . import build, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
+from . import build, files, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
 from .blame import read_tree, runnable
-from .codes import ANSWER_PATH, MSG_MAX, SETUP_FAILED, SOLUTION_UID
+from .codes import ANSWER_PATH, IN_RUNTIME, IN_RUNTIMES, MSG_MAX, SETUP_FAILED, SOLUTION_UID
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
 TYPE_CHECKING = False
@@ -158,10 +163,10 @@ class ZygoteLauncher(ServedLauncher):
 
     def _reply(self) -> tuple[int, int | None, list[int]]:
         with _zygote_alive():
-            data, fds = recv_fds(self.ctl, MSG_MAX, 7)
+            data, fds = recv_fds(self.ctl, MSG_MAX, 8)
             if not data:
                 raise ConnectionError("the zygote is gone")
-        if not data.isdigit() or len(fds) != 7:
+        if not data.isdigit() or len(fds) != 8:
             close_all(fds)
             raise OSError(f"no solution process: {data[1:].decode(errors='replace')}")
         pid = int(data)
@@ -236,9 +241,14 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
 
     The zygote prepared what every solution shares (``Zygote.seal``): the verifier's folders
     covered, the rest read-only, an empty bounding set, no-new-privileges and the seccomp
-    filter. What is the run's own is made here."""
+    filter, and the worker's folder of every built runtime covered. What is the run's own is
+    made here: its runtime, if it names one, is mounted from beneath that cover."""
     isolate.set_process_name("dg-standby")
     isolate.die_with_parent()
+    # As any process: dumpable, Python's SIGINT handler (the zygote, whose memory its inits
+    # share, is neither: ``Zygote.seal``).
+    isolate.dumpable(True)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # (no enums: fewer pages written)
     os.setsid()  # a group of its own: kill(0) and killpg(0) reach nothing of the worker's
     # New mount and ipc namespaces in the worker's user namespace, where this process is uid
     # 65534: the capabilities inherited from the zygote serve this set-up and are dropped
@@ -254,8 +264,16 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     for fd in cgroup_fds:  # join the worker's groups (the zygote holds their procs files)
         os.write(fd, b"0")
     answer = _read_file(job["answer_path"])
-    solution_host.move_fds(fds, 0)
-    os.closerange(5, 65536)  # the zygote's own descriptors among them
+    if runtime := job.get("runtime"):  # mounted as strict mounts it: read-only, same place
+        # The zygote covered every runtime (``seal``): this run's is bound from beneath the
+        # cover, which goes back over the others. (A worker without the runtimes' folder fails
+        # here, its set-up: never an answer's 0.) A run without one mounts nothing here.
+        isolate.umount(IN_RUNTIMES)
+        isolate.bind_read_only(f"{IN_RUNTIMES}/{runtime['dir']}", IN_RUNTIME)
+        isolate.hide((IN_RUNTIMES,))
+        os.environ.update(runtime["env"])  # (its own variables and its packages' folder)
+    solution_host.move_fds(fds, 0)  # stdin, stdout, stderr, the call pipes, the io socket
+    os.closerange(files.IO_FD + 1, 65536)  # the zygote's own descriptors among them
     size = int(job.get("work_bytes") or 128 * 2**20)
     isolate.tmpfs("/tmp", size, "1777")  # over the worker's, with the answer's file
     isolate.tmpfs("/work", size, "0755")
@@ -278,7 +296,8 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         *map(str, req.get("args") or []),
     ]
     try:  # the answer's bytes go along: read here once, not again from the file
-        code = solution_host.main(argv, answer if req["mode"] == "module" else None, prepared=True)
+        source = answer if req["mode"] == "module" else None
+        code = solution_host.main(argv, source, prepared=True, io=files.IO_FD)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -330,7 +349,7 @@ def _proc_pid(pidfd: int) -> int:
 
 class Zygote:
     """Forks solution processes from clean memory, each pid 2 of a fresh pid namespace whose
-    pid 1 is an init of ours.
+    pid 1 is an init of ours (``init.Maker``), made here just before.
 
     Everything this process touches after a fork is copied (the child shares its pages), so its
     loop is kept to a few system calls: it never decodes a request (the child does) and never
@@ -338,28 +357,31 @@ class Zygote:
 
     def __init__(self, ctl: socket.socket, cgroup_procs: list[str]) -> None:
         self.ctl = ctl
-        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         # a v1 group's procs file by path; a v2 one as a descriptor the host opened (``&N``)
         self.cgroup_fds = [
             int(p[1:]) if p.startswith("&") else os.open(p, os.O_WRONLY) for p in cgroup_procs
         ]
-        self.children: dict[int, tuple[int, int, int]] = {}
-        """Each handed-out process by pid: its pidfd, and its init's pid and pidfd."""
-        self.dying: list[tuple[int, int]] = []
-        """Inits killed, to be reaped (``bury``): pid and pidfd."""
-        self.standby: tuple[int, int, int, list[int], tuple[int, int]] | None = None
+        self.children: dict[int, tuple[int, int]] = {}
+        """Each handed-out process by pid: its pidfd, and its init's."""
+        self.dying: list[int] = []
+        """The pidfds of the inits killed, whose end ``bury`` waits for."""
+        self.standby: tuple[int, int, int, list[int], int] | None = None
+        # What its inits, which share this process's memory and copy its signal dispositions,
+        # must have: non-dumpable memory, no signal handler (``init.Maker`` checks; it reads
+        # this process's ``/proc``, which ``seal`` covers).
+        isolate.dumpable(False)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the one handler Python installs
+        self.make_init = init.Maker()
 
     def seal(self) -> None:
         """Once, what every solution shares: a mount namespace of the zygote's own with the
-        verifier's folders (``/judge``, ``/cg``, ``/proc``) covered and everything else
-        read-only (each solution then mounts only its writable tmpfs), the hostname, an empty
-        bounding set, no-new-privileges and the seccomp filter against user namespaces. Every
-        fork inherits them; none of them needs undoing."""
+        verifier's folders (``/judge``, ``/cg``, ``/proc``) and the runtimes covered and
+        everything else read-only (each solution then mounts only its writable tmpfs, and its
+        runtime, if any), the hostname, an empty bounding set, no-new-privileges and the seccomp
+        filter against user namespaces. Every fork inherits them; none of them needs undoing."""
         isolate.unshare(isolate.CLONE_NEWNS | isolate.CLONE_NEWUTS)
         isolate.make_private()
-        for hidden in ("/judge", "/cg", "/proc"):
-            if os.path.isdir(hidden):
-                isolate.tmpfs(hidden, 4096, "0555")
+        isolate.hide((*isolate.VERIFIER_FOLDERS, IN_RUNTIMES))  # (a run's own: its solution)
         # Nothing writable but what each solution mounts (its capped work dir, /tmp and
         # /dev/shm): the worker's root and /dev are tmpfs that no limit would count.
         for folder in ("/", "/dev"):
@@ -367,40 +389,22 @@ class Zygote:
         isolate.sethostname("sandbox")
         _warm()  # the wire codec (its C scanner and encoder too) and the serving loop's code
         gc.freeze()
-        isolate.drop_bounding_set()
-        isolate.no_new_privileges()
-        isolate.no_new_user_namespaces()
+        isolate.lock()
 
-    def fork(self) -> tuple[int, tuple[int, int]]:
+    def fork(self) -> tuple[int, int]:
         """Fork a solution process into a new pid namespace, as its pid 2: its pid here (0 in
-        the child), and its init's pid and pidfd (``init.reap``, pid 1, forked first)."""
-        isolate.unshare(isolate.CLONE_NEWPID)
+        the child), and its init's pidfd (pid 1, made first)."""
+        init_fd = self.make_init("dg-zygote")
         pid = -1
         try:
-            init_pid = self._fork_init()
-            init_fd = os.pidfd_open(init_pid)
-            try:
-                pid = os.fork()
-            except BaseException:
-                _end_init(init_pid, init_fd)
-                raise
+            pid = os.fork()
+        except BaseException:
+            _end_init(init_fd)
+            raise
         finally:
             if pid:  # (the child stays: its own processes are born in its namespace)
-                isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
-        return pid, (init_pid, init_fd)
-
-    @staticmethod
-    def _fork_init() -> int:
-        """Fork the new namespace's init, non-dumpable from birth: no instant when a process
-        of the answer's could trace it (the zygote is dumpable again at once)."""
-        isolate.dumpable(False)
-        try:
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the init's whole life
-                init.reap()
-        finally:
-            isolate.dumpable(True)
-        return pid
+                self.make_init.leave()
+        return pid, init_fd
 
     def prepare(self) -> None:
         """Fork the next solution process ahead of its run: it sets up what it can and waits
@@ -411,14 +415,16 @@ class Zygote:
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_in, w_in = os.pipe()
-        pid, init_of = self.fork()
+        io_theirs, io_mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        io_t, io_m = io_theirs.detach(), io_mine.detach()
+        pid, init_fd = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             code = SETUP_FAILED
             try:
                 self.ctl.close()
                 os.close(w_go)
-                os.close(init_of[1])
-                pipes = [r_in, w_out, w_err, r_req, w_rep]
+                os.close(init_fd)
+                pipes = [r_in, w_out, w_err, r_req, w_rep, io_t]
                 code = _become_solution(r_go, pipes, self.cgroup_fds)
             except BaseException as exc:
                 try:
@@ -427,9 +433,10 @@ class Zygote:
                     pass
             finally:
                 os._exit(code)
-        for fd in (r_go, r_req, w_rep, w_out, w_err, r_in):
+        for fd in (r_go, r_req, w_rep, w_out, w_err, r_in, io_t):
             os.close(fd)
-        self.standby = (pid, os.pidfd_open(pid), w_go, [w_req, r_rep, r_out, r_err, w_in], init_of)
+        mine = [w_req, r_rep, r_out, r_err, w_in, io_m]
+        self.standby = (pid, os.pidfd_open(pid), w_go, mine, init_fd)
 
     def spawn(self, payload: bytes) -> None:
         """Hand the standby process its run (or fork one now); the next standby is forked once
@@ -437,9 +444,9 @@ class Zygote:
         if self.standby is None:
             self.prepare()
         assert self.standby is not None
-        pid, pidfd, go, mine, (init_pid, init_fd) = self.standby
+        pid, pidfd, go, mine, init_fd = self.standby
         self.standby = None
-        self.children[pid] = (pidfd, init_pid, init_fd)
+        self.children[pid] = (pidfd, init_fd)
         try:
             try:
                 os.write(go, payload)  # a small request: one write into an empty pipe
@@ -455,17 +462,26 @@ class Zygote:
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
         """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
         now, whose end takes whatever the answer left there, and reaped by ``bury``. The
-        solution's wait status and CPU ms."""
-        pidfd, init_pid, init_fd = self.children.pop(pid)
-        _kill(init_fd)
-        if kill:
-            _kill(pidfd)  # now, not once its init's end reaches it
-        self.dying.append((init_pid, init_fd))
+        solution's wait status and CPU ms. One that has ended is reaped before its init is
+        killed: the init, which ends only once every other process of its namespace is gone,
+        then ends at once instead of waiting for this reap."""
+        pidfd, init_fd = self.children.pop(pid)
+        done = None
         try:
-            _, status, usage = os.wait4(pid, 0)
+            if not kill:
+                done = _reaped(pid)
+        finally:
+            _kill(init_fd)
+            self.dying.append(init_fd)
+        try:
+            if done is None:
+                if kill:
+                    _kill(pidfd)  # now, not once its init's end reaches it
+                done = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
-        return status, (usage.ru_utime + usage.ru_stime) * 1000.0
+        usage = done[2]
+        return done[1], (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def bury(self) -> None:
         """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
@@ -473,9 +489,7 @@ class Zygote:
         request that ended it. (Each init ends once every other process of its namespace is
         gone, the solution reaped by ``end`` included.)"""
         while self.dying:
-            init_pid, init_fd = self.dying.pop()
-            os.waitpid(init_pid, 0)
-            os.close(init_fd)
+            init.reap(self.dying.pop())
 
     def serve(self) -> None:
         """Answer the worker's requests until it closes the socket."""
@@ -500,23 +514,29 @@ class Zygote:
                 self.prepare()
 
 
+def _reaped(pid: int) -> tuple[int, int, Any] | None:
+    """``wait4``'s result for child ``pid`` if it has ended (reaped now), else None."""
+    done = os.wait4(pid, os.WNOHANG)
+    return done if done[0] else None
+
+
 def _kill(pidfd: int) -> None:
     try:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
     except ProcessLookupError:
         pass
 
 
-def _end_init(pid: int, pidfd: int) -> None:
+def _end_init(pidfd: int) -> None:
     """Kill a namespace's init and reap it: it ends once every other process of its namespace
     is gone (the kernel kills them; the zygote must have reaped its own child there first)."""
     _kill(pidfd)
-    os.waitpid(pid, 0)
-    os.close(pidfd)
+    init.reap(pidfd)
 
 
-def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> socket.socket:
-    """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its socket."""
+def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> tuple[int, socket.socket]:
+    """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its pid and
+    its socket."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     isolate.unshare(isolate.CLONE_NEWPID)
     pid = os.fork()
@@ -540,7 +560,7 @@ def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> socket.
     for entry in cgroup_procs:  # the zygote holds the v2 group's descriptor: the worker does not
         if entry.startswith("&"):
             os.close(int(entry[1:]))
-    return mine
+    return pid, mine
 
 
 def _rss_kb() -> int:
@@ -549,6 +569,17 @@ def _rss_kb() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def _end(zygote: socket.socket, zygote_pid: int) -> None:
+    """The pool closed this worker: end the zygote (its socket closed, it ends its runs and
+    exits) and wait for it, whose end (pid 1 of its namespace) waits for every process below.
+    So nothing of this worker's outlives it: its sandbox's processes are gone when the pool sees
+    it exit. (A worker that does not exit in time is killed, and every process below it dies
+    with it, all the same.)"""
+    zygote.close()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(zygote_pid, 0)
 
 
 def main(argv: list[str]) -> int:
@@ -560,14 +591,15 @@ def main(argv: list[str]) -> int:
     result_fd, marks_fd = int(argv[0]), int(argv[1])
     cpu_fd = int(argv[2]) if argv[2] != "-" else None
     isolate.set_process_name("dg-worker")
+    solution_host.default_signals()  # (before any fork: each process of the sandbox has them)
     # Started with LD_BIND_NOW=1: the dynamic linker bound every symbol of the interpreter at
     # start, once, so no forked solution binds (and copies the pages of) the ones it is first
     # to call (measured: 14 fewer page faults per run). Nothing started from here needs it.
     os.environ.pop("LD_BIND_NOW", None)
     # A user namespace of our own, as uid 65534: the capabilities to make a pid, mount, ipc and
     # uts namespace per solution. Each solution shares it without any capability, cannot make
-    # another (seccomp), and cannot reach this process or the zygote (a pid namespace of its
-    # own, /proc covered).
+    # another (seccomp), and cannot reach this process or the zygote (a pid
+    # namespace of its own, /proc covered).
     isolate.new_user_namespace(os.getuid(), os.getgid(), SOLUTION_UID)
     for name in PRELOAD:
         try:
@@ -581,7 +613,7 @@ def main(argv: list[str]) -> int:
     gc.freeze()  # children share these objects: keep the collector from touching their pages
     os.makedirs(os.path.dirname(ANSWER_PATH), exist_ok=True)
     host_fds = (result_fd, marks_fd) if cpu_fd is None else (result_fd, marks_fd, cpu_fd)
-    zygote = _start_zygote(host_fds, argv[3:])
+    zygote_pid, zygote = _start_zygote(host_fds, argv[3:])
     isolate.drop_privileges()  # the worker runs verifiers: it needs no capability
     for name in VERIFIER_PRELOAD:
         __import__(name)
@@ -593,6 +625,7 @@ def main(argv: list[str]) -> int:
     while True:
         chunk = jobs.read(MSG_MAX)
         if not chunk:
+            _end(zygote, zygote_pid)
             return 0
         buffer += chunk
         while b"\n" in buffer:

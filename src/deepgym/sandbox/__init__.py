@@ -9,7 +9,9 @@ namespace rules of every sandbox role, as a table), ``host`` (this host's bwrap,
 system folders), ``workspace`` (a backend's private folder and staged environments), ``spec``
 (what the judge is told of a job), ``evidence`` (what a run left, read into a ``RawRun``),
 ``cgroups`` (per-run limits and CPU accounting), ``served`` (the host's side of a run's solution
-processes), ``fresh`` (one run as fresh processes) and ``sizing`` (how big a pool is).
+processes), ``fresh`` (one run as fresh processes), ``programs`` and ``headers`` (compiled
+answers' programs, and the precompiled headers their builds use) and ``sizing`` (how big a
+pool is).
 ``strict`` and ``unsafe`` are ``fresh`` runs with their own ``Launch``; ``pool`` keeps warm
 workers.
 """

@@ -14,6 +14,20 @@ from deepgym.verdict import Outcome
 
 
 @dataclass(frozen=True)
+class RunInput:
+    """What one run of a script environment brings besides the environment (a SandboxFusion
+    request's): its test cases, in place of the environment's, sent with the job (nothing is
+    staged per run, so one prepared environment serves every request); the files written into
+    each program's work dir before it runs (name: base64, names and sizes checked by whoever
+    made it, ``judge.files``); and the names of the files read back from the work dir after
+    each program ends (``CaseOutput.files``)."""
+
+    cases: tuple[dict[str, Any], ...] | None = None
+    files: tuple[tuple[str, str], ...] = ()
+    fetch: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Job:
     """One answer to one environment, with the limits that apply to this run."""
 
@@ -25,6 +39,8 @@ class Job:
     """The latest instant (``time.monotonic()``) the run may start at: one still waiting for a
     sandbox then never starts and has no verdict (``not_started``), because its client will
     have given up before it could end. None: it waits as long as it takes."""
+    input: RunInput | None = None
+    """The run's own cases and files (None: the environment's cases, no files)."""
 
 
 @dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from typing import Any
 
 from deepgym import languages
 from deepgym.exceptions import ImageError
+from deepgym.runtimes import RUNTIMES, RuntimeStore
 from deepgym.sandbox import cgroups, host, userns
 
 OK = "ok"
@@ -40,7 +42,8 @@ ABSENT = "absent"
 STATUSES = (OK, WEAK, FAIL, SKIPPED, ABSENT)
 """A check's status: ``weak`` is a weaker limit (exit 1), ``fail`` stops the sandbox (exit 2),
 ``skipped`` could not be checked because an earlier check failed, ``absent`` is an optional
-toolchain this host lacks (answers in that language are refused; the exit code is unchanged)."""
+toolchain this host lacks (answers in that language are refused; the exit code is unchanged),
+or a runtime not built yet (built at its first use)."""
 
 MIN_PYTHON = (3, 11)
 MIN_TMP_FREE_MB = 256
@@ -395,6 +398,32 @@ def check_toolchains(found: list[languages.Toolchain] | None = None) -> list[Che
     return rows
 
 
+def check_runtimes(store: RuntimeStore | None = None) -> list[Check]:
+    """One line per runtime a Python answer may run in (``deepgym.runtimes``): the judge's own
+    interpreter, and each runtime of packages, built here or not (``store`` replaces the
+    default one, for tests)."""
+    store = store or RuntimeStore()
+    version = platform.python_version()
+    rows = []
+    for name, rt in RUNTIMES.items():
+        title = f"runtime {name}"
+        if rt.requirements is None:
+            found = f"Python {version} ({host.SANDBOX_PYTHON}), its standard library only"
+            means = "the default: an answer imports the standard library, nothing of the host's"
+            rows.append(Check(title, OK, found, means))
+        elif (built := store.find(name)) is not None:
+            means = f"answers in runtime {name!r} import these, read-only; the verifier never"
+            rows.append(Check(title, OK, built.describe(), means))
+        else:
+            found = f"not built for Python {version} in {store.root}"
+            means = (
+                f"built at the first run that names it ({rt.description}: about a minute and "
+                "400 MiB from the package index), or refused there without one"
+            )
+            rows.append(Check(title, ABSENT, found, means, f"deepgym runtime build {name}"))
+    return rows
+
+
 def _v2_plan() -> cgroups.V2Base | None:
     """The v2 folder the backends would use, as it is now, and whether a process can join a
     group made in it (``cgroups.join_refused``: an empty group, made and removed)."""
@@ -419,5 +448,6 @@ def diagnose(candidates: list[host.Bwrap] | None = None) -> Report:
         check_images(chosen, _overlay_refusal(chosen), limits[0].status == OK),
         check_image_builds(),
         *check_toolchains(),
+        *check_runtimes(),
     ]
     return Report(tuple(checks))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from deepgym.judge.codes import REPORT_MAX_BYTES
+from deepgym.runtimes import Built, RuntimeStore
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import apply_evidence, parse_event, read_run, take_evidence
@@ -60,9 +61,18 @@ class Launch(Protocol):
         ...
 
     def solution_argv(
-        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
+        runtime: Built | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """A solution process's command line and whole environment."""
+        """A solution process's command line and whole environment (a build's: given the
+        folder of a precompiled header it may use, ``sandbox.headers``; ``runtime``: the
+        answer's, built, where its environment names one)."""
         ...
 
 
@@ -71,6 +81,8 @@ class FreshRuns:
 
     def __init__(self, launch: Launch) -> None:
         self.launch = launch
+        self.runtimes = RuntimeStore()
+        """Where the answers' runtimes are found, or built at their first use."""
         self.workspace = Workspace()
         self.programs = ProgramCache(
             self.workspace,
@@ -81,16 +93,18 @@ class FreshRuns:
 
     async def run(self, job: Job) -> RawRun:
         """Run one job; the result carries the run's evidence and ``launch``'s isolation. An
-        answer in a compiled language is built first (``programs``), once per source."""
+        answer in a compiled language is built first (``programs``), once per source; a
+        runtime, once (``RuntimeStore.ready``)."""
+        runtime = await self.runtimes.ready(job.env.runtime)
         with self.workspace.hold(job.env):
-            return await self.programs.run(job, lambda program: self._run(job, program))
+            return await self.programs.run(job, lambda program: self._run(job, program, runtime))
 
     async def run_built(self, job: Job, program: Program | None) -> RawRun:
         """Run ``job`` with its ``program`` built elsewhere (another backend's cache), its
-        environment held in this workspace by the caller."""
-        return await self._run(job, program)
+        environment held in this workspace by the caller. (A program's run: no Python runtime.)"""
+        return await self._run(job, program, None)
 
-    async def _run(self, job: Job, program: Program | None) -> RawRun:
+    async def _run(self, job: Job, program: Program | None, runtime: Built | None) -> RawRun:
         launch = self.launch
         t0 = time.monotonic()
         env_dir = self.workspace.env_dir(job.env)
@@ -99,7 +113,9 @@ class FreshRuns:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server = SolutionServer(
             mine,
-            lambda mode, args: launch.solution_argv(job, run_dir, group, mode, args),
+            lambda mode, args: launch.solution_argv(
+                job, run_dir, group, mode, args, runtime=runtime
+            ),
             through_bwrap=launch.through_bwrap,
             pass_fds=group.join_fds(),
         )
@@ -177,6 +193,7 @@ class FreshRuns:
 
     async def close(self) -> None:
         """Remove what the runs left: cgroups still busy at their end, and the workspace."""
+        await self.programs.close()
         cgroups.retry_pending(final=True)
         self.workspace.close()
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from deepgym.judge.codes import SOLUTION_UID
+from deepgym.judge.codes import IN_RUNTIME, IN_RUNTIMES, SOLUTION_UID
 
 SOLUTION = "solution"
 BUILD = "build"
@@ -37,6 +37,8 @@ SESSION = "session"
 ROLES = (SOLUTION, BUILD, VERIFIER, WORKER, PROBE, SESSION)
 """Every sandbox role the table knows."""
 
+ROOT_UID = 0
+"""A session's uid on an image whose task runs as root: uid 0 of its own user namespace only."""
 JUDGE_UID = 1000
 """The uid and gid of the judge's sandboxes (verifier, worker, probe): never the solution's."""
 IN_JUDGE = "/opt/deepgym/deepgym_judge"
@@ -88,9 +90,21 @@ class Params:
     launcher: Sequence[str] = ()
     """What ``python`` runs under: on an image, the host's dynamic loader and its library path
     (``image_root.launcher``); empty on the host (session)."""
+    runtime_dir: str = ""
+    """The answer's runtime on the host (``deepgym.runtimes``), or empty: none (solution)."""
+    runtimes_dir: str = ""
+    """Every built runtime's folder on the host, or empty: none (worker)."""
     writable_root: bool = False
     """The root is an image's overlay with a tmpfs layer of the sandbox's own: not remounted
     read-only (session)."""
+    uid: int = SOLUTION_UID
+    """The uid and gid inside (solution, build, session): ``SOLUTION_UID``, or ``ROOT_UID``
+    for a session on an image whose task runs as root (``Environment.user``)."""
+    seccomp_fd: int = -1
+    """A session run as root: the descriptor of ``seccomp.chown_noop_filter`` for bwrap."""
+    headers_dir: str = ""
+    """A folder holding a precompiled header the compiler may use (``sandbox.headers``; build:
+    none where empty)."""
 
 
 @dataclass(frozen=True)
@@ -237,6 +251,27 @@ RULES: tuple[Rule, ...] = (
         lambda p: ["--ro-bind", p.judge_dir, IN_JUDGE],
     ),
     Rule(
+        "runtime_read_only",
+        frozenset({SOLUTION}),
+        f"The answer's runtime, where its environment names one (its packages beside the "
+        f"judge's interpreter: deepgym.runtimes), read-only, at {IN_RUNTIME}.",
+        "The answer imports the runtime's packages and changes none of them; nothing else of "
+        "the host's packages is there.",
+        lambda p: ["--ro-bind", p.runtime_dir, IN_RUNTIME] if p.runtime_dir else [],
+    ),
+    Rule(
+        "runtimes_read_only",
+        frozenset({WORKER}),
+        f"Every built runtime, read-only, at {IN_RUNTIMES}, and an empty {IN_RUNTIME}.",
+        "Each solution mounts its run's runtime (if any) at the same place as strict's, then "
+        "covers this folder: an answer sees its own runtime only, and can change none.",
+        lambda p: (
+            ["--ro-bind", p.runtimes_dir, IN_RUNTIMES, "--dir", IN_RUNTIME]
+            if p.runtimes_dir
+            else []
+        ),
+    ),
+    Rule(
         "run_files",
         frozenset({VERIFIER}),
         "The run's environment files, answer and job, read-only, under /judge.",
@@ -319,6 +354,15 @@ RULES: tuple[Rule, ...] = (
         lambda p: ["--ro-bind", f"{p.run_dir}/answer/solution.py", "/work/solution.py"],
     ),
     Rule(
+        "precompiled_headers",
+        frozenset({BUILD}),
+        "A folder of precompiled headers (sandbox.headers), read-only, at /pch, where the "
+        "build uses one.",
+        "Built once by deepgym from the system's headers, never from an answer; no build can "
+        "change what the next one reads.",
+        lambda p: ["--ro-bind", p.headers_dir, "/pch"] if p.headers_dir else [],
+    ),
+    Rule(
         "run_cgroups",
         frozenset({SOLUTION, BUILD, SESSION}),
         "The run's cgroup.procs files, one per controller, at /cg/<controller>.procs.",
@@ -355,10 +399,22 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "solution_uid",
         frozenset({SOLUTION, BUILD, SESSION}),
-        f"Runs as uid and gid {SOLUTION_UID}.",
+        f"Runs as uid and gid {SOLUTION_UID}; a session on an image whose task runs as root "
+        f"(Environment.user) as {ROOT_UID} of its own user namespace.",
         "Never the verifier's uid: with no Yama LSM, a process can read the memory of any "
-        "process with its uid.",
-        _fixed("--uid", str(SOLUTION_UID), "--gid", str(SOLUTION_UID)),
+        "process with its uid. Root inside is the same host uid as the agent's, with no "
+        "capabilities (no_capabilities drops the bounding set too: an exec as root regains "
+        "none) and no_new_privs: a number for tasks that expect /root and root-owned files.",
+        lambda p: ["--uid", str(p.uid), "--gid", str(p.uid)],
+    ),
+    Rule(
+        "root_chown",
+        frozenset({SESSION}),
+        "A session run as root: the chown family succeeds and changes nothing (a seccomp "
+        "filter, seccomp.chown_noop_filter).",
+        "Its namespace maps one uid and root there has no capabilities, so a task's chown (tar "
+        "-x as root) would fail where its container's root succeeds; the filter grants nothing.",
+        lambda p: ["--seccomp", str(p.seccomp_fd)] if p.seccomp_fd >= 0 else [],
     ),
     Rule(
         "judge_uid",
@@ -416,6 +472,10 @@ def rules_for(role: str) -> list[Rule]:
 
 def argv(role: str, params: Params) -> list[str]:
     """The bwrap command line of a ``role`` sandbox: its rules' arguments, in table order."""
+    if params.uid != SOLUTION_UID and (role != SESSION or not params.writable_root):
+        raise ValueError(f"uid {params.uid} is for a session on an image only, not {role!r}")
+    if params.uid == ROOT_UID and params.seccomp_fd < 0:
+        raise ValueError("a session run as root needs its seccomp filter (seccomp_fd)")
     out = [params.bwrap]
     for rule in rules_for(role):
         out += rule.args(params)

@@ -45,6 +45,7 @@ from typing import Any
 from deepgym import languages
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.judge.codes import ANSWER_PATH, REPORT_MAX_BYTES
+from deepgym.runtimes import RuntimeStore
 from deepgym.sandbox import cgroups, policy, sizing
 from deepgym.sandbox.base import Job, RawRun, not_started
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
@@ -342,6 +343,14 @@ class PoolBackend:
             most = max_workers
         compile_judge()
         check_bwrap()
+        self._runtimes = RuntimeStore()
+        """Where the answers' runtimes are found, or built at their first use: every worker
+        mounts the folder (read-only), so one built after a worker started reaches it too."""
+        try:
+            self._runtimes.root.mkdir(parents=True, exist_ok=True)
+            self._runtimes_mounted = True
+        except OSError:  # a run that names a runtime is refused (``_runtime_of``)
+            self._runtimes_mounted = False
         self._host = host_params()
         """The host's facts every worker's sandbox is built from, read once."""
         self._workspace = Workspace()
@@ -395,6 +404,7 @@ class PoolBackend:
             env={**solution_env("/work"), "LD_BIND_NOW": "1"},
             envs_dir=str(self._workspace.envs),
             cgroups=self._cg_parents,
+            runtimes_dir=str(self._runtimes.root) if self._runtimes_mounted else "",
         )
         return policy.argv(policy.WORKER, params)
 
@@ -572,8 +582,9 @@ class PoolBackend:
         refuse_image(job.env, self.name)
         if job.env.language != "python" and languages.LANGUAGES[job.env.language].proc:
             return await self._run_fresh(job)
+        runtime = await self._runtime_of(job)
         with self._workspace.hold(job.env):
-            return await self.programs.run(job, lambda program: self._run(job, program))
+            return await self.programs.run(job, lambda program: self._run(job, program, runtime))
 
     async def _run_fresh(self, job: Job) -> RawRun:
         """A run whose program's runtime needs a ``/proc`` of its own (``Language.proc``:
@@ -587,7 +598,24 @@ class PoolBackend:
         with fresh.workspace.hold(job.env):
             return await self.programs.run(job, lambda program: fresh.run_built(job, program))
 
-    async def _run(self, job: Job, program: Program | None) -> RawRun:
+    async def _runtime_of(self, job: Job) -> dict[str, Any] | None:
+        """What a solution process needs of the job's runtime (built first where it is not
+        yet): its folder under the workers' mount of every runtime, and its variables; None
+        for the standard library's."""
+        built = await self._runtimes.ready(job.env.runtime)
+        if built is None:
+            return None
+        if not self._runtimes_mounted:
+            raise SandboxUnavailableError(
+                f"runtime {job.env.runtime}: the folder runtimes are kept in "
+                f"({self._runtimes.root}) could not be made when the pool started; set "
+                "DEEPGYM_RUNTIMES to a writable folder"
+            )
+        return {"dir": built.path.name, "env": built.solution_env()}
+
+    async def _run(
+        self, job: Job, program: Program | None, runtime: dict[str, Any] | None
+    ) -> RawRun:
         t0 = time.monotonic()
         idle = await self._ensure_started()
         env_dir = self._workspace.env_dir(job.env)
@@ -613,6 +641,7 @@ class PoolBackend:
                 ),
                 "limits_json": json.dumps(rlimits(job, slot)),
                 "work_bytes": work_bytes(job),
+                "runtime": runtime,
             }
             start_ms = (time.monotonic() - t0) * 1000.0
             events, code, timed_out, died = await worker.execute(spec, wall_limit(job))
@@ -631,6 +660,7 @@ class PoolBackend:
 
     async def close(self) -> None:
         """Stop every worker and remove what the pool made."""
+        await self.programs.close()
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting

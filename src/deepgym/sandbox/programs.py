@@ -50,15 +50,17 @@ from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from deepgym import languages
 from deepgym.completions import multipl_e_code
 from deepgym.judge import blame
 from deepgym.judge.build import BUILT, COMPILING, CRASHED, REJECTED, STOPPED
-from deepgym.models import HARNESS_MARKER
+from deepgym.models import HARNESS_MARKER, Environment
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import take_evidence
+from deepgym.sandbox.headers import IN_SANDBOX, Headers
 from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
 from deepgym.sandbox.workspace import Workspace
 from deepgym.verdict import COMPILER_STARTED, compile_outcome
@@ -79,14 +81,25 @@ BUILD_PROCESSES = 256
 BUILD_FILE_MB = 256
 KILL_WAIT_S = 5.0
 """How long a build the host ended may take to close its pipes."""
+HEADER_TIMEOUT_S = 300.0
+"""The compiler's CPU time a precompiled header's build may take (a few seconds, measured)."""
 PROBE_TIMEOUT_S = 30.0
 """The least ``compile_timeout`` a known-good program is built under: the probe asks whether
 the toolchain works, not whether it is fast (an environment's limit may be tight)."""
 
-SolutionArgv = Callable[
-    [Job, Path, cgroups.RunCgroup, str, list[str]], tuple[list[str], dict[str, str]]
-]
-"""A backend's way to start a ``solution`` process (``fresh.Launch.solution_argv``)."""
+
+class SolutionArgv(Protocol):
+    """A backend's way to start a ``solution`` process (``fresh.Launch.solution_argv``)."""
+
+    def __call__(
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
+    ) -> tuple[list[str], dict[str, str]]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,9 +218,13 @@ def source_name(lang: languages.Language, text: str) -> str:
     return lang.source.replace("{class}", found[1] if found else "Main")
 
 
-def _spec(lang: languages.Language, tc: languages.Toolchain, text: str) -> dict[str, object]:
+def _spec(
+    lang: languages.Language, tc: languages.Toolchain, text: str, dialect: str
+) -> dict[str, object]:
+    """What ``judge.build`` builds the source ``text`` in ``lang`` with: the compiler's command
+    line in ``dialect`` (``Environment.dialect``), its program found on the host."""
     name = source_name(lang, text)
-    words = [name if w == "{source}" else w for w in lang.compile_argv]
+    words = [name if w == "{source}" else w for w in lang.compile_argv_for(dialect)]
     argv = [tc.tools.get(words[0], words[0]), *words[1:]]
     return {
         "source": name,
@@ -248,6 +265,9 @@ class ProgramCache:
         self._probes: dict[str, asyncio.Future[tuple[bytes, float] | _Failed]] = {}
         self._working: set[str] = set()
         """The languages whose toolchain built a program here (``_probe``)."""
+        self.headers = Headers() if through_bwrap else None
+        """The precompiled headers builds use (``sandbox.headers``); None: none (a build
+        outside bwrap, ``unsafe``, sees no ``/pch``)."""
         self.hits = 0
         self.misses = 0
 
@@ -267,7 +287,7 @@ class ProgramCache:
         tc = languages.require(lang.name)
         h = hashlib.sha256()
         text = source(job)
-        spec = json.dumps(_spec(lang, tc, text)) if lang.compile_argv else "{}"
+        spec = json.dumps(_spec(lang, tc, text, job.env.dialect)) if lang.compile_argv else "{}"
         for part in (lang.name, tc.fingerprint, spec, text):
             h.update(part.encode("utf-8", "surrogatepass"))
             h.update(b"\0")
@@ -385,10 +405,13 @@ class ProgramCache:
         if self._probes.get(name) is done:
             del self._probes[name]
 
-    async def _compile(self, job: Job, lang: languages.Language) -> tuple[bytes, float] | _Failed:
+    async def _compile(
+        self, job: Job, lang: languages.Language, header: dict[str, object] | None = None
+    ) -> tuple[bytes, float] | _Failed:
         """Build ``job``'s source in a sandbox: the program and the time it took, or why not.
-        A language without a compile phase (``compile_argv`` empty): the source itself, at
-        once (nothing runs, so nothing can fail)."""
+        ``header``: build that spec instead, a precompiled header's (``build_header``), with
+        the lowest CPU priority. A language without a compile phase (``compile_argv`` empty):
+        the source itself, at once (nothing runs, so nothing can fail)."""
         tc = languages.require(lang.name)
         if not lang.compile_argv:
             return source(job).encode("utf-8", "surrogatepass"), 0.0
@@ -401,8 +424,16 @@ class ProgramCache:
         try:
             (build_dir / "answer").mkdir()
             (build_dir / "answer" / "solution.py").write_text(source(job))
-            spec = json.dumps(_spec(lang, tc, source(job)))
-            argv, env = self.solution_argv(bjob, build_dir, group, "build", [spec])
+            spec = header or _spec(lang, tc, source(job), job.env.dialect)
+            folder = None if header is not None else self._header(lang, tc, spec)
+            if folder is not None:  # g++ finds it in /pch before the header itself
+                line = list(spec["argv"])  # type: ignore[call-overload]
+                spec = {**spec, "argv": [line[0], "-I", IN_SANDBOX, *line[1:]]}
+            argv, env = self.solution_argv(
+                bjob, build_dir, group, "build", [json.dumps(spec)], headers=folder
+            )
+            if header is not None and (nice := shutil.which("nice")):
+                argv = [nice, "-n", "19", *argv]
             ran = await _run(argv, env, group.join_fds(), build_dir, job.env.compile_timeout)
         finally:
             limit, _, _ = take_evidence(group, "tmpfs")
@@ -412,6 +443,37 @@ class ProgramCache:
         if ran.code == BUILT and signal is None and len(ran.out) <= MAX_PROGRAM_BYTES:
             return ran.out, ms
         return _failure(ran, signal, limit, job, lang, ms)
+
+    def _header(
+        self, lang: languages.Language, tc: languages.Toolchain, spec: dict[str, object]
+    ) -> Path | None:
+        """The folder of the precompiled header a build of ``spec`` can use, if it is built
+        (else its build is started in the background: ``sandbox.headers``)."""
+        if self.headers is None or lang.precompiled is None:
+            return None
+        line = [str(w) for w in spec["argv"]]  # type: ignore[attr-defined]
+        return self.headers.ready(lang, tc, line, self.build_header)
+
+    async def build_header(
+        self, lang: languages.Language, spec: dict[str, object], header_source: str
+    ) -> bytes | None:
+        """Build a precompiled header (``Headers.spec``) in a build sandbox, as an answer is
+        built (never from an answer's source): its bytes, or None where the build failed."""
+        env = Environment(
+            name=f"{lang.name}-header",
+            kind="script",
+            language=lang.name,
+            test_cases=[{"stdin": "", "expected_stdout": ""}],
+            compile_timeout=HEADER_TIMEOUT_S,
+        )
+        job = Job(env=env, answer=header_source, timeout=1.0, case_timeout=1.0)
+        got = await self._compile(job, lang, header=spec)
+        return None if isinstance(got, _Failed) else got[0]
+
+    async def close(self) -> None:
+        """Cancel the header builds this cache started (their sandboxes end with them)."""
+        if self.headers is not None:
+            await self.headers.close()
 
     def _keep(self, key: str, program: bytes, ms: float) -> Program:
         self.root.mkdir(exist_ok=True)
@@ -601,8 +663,12 @@ async def _run(
         started = _compiling(proc.pid)
         kill_tree(proc.pid)
         await end_process(proc)
-    except BaseException:
+    except BaseException:  # cancelled (a header's build, at its backend's close): end it all
         await end_process(proc)
+        work.cancel()
+        await asyncio.wait([work])  # its outcome is of no interest now: mark it seen
+        if not work.cancelled():
+            work.exception()
         raise
     err = b""
     with contextlib.suppress(Exception):  # what it said before the kill, if it comes in time

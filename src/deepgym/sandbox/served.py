@@ -73,10 +73,11 @@ class SolutionServer:
     ) -> tuple[asyncio.subprocess.Process, list[int]]:
         pipes = [os.pipe() for _ in range(5)]
         (r_req, w_req), (r_rep, w_rep), (r_out, w_out), (r_err, w_err), (r_in, w_in) = pipes
+        io_theirs, io_mine = (s.detach() for s in socket.socketpair())  # ``judge.files``
         r_status, w_status = os.pipe() if self.through_bwrap else (-1, -1)
-        theirs = [fd for fd in (r_req, w_rep, w_status) if fd >= 0]
+        theirs = [fd for fd in (r_req, w_rep, io_theirs, w_status) if fd >= 0]
         argv, env = self.argv_for(mode, args)
-        env = {**env, "DEEPGYM_RPC_FDS": f"{r_req},{w_rep}"}
+        env = {**env, "DEEPGYM_RPC_FDS": f"{r_req},{w_rep},{io_theirs}"}
         if w_status >= 0:
             env[STATUS_FD_ENV] = str(w_status)
         try:
@@ -90,7 +91,7 @@ class SolutionServer:
                 start_new_session=True,
             )
         except BaseException:
-            for fd in (w_req, r_rep, r_out, r_err, w_in, r_status):
+            for fd in (w_req, r_rep, r_out, r_err, w_in, io_mine, r_status):
                 if fd >= 0:
                     os.close(fd)
             raise
@@ -101,7 +102,7 @@ class SolutionServer:
         if r_status >= 0:
             os.set_blocking(r_status, False)
             self.statuses[proc.pid] = r_status
-        return proc, [w_req, r_rep, r_out, r_err, w_in, os.pidfd_open(proc.pid)]
+        return proc, [w_req, r_rep, r_out, r_err, w_in, io_mine, os.pidfd_open(proc.pid)]
 
     async def start_ahead(self, mode: str) -> None:
         """Start the run's first solution process now, in parallel with the verifier's."""

@@ -25,15 +25,27 @@ import time
 from pathlib import Path
 
 from deepgym.exceptions import SandboxError, SandboxUnavailableError
+from deepgym.judge.codes import SOLUTION_UID
 from deepgym.models import Environment, RunResult
 from deepgym.results import build_result
-from deepgym.sandbox import cgroups, policy
+from deepgym.sandbox import cgroups, policy, seccomp
 from deepgym.sandbox.evidence import read_run
 from deepgym.sandbox.fresh import collect
 from deepgym.sandbox.spawn import start_process
 from deepgym.sandbox.workspace import Workspace
 
-__all__ = ["verify_snapshot"]
+__all__ = ["home", "run_as", "verify_snapshot"]
+
+
+def run_as(env: Environment) -> int:
+    """The uid a session of ``env`` (its agent, setup and verifiers) runs as inside its
+    sandbox: ``policy.ROOT_UID`` for a task run as root (``Environment.user``)."""
+    return policy.ROOT_UID if env.user == "root" else SOLUTION_UID
+
+
+def home(env: Environment) -> str:
+    """``HOME`` in a session of ``env``: the work dir, or ``/root`` for a task run as root."""
+    return "/root" if env.user == "root" else "/work"
 
 
 async def verify_snapshot(
@@ -45,10 +57,12 @@ async def verify_snapshot(
     snapshot: Path,
     *,
     step: bool = False,
+    stage: str | None = None,
 ) -> RunResult:
     """The final verifier of ``env`` (``step``: its per-step verifier) for session
     ``sandbox_id``, in a fresh sandbox over ``snapshot`` (a work dir of ``work_bytes`` at most);
-    ``host``: the host's facts, ``workspace``: where the environment's files are staged."""
+    ``host``: the host's facts, ``workspace``: where the environment's files are staged;
+    ``stage``: the stage it judges, in ``DEEPGYM_STAGE`` (``Environment.stages``)."""
     env_dir = workspace.env_dir(env, keep=True)
     group = cgroups.create(env.memory_mb, env.max_processes, owner=workspace.owner)
     if host.writable_root and not group.holds("memory"):  # an image's layer: see image_root
@@ -57,11 +71,19 @@ async def verify_snapshot(
             f"session {sandbox_id}: a verifier on an image needs a memory cgroup"
         )
     joins, binds, join_fds = group.join(policy.RUN_CGROUP)
+    filter_fd = seccomp.filter_fd() if run_as(env) == policy.ROOT_UID else -1
+    extra_fds = [filter_fd] if filter_fd >= 0 else []
     r_fd, w_fd = os.pipe()
     params = dataclasses.replace(
         host,
         command=("session_verify", str(w_fd), *(["step"] if step else [])),
-        env={"HOME": "/work", "DEEPGYM_CGROUP_PROCS": joins},
+        env={
+            "HOME": home(env),
+            "DEEPGYM_CGROUP_PROCS": joins,
+            **({"DEEPGYM_STAGE": stage} if stage is not None else {}),
+        },
+        uid=run_as(env),
+        seccomp_fd=filter_fd,
         cgroups=binds,
         size=work_bytes,
         env_dir=str(env_dir),
@@ -75,7 +97,7 @@ async def verify_snapshot(
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w_fd, *join_fds),
+                pass_fds=(w_fd, *join_fds, *extra_fds),
                 start_new_session=True,
             )
         except OSError as exc:
@@ -83,6 +105,8 @@ async def verify_snapshot(
             raise SandboxError(f"session {sandbox_id}: the verifier did not start: {exc}") from exc
         finally:
             os.close(w_fd)
+            for fd in extra_fds:
+                os.close(fd)
         got = await collect(proc, r_fd, env.timeout)  # closes r_fd; ends proc if cancelled
     finally:
         group.remove()

@@ -31,6 +31,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import tarfile
 import time
 import weakref
@@ -50,15 +51,21 @@ from deepgym.identity import env_key
 from deepgym.judge.blame import tree_pids
 from deepgym.models import Environment, ExecResult, RunResult
 from deepgym.protocol import REPLY_GRACE_S
-from deepgym.sandbox import cgroups, policy
+from deepgym.sandbox import cgroups, policy, seccomp
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import ImageResolver, ImageRoots
-from deepgym.sandbox.session_verifier import verify_snapshot
+from deepgym.sandbox.session_verifier import home, run_as, verify_snapshot
 from deepgym.sandbox.spawn import end_process, kill_tree, start_process
 from deepgym.sandbox.workdiff import work_diff
 from deepgym.sandbox.workspace import Workspace
 
-__all__ = ["ExecResult", "LocalSession", "LocalSessions", "reap_leftovers", "sessions_dir"]
+__all__ = [
+    "ExecResult",
+    "LocalSession",
+    "LocalSessions",
+    "reap_leftovers",
+    "sessions_dir",
+]
 
 STANDBY_ENVS = 4
 """Environments that keep a standby sandbox (the most recently opened)."""
@@ -164,8 +171,9 @@ class LocalSession:
         params = dataclasses.replace(
             host,
             command=("session", json.dumps(self._limits())),
+            uid=run_as(self.env),
             env={
-                "HOME": "/work",
+                "HOME": home(self.env),
                 "DEEPGYM_SESSION": self.sandbox_id,
                 "DEEPGYM_CGROUP_PROCS": joins,
             },
@@ -173,6 +181,8 @@ class LocalSession:
             size=self.work_bytes(),
             seed_dir=str(env_dir / "repo") if (env_dir / "repo").is_dir() else "",
         )
+        filter_fd = seccomp.filter_fd() if params.uid == policy.ROOT_UID else -1
+        params = dataclasses.replace(params, seccomp_fd=filter_fd)
         argv = policy.argv(policy.SESSION, params)
         try:
             self.proc = await start_process(
@@ -180,7 +190,7 @@ class LocalSession:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
-                pass_fds=join_fds,
+                pass_fds=(*join_fds, *([filter_fd] if filter_fd >= 0 else [])),
                 start_new_session=True,
                 limit=2**28,
             )
@@ -198,6 +208,9 @@ class LocalSession:
         except BaseException:
             await self.close()
             raise
+        finally:
+            if filter_fd >= 0:
+                os.close(filter_fd)
 
     def alive(self) -> bool:
         """Whether the sandbox is still running (a standby that died is not handed out)."""
@@ -336,6 +349,30 @@ class LocalSession:
         self.diff = work_diff(self.env.repo_path, snap)
         return await self.owner.verify(self, snap)
 
+    async def score_stage(self, stage: str, *, last: bool) -> RunResult:
+        """The final verifier over a snapshot of the work dir, judging ``stage``
+        (``Environment.stages``); the agent's processes go on unless it is the ``last``."""
+        try:
+            got = await self._request("snapshot", 30.0, cap=self.work_bytes(), end=last)
+        except ConfigError as exc:  # the agent's work dir could not be taken (too big)
+            raise SandboxDiedError(str(exc)) from exc
+        if last:
+            await self._end_sandbox()
+        self._steps += 1
+        snap = self._unpack(got["tar"], f"stage-{self._steps}")
+        self.diff = work_diff(self.env.repo_path, snap)
+        return await self.owner.verify(self, snap, stage=stage)
+
+    async def setup_stage(self, script: str) -> None:
+        """A stage's setup script, run in the session's shell (not the agent's action);
+        ``SandboxError`` when it fails."""
+        done = await self._exec(script, self.env.step_timeout, agent=False)
+        if done.exit_code != 0 or done.timed_out:
+            raise SandboxError(
+                f"session {self.sandbox_id}: a stage's setup script failed "
+                f"(exit {done.exit_code}): {done.stderr[-500:]}"
+            )
+
     async def step_reward(self) -> RunResult | None:
         """The environment's per-step verifier over a snapshot of the work dir as it is now
         (the agent's processes go on); None where the environment has none. A shaping reward:
@@ -351,18 +388,24 @@ class LocalSession:
             shutil.rmtree(snap, ignore_errors=True)
 
     def _unpack(self, tar_b64: str, name: str) -> Path:
-        """A snapshot's tar into ``name`` under the session's folder, readable by the verifier's
-        sandbox (modes normalised; links kept as links)."""
+        """A snapshot's tar into ``name`` under the session's folder, for the verifier's sandbox:
+        links kept as links, and each entry's permission bits as the agent left them (a script
+        it made executable, a mode a task asks for), never set-uid, set-gid or sticky, always
+        readable by their owner (and writable, for a task run as root, whose root writes
+        whatever the mode). The snapshot's folder is the host user's alone (0700): a mode the
+        agent chose opens nothing on the host."""
         snap = self.dir / name
-        snap.mkdir()
+        snap.mkdir(mode=0o700)
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(tar_b64))) as archive:
+            modes = {m.name: m.mode & 0o777 for m in archive.getmembers() if not m.issym()}
             archive.extractall(snap, filter="data")
-        for root, dirs, files in os.walk(snap):
-            for entry in [*dirs, *files]:
-                p = os.path.join(root, entry)
-                if not os.path.islink(p):
-                    os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
-        os.chmod(snap, 0o755)
+        owner = stat.S_IRUSR | (stat.S_IWUSR if self.env.user == "root" else 0)
+        for rel, mode in modes.items():
+            p = snap / rel
+            if p.is_symlink() or not p.exists():
+                continue
+            os.chmod(p, mode | owner | (stat.S_IXUSR | stat.S_IWUSR if p.is_dir() else 0))
+        os.chmod(snap, 0o700)
         os.chmod(self.dir, 0o755)
         return snap
 
@@ -460,32 +503,39 @@ class LocalSessions:
         if isinstance(done[0], LocalSession):
             await done[0].close()
 
-    def host_for(self, env: Environment, group: cgroups.RunCgroup | None = None) -> policy.Params:
-        """The host's facts for a sandbox of ``env`` (on its image's root where it names one).
-        An image session needs bwrap's overlay and a memory cgroup (``group``) to bound its
-        writable layer: else refused, one line. The agent's shell starts in the work dir on an
-        image too (``RootImage``)."""
+    def host_for(
+        self, env: Environment, group: cgroups.RunCgroup | None = None, *, verifier: bool = False
+    ) -> policy.Params:
+        """The host's facts for a sandbox of ``env`` (on its image's root where it names one;
+        ``verifier``: on its ``verifier_image`` where it names one). An image session needs
+        bwrap's overlay and a memory cgroup (``group``) to bound its writable layer: else
+        refused, one line. The agent's shell starts in the work dir on an image too
+        (``RootImage``)."""
         if env.image is None:
             return self.host
+        image = env.verifier_image if verifier and env.verifier_image else env.image
         if group is not None and not group.holds("memory"):
             raise SandboxUnavailableError(
                 f"env {env.name!r}: a session on image {env.image!r} needs a memory cgroup "
                 "(its writable layer is memory no other limit bounds); run `deepgym doctor`"
             )
-        return self.images.params(self.host, env.image, writable=True)
+        return self.images.params(self.host, image, writable=True)
 
-    async def verify(self, session: LocalSession, snapshot: Path, step: bool = False) -> RunResult:
+    async def verify(
+        self, session: LocalSession, snapshot: Path, step: bool = False, stage: str | None = None
+    ) -> RunResult:
         """The final verifier of ``session`` (``step``: its per-step verifier), in a fresh
         sandbox over ``snapshot`` (``session_verifier``), on the session's image if it has one:
         the image as built, not as the agent left it (only the work dir carries over)."""
         return await verify_snapshot(
-            self.host_for(session.env),
+            self.host_for(session.env, verifier=True),
             self.workspace,
             session.env,
             session.sandbox_id,
             session.work_bytes(),
             snapshot,
             step=step,
+            stage=stage,
         )
 
     async def close(self) -> None:

@@ -54,7 +54,24 @@ def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
         "keep_output": env.keep_output,
         "kept_output": env.kept_output_kb * 1024,
         "timeout_kind": env.timeout_kind,
+        **_input_spec(job),
     }
+
+
+def _input_spec(job: Job) -> dict[str, Any]:
+    """The run's own cases (inline, in place of the staged file) and files, where it has any
+    (``base.RunInput``)."""
+    given = job.input
+    if given is None:
+        return {}
+    out: dict[str, Any] = {}
+    if given.cases is not None:
+        out["test_cases"], out["test_cases_path"] = list(given.cases), None
+    if given.files:
+        out["files"] = dict(given.files)
+    if given.fetch:
+        out["fetch"] = list(given.fetch)
+    return out
 
 
 def run_argv(job: Job) -> list[str]:

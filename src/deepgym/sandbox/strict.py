@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from deepgym import languages
+from deepgym.runtimes import Built
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.fresh import FreshRuns
@@ -64,18 +65,31 @@ class BwrapLaunch:
         return policy.argv(policy.VERIFIER, params)
 
     def solution_argv(
-        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
+        runtime: Built | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """A ``solution`` sandbox serving the answer, told where the run's cgroups are."""
+        """A ``solution`` sandbox serving the answer, told where the run's cgroups are (a
+        ``build``'s: with the folder of precompiled ``headers`` at ``/pch``, where given), with
+        its ``runtime`` (built: ``RuntimeStore.ready``) mounted read-only where it has one."""
         limits = json.dumps(rlimits(job, group))
         env = solution_env("/work")
         env["DEEPGYM_CGROUP_PROCS"], binds, _ = group.join(policy.RUN_CGROUP)
+        if runtime is not None:
+            env.update(runtime.solution_env())
         params = dataclasses.replace(
             self.host_for(job),
             command=("solution", mode, "/work/solution.py", limits, *args),
             run_dir=str(run_dir),
             cgroups=binds,
             size=work_bytes(job),
+            headers_dir=str(headers) if headers is not None else "",
+            runtime_dir=str(runtime.path) if runtime is not None else "",
         )
         # A compiler's sandbox, or a program whose runtime needs a /proc (mono, Racket): the
         # solution's policy with a /proc of its own pid namespace (``Language.proc``).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from deepgym.runtimes import Built
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.fresh import FreshRuns
@@ -38,13 +39,24 @@ class BareLaunch:
         return boot_command(SANDBOX_PYTHON, str(JUDGE_DIR), args)
 
     def solution_argv(
-        self, job: Job, run_dir: Path, group: cgroups.RunCgroup, mode: str, args: list[str]
+        self,
+        job: Job,
+        run_dir: Path,
+        group: cgroups.RunCgroup,
+        mode: str,
+        args: list[str],
+        headers: Path | None = None,
+        runtime: Built | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """The solution host on the answer's file, told where the run's cgroups are."""
+        """The solution host on the answer's file, told where the run's cgroups are (no
+        precompiled ``headers``: a build here uses none), and its ``runtime``'s packages, where
+        it has one, in their folder on the host."""
         limits = json.dumps(rlimits(job, group))
         answer = str(run_dir / "answer" / "solution.py")
         env = solution_env(str(run_dir))
         env["DEEPGYM_CGROUP_PROCS"] = group.join(None)[0]
+        if runtime is not None:
+            env.update(runtime.solution_env(str(runtime.site)))
         command = ["solution", mode, answer, limits, *args]
         return boot_command(SANDBOX_PYTHON, str(JUDGE_DIR), command), env
 

@@ -1,7 +1,8 @@
 """``create_app``: the FastAPI app behind ``deepgym serve`` (API, metrics, console).
 
 Routes: ``POST /v1/run``, ``/v1/run_batch`` and ``/v1/eval`` (NDJSON streamed by group),
-SandboxFusion's ``POST /run_code`` and ``/submit`` and ``GET /v1/ping`` (``server.fusion``),
+SandboxFusion's ``POST /run_code`` and ``/submit`` and ``GET /v1/ping`` (``server.fusion``; also
+under ``/runtime/<name>/``, their Python answers in that runtime),
 NeMo Gym's ``POST /seed_session``, ``/verify`` and ``/aggregate_metrics`` (``server.nemo_gym``),
 ``/v1/time_limit``; agent sessions under ``/v1/sessions`` (open, exec, files, score, ``DELETE``
 to close); ``GET /v1/environments``, ``/health``, ``/metrics`` (Prometheus) and ``/console``
@@ -53,12 +54,16 @@ from deepgym.protocol import (
     error_body,
     error_status,
 )
+from deepgym.runtimes import DEFAULT as DEFAULT_RUNTIME
+from deepgym.runtimes import runtime as check_runtime
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.workspace import sweep_stale
 from deepgym.scheduling import TimeLimitPolicy
 from deepgym.server.admission import RETRY_AFTER_S
+from deepgym.server.fusion import GUARDED as FUSION_GUARDED
+from deepgym.server.fusion import ROUTES as FUSION_ROUTES
 from deepgym.server.fusion import add_fusion
-from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
+from deepgym.server.inputs import MESSAGE_CHARS, RUNTIME_KEY, Limits, check_time_limit
 from deepgym.server.metrics import CONTENT_TYPE
 from deepgym.server.nemo_gym import ROUTES as NEMO_GYM_PATHS
 from deepgym.server.nemo_gym import add_nemo_gym
@@ -94,19 +99,33 @@ ROUTES = (
     "/v1/sessions/{sandbox_id}/score",
     "/v1/sessions/{sandbox_id}/step_reward",
     "/v1/time_limit",
-    "/v1/ping",
-    "/run_code",
-    "/submit",
+    *FUSION_ROUTES,
     *NEMO_GYM_PATHS,
 )
 _SESSION_PREFIX = "/v1/sessions/"
 OPENRLHF_PREFIX = "/openrlhf"
-FUSION_PATHS = ("/run_code", "/submit")
+FUSION_PATHS = FUSION_GUARDED
 TOKEN_PREFIX = "/t/"
-"""``/t/<token>/run_code``, ``/t/<token>/submit``, ``/t/<token>/v1/ping``: the SandboxFusion
-routes with the token in the path, so that one base URL serves them all (the ``sandbox-fusion``
-client's ``set_endpoint`` appends each route's path to the one URL it is given)."""
+"""``/t/<token>/run_code``, ``/t/<token>/submit``, ``/t/<token>/v1/ping`` (and the dataset
+routes): the SandboxFusion routes with the token in the path, so that one base URL serves them
+all (the ``sandbox-fusion`` client's ``set_endpoint`` appends each route's path to the one URL
+it is given)."""
 _TOKEN_KEY = "deepgym.path_token"
+
+
+RUNTIME_PREFIX = "/runtime/"
+"""``/runtime/<name>/run_code`` (and ``/submit``, ``/v1/ping``; after ``/t/<token>`` where the
+token is in the path): a SandboxFusion route whose Python answers run in runtime ``<name>``
+(``deepgym.runtimes``), the one thing of a request's that verl and the ``sandbox-fusion``
+client let a user choose (the URL) and SandboxFusion's body has no field for. Without it, the
+service's ``runtime`` (``deepgym serve --runtime``)."""
+
+
+def _fusion_route(path: str) -> bool:
+    """Whether ``path`` is a SandboxFusion route, under a runtime's prefix or not."""
+    if path.startswith(RUNTIME_PREFIX):
+        path = "/" + path[len(RUNTIME_PREFIX) :].partition("/")[2]
+    return path in (*FUSION_PATHS, "/v1/ping")
 
 
 def _take_path_token(scope: Scope) -> None:
@@ -114,9 +133,21 @@ def _take_path_token(scope: Scope) -> None:
     ``_authorized`` reads it) and the path made the route's own."""
     token, sep, rest = scope["path"][len(TOKEN_PREFIX) :].partition("/")
     route = "/" + rest
-    if not (token and sep and route in (*FUSION_PATHS, "/v1/ping")):
+    if not (token and sep and _fusion_route(route)):
         return
     scope[_TOKEN_KEY] = token
+    scope["path"] = route
+    scope["raw_path"] = route.encode()
+
+
+def _take_path_runtime(scope: Scope) -> None:
+    """``/runtime/<name>/<route>`` of a SandboxFusion route: the runtime set aside (where the
+    routes read it: ``inputs.RUNTIME_KEY``) and the path made the route's own."""
+    name, sep, rest = scope["path"][len(RUNTIME_PREFIX) :].partition("/")
+    route = "/" + rest
+    if not (name and sep and route in (*FUSION_PATHS, "/v1/ping")):
+        return
+    scope[RUNTIME_KEY] = name
     scope["path"] = route
     scope["raw_path"] = route.encode()
 
@@ -155,10 +186,14 @@ def _route_label(path: str) -> str:
 class _Guard:
     """Token, body limit, drain and request counting, before any route (pure ASGI)."""
 
-    def __init__(self, app: ASGIApp, *, service: Service, token: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, service: Service, token: str | None, runtime: str = DEFAULT_RUNTIME
+    ) -> None:
         self.app = app
         self.service = service
         self.token = token
+        self.runtime = runtime
+        """The runtime of SandboxFusion's routes where the URL names none."""
 
     def _authorized(self, scope: Scope) -> bool:
         """The bearer token; on the OpenRLHF and SandboxFusion routes also ``?token=`` (OpenRLHF
@@ -185,6 +220,9 @@ class _Guard:
             return
         if scope["path"].startswith(TOKEN_PREFIX):
             _take_path_token(scope)
+        if scope["path"].startswith(RUNTIME_PREFIX):
+            _take_path_runtime(scope)
+        scope.setdefault(RUNTIME_KEY, self.runtime)
         path: str = scope["path"]
         route = _route_label(path)
         metrics = self.service.metrics
@@ -487,6 +525,7 @@ def create_app(
     openrlhf: bool = False,
     close_backend: bool | None = None,
     engine: Engine | None = None,
+    runtime: str = DEFAULT_RUNTIME,
 ) -> FastAPI:
     """The service's app.
 
@@ -498,8 +537,11 @@ def create_app(
     this per-launch token. ``concurrency``: runs at once across all requests. ``api=False``
     serves the console, health and metrics only. ``close_backend``: close the backend at
     shutdown (default: only the one the app made). ``engine``: the engine that runs answers
-    instead of a backend on this host (a ``RayEngine``; closed with the app).
+    instead of a backend on this host (a ``RayEngine``; closed with the app). ``runtime``:
+    the runtime of SandboxFusion's routes' Python answers (``deepgym.runtimes``), where the URL
+    names none (``RUNTIME_PREFIX``).
     """
+    check_runtime(runtime)
     owned = (backend is None or engine is not None) if close_backend is None else close_backend
     service = Service(
         backend,
@@ -559,5 +601,5 @@ def create_app(
         add_console(app, store, console_token)
     if openrlhf:
         _mount_openrlhf(app, service)
-    app.add_middleware(_Guard, service=service, token=token)
+    app.add_middleware(_Guard, service=service, token=token, runtime=runtime)
     return app

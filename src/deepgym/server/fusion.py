@@ -1,5 +1,7 @@
-"""SandboxFusion's HTTP API on ``deepgym serve``: ``POST /run_code``, ``POST /submit`` and
-``GET /v1/ping``, so that a trainer that calls SandboxFusion (verl's code reward, SkyRL, tinker
+"""SandboxFusion's HTTP API on ``deepgym serve``: ``POST /run_code``, ``POST /submit``, the
+dataset routes (``GET /list_datasets``, ``POST /list_ids``, ``/get_prompts``,
+``/get_prompt_by_id``: deepgym's suites as SandboxFusion's registered datasets) and ``GET
+/v1/ping``, so that a trainer that calls SandboxFusion (verl's code reward, SkyRL, tinker
 cookbook) switches to deepgym by changing one URL.
 
 The request and response shapes are SandboxFusion's (``sandbox_fusion.models``); the rules that
@@ -32,7 +34,10 @@ result's SandboxFusion shape) is a pure function here; the routes only drive the
 
 from __future__ import annotations
 
+import binascii
+import functools
 import json
+import posixpath
 import time
 from typing import Any
 
@@ -41,34 +46,54 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deepgym.completions import extract_code_kind
+from deepgym.envs.registry import list_suites, load_suite
 from deepgym.exceptions import ConfigError
+from deepgym.judge import files as run_files
 from deepgym.judge.report import MAX_CASES
 from deepgym.languages import NAMES
 from deepgym.models import CaseOutput, Environment, RunResult
-from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit
+from deepgym.runtimes import DEFAULT as DEFAULT_RUNTIME
+from deepgym.sandbox.base import RunInput
+from deepgym.server.inputs import MESSAGE_CHARS, Limits, check_time_limit, in_runtime, runtime_of
 from deepgym.server.service import Service
 from deepgym.text import one_line
 from deepgym.verdict import COMPILER_STARTED
 
 __all__ = [
+    "DATASET_ROUTES",
+    "GUARDED",
     "LANGUAGES",
     "ROUTES",
+    "PromptByIdRequest",
+    "PromptsRequest",
     "RunCodeRequest",
     "SubmitRequest",
     "add_fusion",
     "backstop",
+    "check_files",
     "check_tests_fit",
     "client_deadline",
+    "datasets",
+    "ids",
     "language_of",
+    "problem",
+    "prompts",
     "run_code_env",
+    "run_code_input",
     "run_code_reply",
     "start_by",
     "submit_env",
     "submit_reply",
 ]
 
-ROUTES = ("/run_code", "/submit", "/v1/ping")
-"""SandboxFusion's routes this service answers (the first two behind the token, as ``/v1``)."""
+DATASET_ROUTES = ("/list_datasets", "/list_ids", "/get_prompts", "/get_prompt_by_id")
+"""SandboxFusion's dataset routes: deepgym's suites as its registered datasets (``/submit``
+scores an answer to one of their problems by ``dataset`` and ``id``)."""
+GUARDED = ("/run_code", "/submit", *DATASET_ROUTES)
+"""SandboxFusion's routes behind the service's token (as ``/v1``; the token may also come as
+``?token=`` or in the path, ``/t/<token>/...``)."""
+ROUTES = (*GUARDED, "/v1/ping")
+"""SandboxFusion's routes this service answers."""
 LANGUAGES = {
     "python": "python",
     "python3": "python",
@@ -117,6 +142,9 @@ DEFAULT_TIMEOUT_S = 10.0
 CLIENT_MARGIN_S = 10.0
 """What verl's ``call_sandbox_api`` waits past a request's ``compile_timeout + run_timeout``
 before it gives up on the reply (its ``API_TIMEOUT``; it then records an API error)."""
+DIALECT = "sandbox_fusion"
+"""How these routes build a compiled answer: with SandboxFusion's command lines
+(``Environment.dialect``), so that an answer builds and behaves as it does there."""
 START_MARGIN_S = 2.0
 """A started run's own time besides its program's: the sandbox's start, and the reply."""
 
@@ -149,7 +177,9 @@ class SubmitConfig(BaseModel):
 
 
 class SubmitRequest(BaseModel):
-    """``POST /submit``'s body: a completion to extract code from, and the tests to run it on."""
+    """``POST /submit``'s body: a completion to extract code from, and the tests to run it on
+    (``config.provided_data``), or the problem ``id`` of a registered ``dataset`` to score it
+    as."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -157,6 +187,29 @@ class SubmitRequest(BaseModel):
     id: int | str
     completion: str
     config: SubmitConfig
+
+
+class PromptsRequest(BaseModel):
+    """``POST /list_ids`` and ``/get_prompts``'s body (SandboxFusion's ``GetPromptsRequest``):
+    a dataset, its problems from ``offset``, at most ``limit`` of them; ``config.language``,
+    where given, keeps those in that language."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    dataset: str
+    config: SubmitConfig = Field(default_factory=SubmitConfig)
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=1_000_000, ge=0)
+
+
+class PromptByIdRequest(BaseModel):
+    """``POST /get_prompt_by_id``'s body (SandboxFusion's ``GetPromptByIdRequest``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    dataset: str
+    id: int | str
+    config: SubmitConfig = Field(default_factory=SubmitConfig)
 
 
 def language_of(name: str) -> str:
@@ -180,10 +233,58 @@ def _memory(mb: int) -> dict[str, int]:
     return {"memory_mb": mb} if mb > 0 else {}
 
 
-def _refuse_files(files: dict[str, str | None], fetch: list[str]) -> None:
-    if files or fetch:
-        named = "files" if files else "fetch_files"
-        raise ConfigError(f"{named}: files in and out of a run are not supported by this service")
+def _normal(name: str) -> str:
+    """A file's name as the work dir holds it (``./a`` and ``a//b`` are ``a`` and ``a/b``, as
+    SandboxFusion's ``os.path.join`` reads them); anything else is left for ``check_name``."""
+    return posixpath.normpath(name) if isinstance(name, str) and name else name
+
+
+def check_files(
+    files: dict[str, str | None], fetch: list[str]
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """A request's ``files`` (name: base64; a null content is skipped, as SandboxFusion skips
+    it) and ``fetch_files``, checked before anything runs (``ConfigError``, a 400 naming the
+    field): names relative to the work dir with no ``..`` (``judge.files.check_name``), no file
+    inside another, at most ``MAX_FILES`` files of ``MAX_FILES_BYTES`` in all, valid base64, at
+    most ``MAX_FETCH`` names. The files and the names to read back, as the work dir names them."""
+    given = [(name, content) for name, content in files.items() if content is not None]
+    if len(given) > run_files.MAX_FILES:
+        raise ConfigError(f"files: {len(given)} files, over the {run_files.MAX_FILES} a run takes")
+    out: dict[str, str] = {}
+    size = 0
+    for name, content in given:
+        normal = _normal(name)
+        why = run_files.check_name(normal)
+        if why or normal in out:
+            raise ConfigError(f"files: {name!r}: {why or 'named twice'}")
+        if not isinstance(content, str):
+            raise ConfigError(f"files: {name!r}: the content must be base64 text")
+        try:
+            size += len(binascii.a2b_base64(content))
+        except (binascii.Error, ValueError) as exc:
+            raise ConfigError(f"files: {name!r}: not base64 ({exc})") from None
+        out[normal] = content
+    if size > run_files.MAX_FILES_BYTES:
+        raise ConfigError(
+            f"files: {size} bytes in all, over the {run_files.MAX_FILES_BYTES} a run takes"
+        )
+    for normal in out:
+        parts = normal.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in out:
+                raise ConfigError(f"files: {normal!r} is inside another file, {parts[i - 1]!r}")
+    if len(fetch) > run_files.MAX_FETCH:
+        raise ConfigError(
+            f"fetch_files: {len(fetch)} names, over the {run_files.MAX_FETCH} a run reads back"
+        )
+    names = []
+    for name in fetch:
+        normal = _normal(name)
+        why = run_files.check_name(normal) if normal != run_files.PROGRAM_NAME else ""
+        if why:
+            raise ConfigError(f"fetch_files: {name!r}: {why}")
+        names.append(normal)
+    return tuple(out.items()), tuple(dict.fromkeys(names))
 
 
 def backstop(run: float, tests: int) -> float:
@@ -193,27 +294,57 @@ def backstop(run: float, tests: int) -> float:
     return tests * (run + CASE_SLACK_S) + SLACK_S
 
 
-def run_code_env(req: RunCodeRequest, limits: Limits) -> Environment:
-    """The one-case script environment a ``/run_code`` request runs as: the program on the
-    request's stdin, its output kept, nothing compared."""
-    _refuse_files(req.files, req.fetch_files)
+def run_code_env(
+    req: RunCodeRequest, limits: Limits, runtime: str = DEFAULT_RUNTIME
+) -> Environment:
+    """The one-case script environment a ``/run_code`` request runs in: its language and
+    limits (and a Python answer's ``runtime``), its program's output kept, nothing compared.
+    The request's own stdin and files are the run's (``run_code_input``), never the
+    environment's, so one environment, made once, serves every request with the same settings
+    (``_prepared``): nothing is made or staged per request."""
     run = _seconds(req.run_timeout, "run_timeout", limits)
+    settings = {
+        "language": language_of(req.language),
+        "dialect": DIALECT,
+        "case_timeout": run,
+        "timeout": backstop(run, 1),
+        "compile_timeout": _seconds(req.compile_timeout, "compile_timeout", limits),
+        **_memory(req.memory_limit_MB),
+    }
+    if settings["language"] == "python":  # (a runtime is packages for Python)
+        settings["runtime"] = runtime
+    return _prepared(tuple(sorted(settings.items())))
+
+
+PREPARED = 256
+"""The ``/run_code`` environments kept made (one per language and limits a client sends)."""
+
+
+@functools.lru_cache(maxsize=PREPARED)
+def _prepared(settings: tuple[tuple[str, Any], ...]) -> Environment:
+    """The ``/run_code`` environment of ``settings`` (made once: the same object each time, so
+    its key and its staged folder are computed once too). Its one test case stands in for the
+    run's own (``run_code_input``)."""
     try:
         return Environment(
             name="run_code",
             kind="script",
-            language=language_of(req.language),
-            test_cases=[{"stdin": req.stdin or "", "expected_stdout": ""}],
+            test_cases=[{"stdin": "", "expected_stdout": ""}],
             keep_output=True,
-            case_timeout=run,
-            timeout=backstop(run, 1),
             timeout_kind="backstop",
-            compile_timeout=_seconds(req.compile_timeout, "compile_timeout", limits),
             scoring="partial",
-            **_memory(req.memory_limit_MB),
+            **dict(settings),
         )
     except ValueError as exc:
         raise ConfigError(one_line(str(exc), MESSAGE_CHARS)) from exc
+
+
+def run_code_input(req: RunCodeRequest) -> RunInput:
+    """A ``/run_code`` request's own part of its run: its stdin as the one case, its files
+    written into the program's work dir, the files read back (``check_files``)."""
+    given, fetch = check_files(req.files, req.fetch_files)
+    case = {"stdin": req.stdin or "", "expected_stdout": ""}
+    return RunInput(cases=(case,), files=given, fetch=fetch)
 
 
 def client_deadline(req: RunCodeRequest, arrived: float) -> float:
@@ -278,20 +409,32 @@ def _run_result(result: RunResult, output: CaseOutput | None) -> dict[str, Any] 
     return _command("Finished", seconds, code, output.stdout, output.stderr)
 
 
-def _exec_info(result: RunResult, language: str, output: CaseOutput | None) -> dict[str, Any]:
-    """One run in SandboxFusion's ``RunCodeResponse`` shape (a run that has a verdict)."""
+def _exec_info(
+    result: RunResult, language: str, output: CaseOutput | None, fetch: list[str] | None = None
+) -> dict[str, Any]:
+    """One run in SandboxFusion's ``RunCodeResponse`` shape (a run that has a verdict); its
+    ``files``: those of ``fetch`` (the names as the request gave them) read back."""
     compiled = _compile_result(result, language)
     ran = _run_result(result, output)
     ok = (compiled is None or compiled["return_code"] == 0) and (
         ran is not None and ran["status"] == "Finished" and ran["return_code"] == 0
     )
+    got, left_out = (output.files, output.files_left_out) if output is not None else ({}, [])
+    files = {name: got[_normal(name)] for name in fetch or () if _normal(name) in got}
+    message = ""
+    if left_out:
+        named = ", ".join(repr(n) for n in left_out)
+        message = (
+            f"fetch_files: {named} not returned: past the {run_files.FETCH_MAX_BYTES} bytes of "
+            "files a run returns"
+        )
     return {
         "status": "Success" if ok else "Failed",
-        "message": "",
+        "message": message,
         "compile_result": compiled,
         "run_result": ran,
         "executor_pod_name": None,
-        "files": {},
+        "files": files,
     }
 
 
@@ -309,12 +452,15 @@ def no_verdict_body(result: RunResult) -> dict[str, Any]:
     }
 
 
-def run_code_reply(result: RunResult, language: str) -> tuple[int, dict[str, Any]]:
-    """``/run_code``'s HTTP status and body for ``result``: 504 without a verdict, else 200."""
+def run_code_reply(
+    result: RunResult, language: str, fetch: list[str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``/run_code``'s HTTP status and body for ``result``: 504 without a verdict, else 200,
+    with the files of ``fetch`` (the request's ``fetch_files``) read back."""
     if not result.has_verdict:
         return 504, no_verdict_body(result)
     output = result.cases[0].output if result.cases else None
-    return 200, _exec_info(result, language, output)
+    return 200, _exec_info(result, language, output, fetch)
 
 
 # -- /submit ------------------------------------------------------------------------------------
@@ -371,9 +517,18 @@ def check_tests_fit(tests: int, run: float, limits: Limits) -> None:
 
 
 def submit_env(req: SubmitRequest, limits: Limits) -> tuple[Environment, str, str, str]:
-    """The environment a ``/submit`` runs (its tests as cases, output kept, words compared),
-    the code extracted from the completion, how it was found, and its language."""
+    """The environment a ``/submit`` runs, the code extracted from the completion, how it was
+    found, and its language. With ``config.provided_data``: its tests as cases, output kept,
+    words compared. Without: the problem ``id`` of the registered ``dataset`` (``problem``), as
+    the suite has it, output kept."""
     code, kind = extract_code_kind(req.completion)
+    if req.config.provided_data is None:
+        try:
+            env = problem(req.dataset, req.id, req.config.language)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; or give the tests in config.provided_data") from None
+        kept = env.model_copy(update={"keep_output": True, "dialect": DIALECT})
+        return kept, code, kind, env.language
     tests = _tests(req.config.provided_data)
     language = language_of(req.config.language or "python")
     run = _seconds(req.config.run_timeout, "config.run_timeout", limits)
@@ -391,6 +546,7 @@ def submit_env(req: SubmitRequest, limits: Limits) -> tuple[Environment, str, st
             timeout_kind="backstop",
             compile_timeout=_seconds(req.config.compile_timeout, "config.compile_timeout", limits),
             scoring="partial",
+            dialect=DIALECT,
         )
     except ValueError as exc:
         raise ConfigError(one_line(str(exc), MESSAGE_CHARS)) from exc
@@ -404,6 +560,8 @@ def submit_reply(
     ``EvalResult`` with one entry per test."""
     if not result.has_verdict:
         return 504, no_verdict_body(result)
+    if req.config.provided_data is None:  # a registered dataset's problem: its own cases
+        return 200, _eval_result(req, result, code, kind, _problem_tests(result, language))
     cases = env.test_cases or []
     tests = []
     for i, case in enumerate(cases):
@@ -419,7 +577,15 @@ def submit_reply(
                 },
             }
         )
-    body = {
+    return 200, _eval_result(req, result, code, kind, tests)
+
+
+def _eval_result(
+    req: SubmitRequest, result: RunResult, code: str, kind: str, tests: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """SandboxFusion's ``EvalResult`` of a run with a verdict; ``extra``: deepgym's score (the
+    share of tests passed) and error type."""
+    return {
         "id": req.id,
         "accepted": bool(result.passed),
         "extracted_code": code,
@@ -427,9 +593,99 @@ def submit_reply(
         "test_code": None,
         "tests": tests,
         "extracted_type": kind,
-        "extra": None,
+        "extra": {"score": result.score, "error_type": result.error_type},
     }
-    return 200, body
+
+
+def _problem_tests(result: RunResult, language: str) -> list[dict[str, Any]]:
+    """Each case of a registered problem's run as an ``EvalResult`` test: a program's run
+    (a script's case) as ``/run_code`` gives it; a call into the answer (a function's case) as
+    its verdict and message, with no ``run_result`` (no program of its own ran)."""
+    tests = []
+    for case in result.cases:
+        if case.output is not None:
+            info = _exec_info(result, language, case.output)
+        else:
+            info = {
+                "status": "Success" if case.passed else "Failed",
+                "message": case.message,
+                "compile_result": _compile_result(result, language),
+                "run_result": None,
+                "executor_pod_name": None,
+                "files": {},
+            }
+        test_info = {"name": case.name, "message": case.message}
+        tests.append({"passed": case.passed, "exec_info": info, "test_info": test_info})
+    return tests
+
+
+# -- the dataset routes -------------------------------------------------------------------------
+def datasets() -> list[str]:
+    """``/list_datasets``: the suites this service can load (``deepgym.list_suites``)."""
+    return list_suites()
+
+
+@functools.lru_cache(maxsize=32)
+def _suite(name: str) -> tuple[Environment, ...]:
+    """A suite's problems, loaded once per process (a suite is data installed with deepgym or
+    a package: it does not change while the service runs)."""
+    return tuple(load_suite(name))
+
+
+def _problems(dataset: str, language: str | None) -> tuple[Environment, ...]:
+    """The problems of ``dataset`` (a suite's name), those in ``language`` where given
+    (SandboxFusion's name for it); ``ConfigError`` (400) naming an unknown dataset and the
+    known ones."""
+    if not isinstance(dataset, str) or dataset not in list_suites():
+        known = ", ".join(list_suites())
+        raise ConfigError(f"dataset {dataset!r} is not served here; the datasets: {known}")
+    envs = _suite(dataset)
+    if language is None:
+        return envs
+    lang = language_of(language)
+    return tuple(e for e in envs if e.language == lang)
+
+
+def _prompt(env: Environment) -> dict[str, Any]:
+    """A problem as SandboxFusion's ``Prompt``: its id (the environment's name), its task, and
+    labels saying what kind of answer it takes."""
+    labels: dict[str, Any] = {"kind": env.kind, "language": env.language}
+    if env.entry_point:
+        labels["entry_point"] = env.entry_point
+    if env.difficulty:
+        labels["difficulty"] = env.difficulty
+    if env.tags:
+        labels["tags"] = list(env.tags)
+    return {"id": env.name, "prompt": env.task, "labels": labels}
+
+
+def prompts(req: PromptsRequest) -> list[dict[str, Any]]:
+    """``/get_prompts``: the dataset's problems from ``offset``, at most ``limit``."""
+    envs = _problems(req.dataset, req.config.language)
+    return [_prompt(e) for e in envs[req.offset : req.offset + req.limit]]
+
+
+def ids(req: PromptsRequest) -> list[str]:
+    """``/list_ids``: the ids ``/get_prompts`` would list."""
+    envs = _problems(req.dataset, req.config.language)
+    return [e.name for e in envs[req.offset : req.offset + req.limit]]
+
+
+def problem(dataset: str, ident: int | str, language: str | None = None) -> Environment:
+    """The problem ``ident`` of ``dataset``: by its id (the environment's name, as
+    ``/list_ids`` gives it), or by the part after the dataset's name (``0`` for
+    ``humaneval/0``); ``ConfigError`` (400) naming what is unknown, or a ``language`` other
+    than the problem's."""
+    envs = {e.name: e for e in _problems(dataset, None)}
+    env = envs.get(str(ident)) or envs.get(f"{dataset}/{ident}")
+    if env is None:
+        raise ConfigError(f"id {ident!r} is not a problem of dataset {dataset!r} (/list_ids)")
+    if language is not None and language_of(language) != env.language:
+        raise ConfigError(
+            f"config.language {language!r}: problem {env.name!r} of {dataset!r} is in "
+            f"{env.language!r}"
+        )
+    return env
 
 
 # -- the routes ---------------------------------------------------------------------------------
@@ -451,16 +707,37 @@ def add_fusion(app: FastAPI, service: Service) -> None:
     async def run_code(request: Request) -> JSONResponse:
         arrived = time.monotonic()
         req: RunCodeRequest = await _body(request, RunCodeRequest)
-        env = run_code_env(req, service.limits)
+        env = run_code_env(req, service.limits, runtime_of(request.scope))
+        given = run_code_input(req)
         begin = start_by(env, client_deadline(req, arrived))
-        result = await service.score(env, req.code, env.timeout, start_by=begin)
-        status, body = run_code_reply(result, env.language)
+        result = await service.score(env, req.code, env.timeout, begin, given)
+        status, body = run_code_reply(result, env.language, req.fetch_files)
         return JSONResponse(body, status_code=status)
 
     @app.post("/submit")
     async def submit(request: Request) -> JSONResponse:
         req: SubmitRequest = await _body(request, SubmitRequest)
         env, code, kind, language = submit_env(req, service.limits)
-        result = await service.score(env, code, env.timeout)
+        env = in_runtime(env, request.scope)
+        # a registered problem's time limit is its own (its policy), as ``/v1/run`` sets it
+        limit = env.timeout if req.config.provided_data is not None else None
+        result = await service.score(env, code, limit)
         status, body = submit_reply(req, env, result, code, kind, language)
         return JSONResponse(body, status_code=status)
+
+    @app.get("/list_datasets")
+    async def list_datasets() -> list[str]:
+        return datasets()
+
+    @app.post("/list_ids")
+    async def list_ids(request: Request) -> list[str]:
+        return ids(await _body(request, PromptsRequest))
+
+    @app.post("/get_prompts")
+    async def get_prompts(request: Request) -> list[dict[str, Any]]:
+        return prompts(await _body(request, PromptsRequest))
+
+    @app.post("/get_prompt_by_id")
+    async def get_prompt_by_id(request: Request) -> dict[str, Any]:
+        req: PromptByIdRequest = await _body(request, PromptByIdRequest)
+        return _prompt(problem(req.dataset, req.id, req.config.language))

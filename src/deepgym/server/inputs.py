@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -13,6 +15,8 @@ from deepgym.envs.registry import list_environments, load_environment
 from deepgym.exceptions import ConfigError, UnknownEnvironmentError, VerifierCodeRefusedError
 from deepgym.models import Environment
 from deepgym.protocol import EnvSpec
+from deepgym.runtimes import DEFAULT as DEFAULT_RUNTIME
+from deepgym.runtimes import runtime
 from deepgym.text import one_line
 from deepgym.validation import (
     name_str,
@@ -24,6 +28,9 @@ from deepgym.validation import (
 
 MESSAGE_CHARS = 600
 """An error message a client gets is one line of at most this many characters."""
+RUNTIME_KEY = "deepgym.runtime"
+"""Where a request's ASGI scope holds the runtime of a SandboxFusion route's Python answer: the
+``/runtime/<name>/`` prefix of its URL, else the service's (``deepgym serve --runtime``)."""
 
 
 @dataclass(frozen=True)
@@ -172,3 +179,21 @@ def check_time_limit(
 def check_parallel(max_parallel: int, limits: Limits) -> int:
     """A client's ``max_parallel``, capped by the service's limit."""
     return min(positive_int(max_parallel, "max_parallel"), limits.max_parallel)
+
+
+def runtime_of(scope: Mapping[str, Any]) -> str:
+    """The runtime a request's URL names (``scope[RUNTIME_KEY]``; the standard library's where it
+    names none). ``ConfigError`` (400) naming the runtimes there are, for any other name."""
+    return runtime(scope.get(RUNTIME_KEY, DEFAULT_RUNTIME)).name
+
+
+def in_runtime(env: Environment, scope: Mapping[str, Any]) -> Environment:
+    """``env`` (a SandboxFusion request's) with its Python answer in the request's runtime
+    (``scope[RUNTIME_KEY]``; the standard library's where it names none); an answer in another
+    language is left as it is (a runtime is packages for Python). ``ConfigError`` (400) naming
+    the runtimes there are, for any other name."""
+    name = runtime_of(scope)
+    if env.language != "python" or env.runtime == name:
+        return env
+    # (only the runtime changes, and its one rule, a Python answer, holds: no new validation)
+    return env.model_copy(update={"runtime": name})

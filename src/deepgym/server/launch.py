@@ -59,12 +59,14 @@ def service_app(
     limits: Limits,
     openrlhf: bool,
     ray_address: str | None = None,
+    runtime: str = "stdlib",
 ) -> FastAPI:
     """The API and console over a new backend of the ``sandbox`` kind (closed with the app), or
     over the Ray cluster at ``ray_address`` (one pool per node, ``deepgym.engines.ray``).
 
     A pool's runs at once default to its ``max_workers`` (the most it grows to while runs
     wait: time limits are judged on CPU time, so runs above the core count are judged alike).
+    ``runtime``: that of SandboxFusion's routes' Python answers where the URL names none.
     """
     require_server_extra()
     from deepgym.sandbox import make_backend
@@ -81,6 +83,7 @@ def service_app(
             limits=limits,
             openrlhf=openrlhf,
             engine=RayEngine(ray_address, sandbox=sandbox),
+            runtime=runtime,
         )
     backend = make_backend(sandbox, workers=workers, max_workers=max_workers)
     if concurrency is None and sandbox == "pool":
@@ -95,6 +98,7 @@ def service_app(
         concurrency=concurrency,
         openrlhf=openrlhf,
         close_backend=True,
+        runtime=runtime,
     )
 
 

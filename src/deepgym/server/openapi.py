@@ -36,7 +36,12 @@ from deepgym.protocol import (
     StreamEvent,
     TimeLimitRequest,
 )
-from deepgym.server.fusion import RunCodeRequest, SubmitRequest
+from deepgym.server.fusion import (
+    PromptByIdRequest,
+    PromptsRequest,
+    RunCodeRequest,
+    SubmitRequest,
+)
 
 __all__ = ["DOCS_VERSION", "ROUTES", "openapi_schema", "request_body_tables"]
 
@@ -140,10 +145,32 @@ ROUTES: dict[tuple[str, str], dict[str, Any]] = {
         "with `status: SandboxError` (docs: Coming from SandboxFusion).",
     },
     ("post", "/submit"): {
-        "summary": "SandboxFusion's submit: a completion's code against the tests it carries",
+        "summary": "SandboxFusion's submit: a completion's code against the tests it carries, "
+        "or as a registered dataset's problem",
         "body": SubmitRequest,
         "reply_schema": {"type": "object"},
         "about": "SandboxFusion's `EvalResult`; HTTP 504 where deepgym has no verdict.",
+    },
+    ("get", "/list_datasets"): {
+        "summary": "SandboxFusion's list_datasets: the suites served, by name",
+        "reply_schema": {"type": "array", "items": {"type": "string"}},
+    },
+    ("post", "/list_ids"): {
+        "summary": "SandboxFusion's list_ids: the ids of a dataset's problems",
+        "body": PromptsRequest,
+        "reply_schema": {"type": "array", "items": {"type": "string"}},
+    },
+    ("post", "/get_prompts"): {
+        "summary": "SandboxFusion's get_prompts: a dataset's problems as prompts",
+        "body": PromptsRequest,
+        "reply_schema": {"type": "array", "items": {"type": "object"}},
+        "about": "SandboxFusion's `Prompt`s: `id`, `prompt` and `labels`.",
+    },
+    ("post", "/get_prompt_by_id"): {
+        "summary": "SandboxFusion's get_prompt_by_id: one problem of a dataset as a prompt",
+        "body": PromptByIdRequest,
+        "reply_schema": {"type": "object"},
+        "about": "SandboxFusion's `Prompt`: `id`, `prompt` and `labels`.",
     },
     ("get", "/v1/ping"): {
         "summary": "SandboxFusion's ping: `pong`",

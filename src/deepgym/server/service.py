@@ -41,7 +41,7 @@ from deepgym.exceptions import (
 from deepgym.models import Environment, RunResult
 from deepgym.protocol import EnvSpec, Raised, RunReply, StreamEvent, encode_event
 from deepgym.sandbox import make_backend
-from deepgym.sandbox.base import Backend, Job, RawRun, not_started
+from deepgym.sandbox.base import Backend, Job, RawRun, RunInput, not_started
 from deepgym.scheduling import TimeLimitPolicy, group_slices
 from deepgym.server.admission import InFlightBytes
 from deepgym.server.inputs import Limits, check_parallel, check_time_limit, parse_env, parse_envs
@@ -67,6 +67,11 @@ START_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 its client's deadline is known (``Service.score``'s ``start_by``); ``MeteredBackend`` puts it on
 each job (``Job.start_by``), so that a run never waits for a sandbox past it."""
 LATE = "no sandbox was free before the time the run had to start by (its client's deadline)"
+RUN_INPUT: contextvars.ContextVar[tuple[Environment, RunInput] | None] = contextvars.ContextVar(
+    "deepgym_run_input", default=None
+)
+"""The request's own cases and files for its runs of its environment (``Service.score``'s
+``run_input``); ``MeteredBackend`` puts them on each job of that environment (``Job.input``)."""
 
 
 class MeteredBackend:
@@ -98,6 +103,9 @@ class MeteredBackend:
         start_by = START_BY.get()
         if start_by is not None:
             job = dataclasses.replace(job, start_by=start_by)
+        given = RUN_INPUT.get()
+        if given is not None and (job.env is given[0] or job.env == given[0]):  # a copy too
+            job = dataclasses.replace(job, input=given[1])
         self.metrics.queue_depth += 1
         try:
             if self._sem is not None and not await _acquire_by(self._sem, start_by):
@@ -193,6 +201,9 @@ class Service:
                 backend=MeteredBackend(backend, self.metrics, concurrency), time_limits=time_limits
             )
         """The local client that runs every request's answers, on the metered backend."""
+        self.local = engine is None
+        """Whether the answers run on this host's backend (``MeteredBackend``), where a run can
+        take a request's own cases and files (``RunInput``); not on another engine's."""
         self.store = store
         self.allow_verifier_code = allow_verifier_code
         self.limits = limits if limits is not None else Limits()
@@ -284,17 +295,25 @@ class Service:
         answer: str,
         time_limit: float | None,
         start_by: float | None = None,
+        run_input: RunInput | None = None,
     ) -> RunResult:
         """One run with the batch rules (never raises for the run: no verdict is a result),
         counted in the metrics: what SandboxFusion's routes answer from. ``start_by``: the
         instant (``time.monotonic()``) past which the run must not start (``START_BY``): its
-        client gives up before it could end."""
+        client gives up before it could end. ``run_input``: the request's own cases and files
+        for its runs of ``env`` (``RUN_INPUT``); on another engine than this host's, its cases
+        become the environment's, and files are refused (``ConfigError``)."""
+        if run_input is not None and not self.local:
+            env = _folded(env, run_input)
+            run_input = None
         token = START_BY.set(start_by)  # before the run's task is made: it copies the context
+        given = RUN_INPUT.set(None if run_input is None else (env, run_input))
         try:
             result: RunResult = await self._abandonable(
                 self.client.run_one(env, answer, time_limit=time_limit)
             )
         finally:
+            RUN_INPUT.reset(given)
             START_BY.reset(token)
         self.metrics.observe(result)
         return result
@@ -434,6 +453,19 @@ class Service:
         """Close every session, then the client, and with it the backend."""
         await self.close_sessions()
         await self.client.close()
+
+
+def _folded(env: Environment, run_input: RunInput) -> Environment:
+    """``env`` with ``run_input``'s cases as its own, for an engine that runs environments as
+    they are sent (a Ray cluster's): files in or out of a run need this host's backend."""
+    if run_input.files or run_input.fetch:
+        raise ConfigError(
+            "files and fetch_files need the service's own sandbox: this service runs its "
+            "answers on another engine (deepgym serve --ray)"
+        )
+    if run_input.cases is None:
+        return env
+    return env.model_copy(update={"test_cases": list(run_input.cases)})
 
 
 def eval_plan(

@@ -11,7 +11,10 @@ object whose ``reward`` is the number) and ``solution/solve.sh`` (the oracle).
 The package, one concern a module:
 
 - ``import_task``: ``import_harbor_task``, a task as a session environment folder;
-- ``folder``: ``import_harbor_folder``, every task of a folder, with a report of those refused;
+- ``tbench``: ``import_terminal_bench_task``, terminal-bench's first format (``task.yaml``, a
+  one-service compose file, ``run-tests.sh`` and a parser), staged in Harbor's layout;
+- ``folder``: ``import_task`` (either format), ``import_harbor_folder``, every task of a
+  folder, with a report of those refused;
 - ``export_task``: ``export_harbor_task``, a session environment in Harbor's layout;
 - ``plan``: whether the host sandbox stands in for a task's image, and what a session starts
   from where it does;
@@ -27,9 +30,10 @@ The package, one concern a module:
 from __future__ import annotations
 
 from deepgym.envs.harbor.export_task import export_harbor_task
-from deepgym.envs.harbor.folder import FolderImport, import_harbor_folder
+from deepgym.envs.harbor.folder import FolderImport, import_harbor_folder, import_task
 from deepgym.envs.harbor.import_task import import_harbor_task
 from deepgym.envs.harbor.paths import HARBOR_ROOT, WORK, path_map, rewrite
+from deepgym.envs.harbor.tbench import import_terminal_bench_task
 
 __all__ = [
     "HARBOR_ROOT",
@@ -38,6 +42,8 @@ __all__ = [
     "export_harbor_task",
     "import_harbor_folder",
     "import_harbor_task",
+    "import_task",
+    "import_terminal_bench_task",
     "path_map",
     "rewrite",
 ]

@@ -26,11 +26,13 @@ is refused in one ``ConfigError`` line naming its instruction.
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from deepgym.envs.harbor import files as harbor_files
@@ -39,7 +41,17 @@ from deepgym.exceptions import ConfigError
 from deepgym.images.dockerfile import Instruction
 from deepgym.images.recipe import Recipe, recipe
 
-__all__ = ["build_image", "context_hash", "image_recipe", "image_ref", "image_setup", "seed_work"]
+__all__ = [
+    "build_image",
+    "context_hash",
+    "image_recipe",
+    "image_ref",
+    "image_setup",
+    "image_user",
+    "link_workdir",
+    "owner_writable",
+    "seed_work",
+]
 
 HASH_CHARS = 12
 """Hex digits of ``context_hash`` in an image's tag."""
@@ -83,18 +95,32 @@ def context_hash(context: Path) -> str:
     return digest.hexdigest()[:HASH_CHARS]
 
 
-def image_ref(task_name: str, context: Path) -> str:
-    """``harbor/<task>:<hash of context>``, the task's name made a valid repository name."""
+def image_ref(task_name: str, context: Path, bases: Mapping[str, str] | None = None) -> str:
+    """``harbor/<task>:<hash of context>``, the task's name made a valid repository name; the
+    hash covers the stand-ins ``bases`` names too (another stand-in, another image)."""
     name = re.sub(r"[^a-z0-9._-]+", "-", task_name.lower()).strip("-._") or "task"
-    return f"harbor/{name}:{context_hash(context)}"
+    tag = context_hash(context)
+    if bases:
+        mixed = hashlib.sha256((tag + json.dumps(sorted(bases.items()))).encode())
+        tag = mixed.hexdigest()[:HASH_CHARS]
+    return f"harbor/{name}:{tag}"
+
+
+def image_user(built: Recipe) -> str:
+    """Who a session on the task's image runs as (``Environment.user``): ``"root"``, as a
+    container runs, unless the Dockerfile's last ``USER`` names another user."""
+    return "root" if built.user in ("", "root", "0", "0:0", "root:root") else "agent"
 
 
 def build_image(
-    context: Path, ref: str, progress: Callable[[str], None] | None = None
+    context: Path,
+    ref: str,
+    progress: Callable[[str], None] | None = None,
+    bases: Mapping[str, str] | None = None,
 ) -> tuple[Path, dict[str, str]]:
-    """Build ``context``'s Dockerfile as ``ref`` in the image store (each step cached), and
-    return its unpacked root and its variables. A step that fails is the Dockerfile's
-    ``ConfigError``; a base that cannot be had is ``ImageError``."""
+    """Build ``context``'s Dockerfile as ``ref`` in the image store (each step cached), on the
+    stand-ins ``bases`` names, and return its unpacked root and its variables. A step that
+    fails is the Dockerfile's ``ConfigError``; a base that cannot be had is ``ImageError``."""
     from deepgym.images.build import build
     from deepgym.images.store import ImageStore
     from deepgym.sandbox.image_root import parse_env
@@ -103,7 +129,7 @@ def build_image(
     try:
         store.lookup(ref)
     except ConfigError:
-        build(context / "Dockerfile", context, ref, store=store, progress=progress)
+        build(context / "Dockerfile", context, ref, store=store, progress=progress, bases=bases)
     else:
         if progress is not None:
             progress(f"image {ref}: in the image store")
@@ -122,14 +148,38 @@ def seed_work(rootfs: Path, workdir: str, repo: Path) -> bool:
     return True
 
 
-def image_setup(variables: dict[str, str], work: str) -> str:
-    """The setup script of a session on a task's image: ``variables`` exported, then the
-    agent's shell moved to the work dir ``work``."""
+def link_workdir(workdir: str, work: str) -> str:
+    """A bash command that makes the image's ``workdir`` a link to the work dir ``work``, so a
+    path the rewrite cannot see (one computed at run time, a default such as
+    ``${APP_DIR:-/app}``, one in a binary) reaches the agent's work too. The root is the
+    session's own layer: what the image held there is in the work dir already (``seed_work``)."""
+    w = shlex.quote(workdir)
+    clear = f"{{ test -L {w} || ! test -d {w} || chmod -R u+rwX {w}; }} && rm -rf {w}"
+    return f'{clear} && mkdir -p "$(dirname {w})" && ln -sfn {shlex.quote(work)} {w}'
+
+
+def owner_writable(folder: Path) -> None:
+    """Give the owner write (and search, on folders) on everything under ``folder``, links
+    aside: the work dir of a task run as root. Root in a container writes whatever its mode
+    says (its capabilities override it); a session's root has none, and owns the work dir, so
+    the import gives it the write its task expects (files the image copied read-only, say)."""
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        extra = stat.S_IWUSR | (stat.S_IXUSR if path.is_dir() else 0)
+        path.chmod(stat.S_IMODE(path.stat().st_mode) | extra | stat.S_IRUSR)
+
+
+def image_setup(variables: dict[str, str], work: str, workdir: str | None = None) -> str:
+    """The setup script of a session on a task's image: ``variables`` exported, the image's
+    ``workdir`` made a link to the work dir ``work`` (``link_workdir``), then the agent's
+    shell moved to the work dir."""
     lines = [
         "# From the Harbor task: its variables (those naming the image's WORKDIR, rewritten),",
-        "# then the agent's shell starts in the work dir, where the task's WORKDIR is mapped.",
+        "# its WORKDIR a link to the work dir, then the agent's shell starts in the work dir.",
         "set -e",
         *(f"export {key}={shlex.quote(value)}" for key, value in variables.items()),
+        *([link_workdir(workdir, work)] if workdir and workdir != work else []),
         f"cd {shlex.quote(posixpath.normpath(work))}",
     ]
     return "\n".join(lines) + "\n"

@@ -39,7 +39,9 @@ def rewrite(text: str, mapping: dict[str, str]) -> str:
     end of the path or a ``/``) starting with its value instead."""
     keys = sorted(mapping, key=len, reverse=True)
     pattern = re.compile(
-        r"(?<![\w.~$/})-])(" + "|".join(re.escape(k) for k in keys) + r")(?![\w.-])"
+        r"(?:(?<=:-)|(?<![\w.~$/})-]))("  # a shell default (${APP_DIR:-/app}) is a path too
+        + "|".join(re.escape(k) for k in keys)
+        + r")(?![\w.-])"
     )
     return pattern.sub(lambda m: mapping[m[1]], text)
 

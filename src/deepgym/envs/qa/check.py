@@ -48,6 +48,7 @@ from deepgym.envs.qa.checks import MAX_WRONG_SCORE, Check, CheckReport
 from deepgym.envs.qa.exploits import exploits
 from deepgym.envs.qa.session_check import check_session_environment
 from deepgym.envs.registry import solution_suffix
+from deepgym.judge.blame import BACKSTOP
 from deepgym.judge.patch import is_test_infra, make_diff
 from deepgym.models import Environment, RunResult
 from deepgym.text import short_cause
@@ -373,8 +374,14 @@ def _fingerprint(r: RunResult) -> tuple[object, ...]:
 
 
 def _run_ms(r: RunResult) -> float:
-    """The run's own time: from the verifier's start to its end (no queue, no start-up)."""
-    return max(r.execution_time_ms - r.service.start_ms, 0.0)
+    """The run's time as its limits see it: the answer's CPU time, which they are judged on
+    (a loaded host does not move it), or its time on the clock over ``BACKSTOP`` (the
+    backstop's share: an answer that waits uses no CPU), whichever is more. The clock's time
+    counts from the verifier's start to its end (no queue, no start-up), and alone where no
+    CPU time was measured."""
+    wall = max(r.execution_time_ms - r.service.start_ms, 0.0)
+    cpu = r.evidence.solution_cpu_ms
+    return wall if cpu is None else max(cpu, wall / BACKSTOP)
 
 
 @dataclass(frozen=True)

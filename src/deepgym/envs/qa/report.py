@@ -89,9 +89,10 @@ class Survivor(_Model):
     killing_input: str | None
 
 
-class Equivalent(_Model):
-    """A mutant left out of the score: it behaves as the reference, and why we think so
-    (``agreed``: the distinct in-domain inputs it agreed on, where that is the evidence)."""
+class _Untold(_Model):
+    """A mutant no test failed and no input told apart from the reference: why it stands as it
+    does, and ``agreed``, the distinct in-domain inputs it agreed on, where that is the
+    evidence."""
 
     id: str
     operator: str
@@ -102,18 +103,13 @@ class Equivalent(_Model):
     agreed: int | None = Field(default=None, ge=0)
 
 
-class Undecided(_Model):
-    """A mutant no test failed and no input told apart from the reference, on too little
-    evidence to call it equivalent (``why``; ``agreed``: the distinct in-domain inputs it
-    agreed on). It counts as a survivor in the score."""
+class Equivalent(_Untold):
+    """A mutant left out of the score: it behaves as the reference, and why we think so."""
 
-    id: str
-    operator: str
-    line: int
-    description: str
-    diff: str
-    why: str
-    agreed: int | None = Field(default=None, ge=0)
+
+class Undecided(_Untold):
+    """A mutant on too little evidence to call it equivalent. It counts as a survivor in the
+    score."""
 
 
 class Mutation(_Model):

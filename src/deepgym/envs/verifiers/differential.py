@@ -181,13 +181,14 @@ class _Reference:
 # -- compare -------------------------------------------------------------------------------------
 
 
-def _has_float(x: Any) -> bool:
+def has_float(x: Any) -> bool:
+    """Whether ``x`` is a float or holds one (in a list, tuple, set or dict's values)."""
     if isinstance(x, float):
         return True
     if isinstance(x, list | tuple | set | frozenset):
-        return any(_has_float(v) for v in x)
+        return any(has_float(v) for v in x)
     if isinstance(x, dict):
-        return any(_has_float(v) for v in x.values())
+        return any(has_float(v) for v in x.values())
     return False
 
 
@@ -201,7 +202,7 @@ def _literal(value: Any) -> str | None:
 
 
 def _agree(got: Any, expected: Any, how: str) -> bool:
-    if how == "exact" and _has_float(expected):
+    if how == "exact" and has_float(expected):
         how = "float"
     return bool(compare.equal(got, expected, how))
 
