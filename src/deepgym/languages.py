@@ -31,7 +31,6 @@ from typing import get_args
 
 from deepgym.exceptions import ConfigError
 from deepgym.models import LanguageName
-from deepgym.sandbox.policy import IN_JUDGE
 
 __all__ = [
     "LANGUAGES",
@@ -71,7 +70,8 @@ class Language:
     """The file the answer's source is written to in the build folder."""
     compile_argv: tuple[str, ...]
     """The compiler's command line, run in the build folder (the first word is found on
-    ``SYSTEM_PATH``)."""
+    ``SYSTEM_PATH``; ``{source}`` is the source's file name, ``{judge}`` the judge package's
+    folder in the sandbox, where a helper of ours lies: ``sandbox.programs``)."""
     artifact: str
     """What the build leaves in the build folder: the program the runs execute."""
     run_argv: tuple[str, ...]
@@ -175,7 +175,7 @@ _MORE = (
         version_argv=("--version",),
         package="node-typescript",
         source="main.ts",
-        compile_argv=("node", f"{IN_JUDGE}/ts_transpile.js", "main.ts"),
+        compile_argv=("node", "{judge}/ts_transpile.js", "main.ts"),
         artifact="main.js",
         run_argv=("node", "{program}"),
         build_env=(("HOME", "/tmp"),),

@@ -87,6 +87,9 @@ LanguageName = Literal[
     "jest",
 ]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
+TEST_RUNNERS = frozenset({"pytest", "junit", "go_test"})
+"""The languages that are test-runner modes: each test the runner reports is a case, and no
+output is compared (``deepgym.languages``' ``report``, held to this by a test)."""
 RuntimeName = Literal["stdlib", "scientific"]
 """The runtimes a Python answer may run in (``deepgym.runtimes`` has what each holds)."""
 Scoring = Literal["all", "partial"]
@@ -396,12 +399,7 @@ class Environment(BaseModel):
     def _output_free(self) -> bool:
         """Whether no case's output is compared: ``compare: "exit"`` (a case passes by its
         program's exit 0), or a test-runner mode (each test its runner reports is a case)."""
-        if self.compare == "exit":
-            return True
-        from deepgym.languages import LANGUAGES  # (it imports this module)
-
-        lang = LANGUAGES.get(self.language)
-        return lang is not None and lang.report is not None
+        return self.compare == "exit" or self.language in TEST_RUNNERS
 
 
 def _args_fit(args: list[Any], i: int) -> None:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from deepgym import AsyncDeepGym, DeepGym, Environment, RewardFunction, languages
 from deepgym.judge.blame import BACKSTOP, OVER, STARVED, WAITING
 from deepgym.judge.build import BUILT, CRASHED, REJECTED, STOPPED
+from deepgym.models import TEST_RUNNERS
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.programs import (
     ProgramCache,
@@ -95,6 +96,7 @@ def test_a_refused_source_is_the_answers_once_the_toolchain_has_built(dg: DeepGy
 
 def test_the_models_names_are_the_tables_languages() -> None:
     assert set(languages.NAMES) == {"python", *languages.LANGUAGES}
+    assert {n for n, lang in languages.LANGUAGES.items() if lang.report} == TEST_RUNNERS
     for lang in languages.LANGUAGES.values():
         if lang.unavailable:  # refused by name: nothing to build or run
             continue

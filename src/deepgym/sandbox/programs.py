@@ -61,6 +61,7 @@ from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import take_evidence
 from deepgym.sandbox.headers import IN_SANDBOX, Headers
+from deepgym.sandbox.policy import IN_JUDGE
 from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
 from deepgym.sandbox.workspace import Workspace
 from deepgym.verdict import COMPILER_STARTED, compile_outcome
@@ -224,7 +225,10 @@ def _spec(
     """What ``judge.build`` builds the source ``text`` in ``lang`` with: the compiler's command
     line in ``dialect`` (``Environment.dialect``), its program found on the host."""
     name = source_name(lang, text)
-    words = [name if w == "{source}" else w for w in lang.compile_argv_for(dialect)]
+    words = [
+        name if w == "{source}" else w.replace("{judge}", IN_JUDGE)
+        for w in lang.compile_argv_for(dialect)
+    ]
     argv = [tc.tools.get(words[0], words[0]), *words[1:]]
     return {
         "source": name,
