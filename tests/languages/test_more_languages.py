@@ -363,3 +363,12 @@ def test_a_language_debian_lacks_is_refused_in_one_line(dg: DeepGym, lang: str) 
     env = script_env(lang, "refused", [{"stdin": "", "expected_stdout": ""}])
     with pytest.raises(ConfigError, match=f"^language '{lang}' is not run here: [^\\n]+$"):
         dg.run(env, "anything\n")
+
+
+@pytest.mark.parametrize("lang", REFUSED)
+def test_the_sandbox_fusion_routes_refuse_it_before_running(lang: str) -> None:
+    """A 400 (the request's fault), never a run without a verdict that a client retries."""
+    from deepgym.server.fusion import language_of
+
+    with pytest.raises(ConfigError, match=f"^language '{lang}' is not run here: "):
+        language_of(lang)
