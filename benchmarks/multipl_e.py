@@ -27,7 +27,10 @@ from typing import Any
 from _common import write_json
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "sandboxfusion-samples" / "Multi-PLE"
+SHARED = Path(os.environ.get("DEEPGYM_SHARED_DATA") or ROOT.parent / "shared" / "data")
+"""``../shared/data`` beside the project's root, or ``$DEEPGYM_SHARED_DATA`` (a checkout whose
+``../shared`` is elsewhere), as the tests find it."""
+DEFAULT_DATA = SHARED / "sandboxfusion-samples" / "Multi-PLE"
 
 
 def _why(result: Any) -> str:
