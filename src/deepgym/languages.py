@@ -266,7 +266,10 @@ _MORE = (
         version_argv=("--version",),
         package="mono-mcs",
         source="Main.cs",
-        compile_argv=("mcs", "-d:DEBUG", "-optimize+", "-out:prog.exe", "Main.cs"),
+        compile_argv=(
+            *("mcs", "-d:DEBUG", "-optimize+", "-r:System.Numerics.dll"),
+            *("-out:prog.exe", "Main.cs"),
+        ),
         artifact="prog.exe",
         run_argv=("HOME=/tmp", "mono", "{program}"),
         build_env=(("HOME", "/tmp"),),
