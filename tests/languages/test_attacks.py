@@ -25,7 +25,7 @@ from deepgym.judge.blame import BACKSTOP
 from deepgym.sandbox.spec import START_GRACE_S
 from tests.sandbox.conftest import HostGuard
 
-from .conftest import need
+from .conftest import judged, need
 
 pytestmark = pytest.mark.sandbox
 
@@ -58,12 +58,6 @@ def c_source(text: str, **values: Any) -> str:
         text = text.replace(f"@{key}@", str(value))
     assert "@" not in text, text
     return text
-
-
-def judged(r: RunResult, score: float = 0.0) -> None:
-    assert r.has_verdict, r
-    assert r.score == score, r
-    assert r.passed is (score == 1.0), r
 
 
 def ran_and_lost(r: RunResult) -> None:
