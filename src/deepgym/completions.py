@@ -121,6 +121,67 @@ out (the tests use them: C#'s ``Debug``, C++'s ``assert``): a repeat of one is h
 each of these languages."""
 
 
+MULTIPL_E_MAINS = {
+    "cpp": re.compile(r"^[ \t]*int\s+main\s*\(", re.M),
+    "csharp": re.compile(r"^[ \t]*(?:public\s+|private\s+)?static\s+\w+\s+Main\s*\(", re.M),
+    "java": re.compile(r"^[ \t]*(?:public\s+)?static\s+void\s+main\s*\(", re.M),
+}
+"""A written-out answer's own entry point, in the languages whose whole program is kept
+(``_whole_program``): the tests bring theirs."""
+MULTIPL_E_OPENERS = {
+    "cpp": "void multipl_e_closed_by_the_tests() {\n",
+    "csharp": "    static void MultiplEClosedByTheTests() {\n",
+    "java": "    static void multiplEClosedByTheTests() {\n",
+}
+"""An empty function the tests' first line (``}``) closes, after a whole program."""
+
+
+def _block_end(code: str, start: int) -> int | None:
+    """Where the brace block that opens at or after ``start`` ends (past its ``}``), skipping
+    strings, characters and comments; None where it never closes."""
+    depth, i, n = 0, start, len(code)
+    while i < n:
+        ch = code[i]
+        if code.startswith("//", i):
+            i = code.find("\n", i)
+            i = n if i < 0 else i
+        elif code.startswith("/*", i):
+            i = code.find("*/", i + 2)
+            i = n if i < 0 else i + 2
+            continue
+        elif ch in "\"'":
+            i += 1
+            while i < n and code[i] != ch:
+                i += 2 if code[i] == "\\" else 1
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def _whole_program(code: str, language: str) -> str | None:
+    """A written-out answer kept whole, for tests that close the function and bring their own
+    entry point: its own ``main`` taken out, its class left open (C#, Java: the tests close
+    it), and an empty function opened for the tests' first ``}`` to close. Its helpers stay
+    wherever they are. None where its braces do not balance."""
+    found = MULTIPL_E_MAINS[language].search(code)
+    if found is not None:
+        end = _block_end(code, found.start())
+        if end is None:
+            return None
+        code = code[: found.start()] + code[end:]
+    if language in ("csharp", "java"):
+        last = code.rstrip().rfind("}")
+        if last < 0 or "class " not in code:
+            return None
+        code = code[:last]
+    return code.rstrip() + "\n\n" + MULTIPL_E_OPENERS[language]
+
+
 def _squeeze(text: str) -> str:
     return "".join(text.split())
 
@@ -177,15 +238,22 @@ def multipl_e_code(answer: str, prompt: str, stop_tokens: Sequence[str], languag
     """The code that goes before a MultiPL-E problem's tests, from ``answer``: a continuation
     of ``prompt`` (the prompt, then the answer up to its first stop token), or a reply that
     writes the program out (its first fenced block, or its text where it holds the prompt's
-    signature): cut after the function where the tests close it, its own main left out, made
-    one file with the prompt's imports (Go); ``language`` is deepgym's."""
+    signature): in C++, C# and Java kept whole but for its own main (its helpers wherever they
+    are: ``_whole_program``), elsewhere cut after the function where the tests close it, its
+    own main left out, made one file with the prompt's imports (Go); ``language`` is
+    deepgym's."""
     signature = next((ln for ln in reversed(prompt.splitlines()) if ln.strip()), "")
     fenced = first_code(answer)
     code = fenced if fenced is not None else answer
     end = _after_signature(code, signature)
     continuation = fenced is None and end is None
+    whole = (
+        None if continuation or language not in MULTIPL_E_MAINS else _whole_program(code, language)
+    )
     if continuation:
         code = prompt + _cut(answer, stop_tokens)
+    elif whole is not None:
+        code = whole
     elif language in MULTIPL_E_CLOSED_BY_TESTS and end is not None:
         code = code[:end] + _cut(code[end:], [s for s in stop_tokens if s != "\n\n"])
     elif language == "d" and end is not None:  # the tests bring an empty main of their own
