@@ -1,7 +1,9 @@
 #!/bin/sh
 # ensure-debian-packages.sh NAME SKIPPED TOOL:PACKAGE...
 # Installs the Debian PACKAGE of each TOOL missing from /usr/bin (a TOOL that is an absolute path:
-# that file, a header, say), in one apt-get call; quiet when every tool is there. Where they cannot be installed it says so (NAME: ...; SKIPPED) and exits 0:
+# that file, a header, say; "-": the package itself, a library whose files' names carry its
+# version), in one apt-get call; quiet when every tool is there. Where they cannot be installed it
+# says so (NAME: ...; SKIPPED) and exits 0:
 # the tests that need a missing tool are skipped, never failed. Shared by ensure-toolchains.sh and
 # ensure-image-tools.sh.
 set -eu
@@ -15,8 +17,10 @@ missing() {
     for pair in "$@"; do
         tool=${pair%%:*}
         case $tool in
-        /*) [ -e "$tool" ] || out="$out ${pair#*:}" ;;
-        *) [ -x "/usr/bin/$tool" ] || out="$out ${pair#*:}" ;;
+            /*) [ -e "$tool" ] || out="$out ${pair#*:}" ;;
+            -) dpkg-query -W -f='${Status}' "${pair#*:}" 2>/dev/null | grep -q "ok installed" \
+                || out="$out ${pair#*:}" ;;
+            *) [ -x "/usr/bin/$tool" ] || out="$out ${pair#*:}" ;;
         esac
     done
     echo "$out"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deepgym.completions import answer_of, completion_text, extract_code
+from deepgym.completions import answer_of, completion_text, extract_code, multipl_e_code
 from deepgym.exceptions import ConfigError
 
 
@@ -62,3 +62,54 @@ def test_shell_blocks_are_the_fences_marked_as_shell_and_the_rest_is_outside() -
     assert commands == ["ls -la", "pwd"]
     assert "DONE" in outside and "ls -la" not in outside and "x = 1" not in outside
     assert shell_blocks("```bash\nunclosed\n") == ([], "")
+
+
+# -- MultiPL-E: a written-out answer before the problem's tests ---------------------------------
+
+CS_PROMPT = "using System;\n\nclass Problem {\n    public static long Twice(long x) {\n"
+CS_TESTS = (
+    "    }\n    public static void Main(string[] args) {\n"
+    "    Debug.Assert(Twice(2L) == 4L);\n    }\n\n}\n"
+)
+CS_ANSWER = """```csharp
+using System;
+
+class Problem {
+    public static long Twice(long x)
+    {
+        return Helper(x) * 2; // "}" in a string: {
+    }
+
+    private static long Helper(long x) { return x; }
+
+    static void Main() {
+        Console.WriteLine(Twice(2)); /* } */
+    }
+}
+```
+"""
+
+
+def test_a_written_out_answer_keeps_its_helpers_and_loses_its_main() -> None:
+    """Its signature's brace on the next line, a helper after the function, its own Main: the
+    program is kept whole but for Main and the class's end, which the tests bring."""
+    code = multipl_e_code(CS_ANSWER, CS_PROMPT, ["\n    }\n"], "csharp") + CS_TESTS
+    assert "Helper(long x)" in code and "Console.WriteLine" not in code
+    assert code.count("Main(") == 1 and code.count("class Problem") == 1
+    assert "static void MultiplEClosedByTheTests() {\n    }\n    public static void Main" in code
+
+
+def test_a_cpp_answer_loses_only_its_main() -> None:
+    answer = (
+        "#include <cassert>\nlong twice(long x) { return x * 2; }\n"
+        "int main() { assert(twice(2) == 4); }\n"
+    )
+    code = multipl_e_code(answer, "#include <cassert>\nlong twice(long x) {\n", ["\n}"], "cpp")
+    assert "int main" not in code and "return x * 2;" in code
+    assert code.rstrip().endswith("{")  # the tests' first "}" closes it
+
+
+def test_an_answer_whose_braces_do_not_balance_is_cut_as_before() -> None:
+    answer = "long twice(long x) {\n    return x * 2;\n}\nint main() {\n"
+    code = multipl_e_code(answer, "long twice(long x) {\n", ["\n}"], "cpp")
+    assert code == "long twice(long x) {\n    return x * 2;\n"

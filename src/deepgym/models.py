@@ -50,14 +50,50 @@ __all__ = [
 ]
 
 EnvKind = Literal["function", "script", "patch", "session"]
-Compare = Literal["exact", "float", "unordered", "tokens"]
+Compare = Literal["exact", "float", "unordered", "tokens", "exit"]
+"""How a case's result is compared with what it expects; ``exit``: not compared at all, a
+script's program passes its case by exiting 0 (a program that asserts, as MultiPL-E's do)."""
 HARNESS_MARKER = "// deepgym:answer"
 """The line of an environment's ``harness`` that the answer's code replaces."""
-LanguageName = Literal["python", "c", "cpp", "java", "js", "rust", "go"]
+LanguageName = Literal[
+    "python",
+    "c",
+    "cpp",
+    "java",
+    "js",
+    "rust",
+    "go",
+    "bash",
+    "ts",
+    "php",
+    "ruby",
+    "lua",
+    "perl",
+    "r",
+    "racket",
+    "csharp",
+    "scala",
+    "kotlin",
+    "d",
+    "verilog",
+    "sql",
+    "pytest",
+    "junit",
+    "go_test",
+    "swift",
+    "julia",
+    "lean",
+    "cuda",
+    "jest",
+]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""
+TEST_RUNNERS = frozenset({"pytest", "junit", "go_test"})
+"""The languages that are test-runner modes: each test the runner reports is a case, and no
+output is compared (``deepgym.languages``' ``report``, held to this by a test)."""
 RuntimeName = Literal["stdlib", "scientific"]
 """The runtimes a Python answer may run in (``deepgym.runtimes`` has what each holds)."""
 Scoring = Literal["all", "partial"]
+AnswerFormat = Literal["code", "multipl_e"]
 TimeoutKind = Literal["limit", "backstop"]
 Dialect = Literal["deepgym", "sandbox_fusion"]
 """Whose command lines build a compiled answer (``Environment.dialect``)."""
@@ -116,14 +152,24 @@ class Environment(BaseModel):
     max_file_mb: Annotated[int, int_field("max_file_mb", 1, MAX_FILE_MB)] = 64
     compare: Compare = "exact"
     language: LanguageName = "python"
-    """The language of the answer: ``python`` (the default), or ``c``, ``cpp``, ``java``,
-    ``js``, ``rust`` or ``go`` for a ``script`` task (a program on stdin and stdout), which is
-    compiled once in the sandbox before its cases run (``deepgym.languages``)."""
+    """The language of the answer: ``python`` (the default), or another for a ``script`` task
+    (a program on stdin and stdout), which is compiled (or syntax-checked) once in the sandbox
+    before its cases run: ``c``, ``cpp``, ``java``, ``js``, ``rust``, ``go``, ``bash``,
+    ``ts``, ``php``, ``ruby``, ``lua``, ``perl``, ``r``, ``racket``, ``csharp``, ``scala``,
+    ``kotlin``, ``d``, ``verilog``, ``sql``; or a test-runner mode, whose tests are the result's
+    cases: ``pytest``, ``junit``, ``go_test`` (``deepgym.languages``; ``swift``, ``julia``,
+    ``lean``, ``cuda`` and ``jest`` are refused here, saying why)."""
     harness: Annotated[str | None, optional_text_field("harness")] = None
     """A function task in a compiled language: a program in the environment's language with
     the line ``// deepgym:answer`` (``HARNESS_MARKER``) where the answer's code goes; its
     ``main`` reads a case's stdin, calls the answer's function and prints what it returns,
     which is compared with the case's ``expected_stdout`` outside the program."""
+    answer_format: AnswerFormat = "code"
+    """What the answer is: ``code`` (the default), the program (or, with a ``harness``, the
+    code at its marker) as it is; ``multipl_e``, a MultiPL-E completion (a continuation of the
+    prompt, ``task``, or a reply that writes the program out), made into the code before the
+    harness's tests by ``completions.multipl_e_code`` with the stop tokens of the first test
+    case (``deepgym.envs.multipl_e``)."""
     compile_timeout: Annotated[float, seconds_field("compile_timeout")] = 30.0
     """A compiled language: the time limit of the compile phase, in seconds of the compiler's
     CPU time (a compile that uses it, or waits past it, is the answer's ``solution_timeout``;
@@ -272,6 +318,8 @@ class Environment(BaseModel):
         for field_name, given in script_only.items():
             if given and self.kind != "script":
                 raise ValueError(f"{field_name} applies to kind 'script' only, not {self.kind!r}")
+        if self.answer_format == "multipl_e" and (self.harness is None or not self.task):
+            raise ValueError("answer_format 'multipl_e' needs the prompt (task) and a harness")
         if self.harness is not None:
             if self.language == "python":
                 raise ValueError("harness is for a compiled language (a Python answer is called)")
@@ -339,12 +387,19 @@ class Environment(BaseModel):
         if self.kind == "script":
             for i, case in enumerate(self.test_cases or []):
                 _args_fit(case.get("args", []), i)
-        if self.kind == "script" and not has_custom:
+        if self.compare == "exit" and self.kind != "script":
+            raise ValueError(f"compare 'exit' applies to kind 'script' only, not {self.kind!r}")
+        if self.kind == "script" and not has_custom and not self._output_free():
             for i, case in enumerate(self.test_cases or []):
                 if "expected_stdout" not in case:
                     raise ValueError(f"test_cases[{i}] has no 'expected_stdout'")
                 _fits_the_output_limit(case["expected_stdout"], i)
         return self
+
+    def _output_free(self) -> bool:
+        """Whether no case's output is compared: ``compare: "exit"`` (a case passes by its
+        program's exit 0), or a test-runner mode (each test its runner reports is a case)."""
+        return self.compare == "exit" or self.language in TEST_RUNNERS
 
 
 def _args_fit(args: list[Any], i: int) -> None:

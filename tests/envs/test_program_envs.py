@@ -29,7 +29,8 @@ from deepgym.exceptions import UnknownEnvironmentError
 from deepgym.models import HARNESS_MARKER
 
 PROGRAMS = list_program_environments()
-SUM_PAIRS = [f"{lang}/sum_pairs" for lang in languages.LANGUAGES]
+SUM_PAIRS = [f"{lang}/sum_pairs" for lang in ("c", "cpp", "java", "js", "rust", "go")]
+"""The problem every one of the first six languages has (the others have none here)."""
 CHECKER = PROGRAMS_DIR / "cpp" / "any_pair" / "checker.py"
 
 

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from deepgym import languages
+from deepgym import RunResult, languages
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.programs import ProgramCache
 from tests.sandbox.conftest import backend, dg, host, module_secret, sandbox
 
-__all__ = ["backend", "dg", "host", "module_secret", "need", "program_cache", "sandbox"]
+__all__ = [
+    "backend",
+    "dg",
+    "host",
+    "judged",
+    "module_secret",
+    "need",
+    "program_cache",
+    "sandbox",
+]
 
 
 def need(name: str) -> None:
@@ -27,3 +36,10 @@ def program_cache(be: Backend) -> ProgramCache:
     if not isinstance(cache, ProgramCache):
         raise TypeError(f"the {type(be).__name__} backend has no compile cache")
     return cache
+
+
+def judged(r: RunResult, score: float = 0.0) -> None:
+    """``r`` has a verdict, and it is ``score`` (a pass only at 1.0)."""
+    assert r.has_verdict, r
+    assert r.score == score, r
+    assert r.passed is (score == 1.0), r

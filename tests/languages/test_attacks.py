@@ -25,7 +25,7 @@ from deepgym.judge.blame import BACKSTOP
 from deepgym.sandbox.spec import START_GRACE_S
 from tests.sandbox.conftest import HostGuard
 
-from .conftest import need
+from .conftest import judged, need
 
 pytestmark = pytest.mark.sandbox
 
@@ -58,12 +58,6 @@ def c_source(text: str, **values: Any) -> str:
         text = text.replace(f"@{key}@", str(value))
     assert "@" not in text, text
     return text
-
-
-def judged(r: RunResult, score: float = 0.0) -> None:
-    assert r.has_verdict, r
-    assert r.score == score, r
-    assert r.passed is (score == 1.0), r
 
 
 def ran_and_lost(r: RunResult) -> None:
@@ -572,6 +566,50 @@ def test_etc_shadow_is_not_there_in_any_language(dg: DeepGym, host: HostGuard, l
     need(lang)
     env = env_for(lang, "shadow", max_processes=64)
     ran_and_lost(dg.run(env, PER_LANGUAGE_SHADOW[lang]))
+
+
+PEEK = {
+    "bash": "o=0; for f in /etc/shadow /judge/job.json; do cat $f >/dev/null 2>&1 && o=3; done;"
+    " echo $o\n",
+    "ts": 'const fs = require("fs"); let o: number = 0;'
+    ' for (const f of ["/etc/shadow", "/judge/job.json"]) { try { fs.readFileSync(f); o = 3; }'
+    " catch (e) { } } console.log(o);\n",
+    "php": '<?php $o = 0; foreach (["/etc/shadow", "/judge/job.json"] as $f) {'
+    ' if (@file_get_contents($f) !== false) { $o = 3; } } echo $o, "\\n";\n',
+    "ruby": 'o = 0; ["/etc/shadow", "/judge/job.json"].each { |f| begin; File.read(f); o = 3;'
+    " rescue SystemCallError; end }; puts o\n",
+    "lua": 'local o = 0; for _, f in ipairs({"/etc/shadow", "/judge/job.json"}) do'
+    ' local h = io.open(f, "r"); if h and h:read("a") then o = 3 end end; print(o)\n',
+    "perl": 'my $o = 0; for my $f ("/etc/shadow", "/judge/job.json") { $o = 3 if open(my $h, "<",'
+    ' $f); } print "$o\\n";\n',
+    "r": 'o <- 0; for (f in c("/etc/shadow", "/judge/job.json")) if (file.access(f, 4) == 0)'
+    ' o <- 3; cat(o, "\\n")\n',
+    "racket": '#lang racket/base\n(displayln (if (for/or ([f \'("/etc/shadow" "/judge/job.json")])'
+    " (with-handlers ([exn:fail? (lambda (e) #f)]) (call-with-input-file f read-char) #t)) 3 0))\n",
+    "csharp": "using System; using System.IO; class Program { static void Main() { int o = 0;"
+    ' foreach (var f in new[] {"/etc/shadow", "/judge/job.json"}) { try { File.ReadAllBytes(f);'
+    " o = 3; } catch (Exception) { } } Console.WriteLine(o); } }\n",
+    "d": "import std.stdio; static import std.file;\nvoid main() { int o = 0;"
+    ' foreach (f; ["/etc/shadow", "/judge/job.json"]) { try { std.file.read(f); o = 3; }'
+    " catch (Exception e) { } } writeln(o); }\n",
+    "verilog": 'module main; integer f, g; initial begin f = $fopen("/etc/shadow", "r");'
+    ' g = $fopen("/judge/job.json", "r"); $display("%0d", (f != 0 || g != 0) ? 3 : 0);'
+    " $finish; end endmodule\n",
+    "sql": "SELECT CASE WHEN readfile('/etc/shadow') IS NULL"
+    " AND readfile('/judge/job.json') IS NULL THEN 0 ELSE 3 END;\n",
+}
+"""Each new language's reach for the host's secrets and the run's hidden tests (the verifier's
+job, ``/judge`` in its sandbox, never in the answer's): it prints 3 where it read either.
+Scala and Kotlin are left out: their JVM is Java's, and their compile costs seconds."""
+
+
+@pytest.mark.parametrize("lang", sorted(PEEK))
+def test_no_new_language_reads_a_secret_or_the_hidden_tests(
+    dg: DeepGym, host: HostGuard, lang: str
+) -> None:
+    need(lang)
+    env = env_for(lang, "peek", max_processes=64, timeout=10.0, case_timeout=5.0)
+    ran_and_lost(dg.run(env, PEEK[lang]))
 
 
 def test_a_program_exiting_with_the_set_up_failure_code_is_its_own_zero(

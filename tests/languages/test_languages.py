@@ -17,17 +17,18 @@ from typing import Any
 
 import pytest
 
-from deepgym import DeepGym, Environment, RunResult, languages
+from deepgym import DeepGym, Environment, languages
 from deepgym.exceptions import ConfigError
 from deepgym.judge.blame import BACKSTOP
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.spec import START_GRACE_S
 
-from .conftest import need, program_cache
+from .conftest import judged, need, program_cache
 
 pytestmark = pytest.mark.sandbox
 
-LANGS = list(languages.LANGUAGES)
+LANGS = ["c", "cpp", "java", "js", "rust", "go"]
+"""The first six languages, tested in depth here (``test_more_languages`` tests the rest)."""
 CASES = [
     {"stdin": "1 2\n", "expected_stdout": "3\n"},
     {"stdin": "5 7\n", "expected_stdout": "12\n"},
@@ -109,12 +110,6 @@ def script_env(lang: str, name: str, **fields: Any) -> Environment:
         compare=fields.pop("compare", "tokens"),
         **{"timeout": 6.0, "case_timeout": 3.0, "memory_mb": 512, **fields},
     )
-
-
-def judged(r: RunResult, score: float) -> None:
-    assert r.has_verdict, r
-    assert r.score == score, r
-    assert r.passed is (score == 1.0), r
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from deepgym import AsyncDeepGym, DeepGym, Environment, RewardFunction, languages
 from deepgym.judge.blame import BACKSTOP, OVER, STARVED, WAITING
 from deepgym.judge.build import BUILT, CRASHED, REJECTED, STOPPED
+from deepgym.models import TEST_RUNNERS
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.programs import (
     ProgramCache,
@@ -95,8 +96,13 @@ def test_a_refused_source_is_the_answers_once_the_toolchain_has_built(dg: DeepGy
 
 def test_the_models_names_are_the_tables_languages() -> None:
     assert set(languages.NAMES) == {"python", *languages.LANGUAGES}
+    assert {n for n, lang in languages.LANGUAGES.items() if lang.report} == TEST_RUNNERS
     for lang in languages.LANGUAGES.values():
-        assert lang.probe and lang.source and lang.compile_argv and lang.run_argv, lang.name
+        if lang.unavailable:  # refused by name: nothing to build or run
+            continue
+        assert lang.source and lang.run_argv, lang.name
+        # a compile phase has its known-good program (none without one: R, Racket, SQL, pytest)
+        assert bool(lang.probe) is bool(lang.compile_argv), lang.name
 
 
 def test_programs_in_use_are_not_evicted(tmp_path: Path) -> None:

@@ -82,17 +82,23 @@ class Suite:
     """A registered suite, as data: where its environments load from, imported on first use.
 
     ``load`` and ``problem`` are entry points, ``"package.module:function"`` strings (or the
-    functions themselves): ``load()`` gives the suite's environments in order, ``problem(id)``
-    the one named ``<suite>/<id>``. ``requires`` names a module the suite's data comes from:
-    without it installed, the suite is not listed (``load_suite`` says what to install).
+    functions themselves): ``load(*args)`` gives the suite's environments in order,
+    ``problem(*args, id)`` the one named ``<suite>/<id>``. ``requires`` names a module the
+    suite's data comes from: without it installed, the suite is not listed (``load_suite``
+    says what to install). ``data``: an entry point, ``data(*args)`` says whether the suite's
+    data files are here (the suite is listed only where they are).
     """
 
     load: str | SuiteLoader
     problem: str | ProblemLoader | None = None
     requires: str | None = None
+    args: tuple[str, ...] = ()
+    data: str | None = None
 
     def available(self) -> bool:
-        """Whether ``requires`` is installed (looked up, not imported)."""
+        """Whether ``requires`` is installed (looked up, not imported) and ``data`` is here."""
+        if self.data is not None and not _entry(self.data, "suite data")(*self.args):
+            return False
         if self.requires is None:
             return True
         try:
@@ -116,6 +122,21 @@ SUITES: dict[str, Suite] = {
     # Listed wherever deepgym is: a language whose toolchain this host lacks is a ConfigError
     # naming its Debian package when an answer in it runs (``languages.require``).
     "programs": Suite(load="deepgym.envs.registry:load_program_environments"),
+    # MultiPL-E's HumanEval and MBPP in each of its languages, where its files are
+    # (``deepgym.envs.multipl_e``: $DEEPGYM_MULTIPL_E, or load_file(path) for any file).
+    **{
+        f"multipl_e_{dataset}_{lang}": Suite(
+            load="deepgym.envs.multipl_e:load",
+            problem="deepgym.envs.multipl_e:load_problem",
+            args=(dataset, lang),
+            data="deepgym.envs.multipl_e:available",
+        )
+        for dataset in ("humaneval", "mbpp")
+        for lang in (
+            *("cpp", "cs", "d", "go", "java", "jl", "js", "lua", "php"),
+            *("pl", "r", "rb", "rkt", "rs", "scala", "sh", "swift", "ts"),
+        )
+    },
 }
 """The suites deepgym ships (besides ``builtin``, the folders under ``envs/builtin``)."""
 
@@ -378,7 +399,7 @@ def load_environment(name: str | Path) -> Environment:
     suites = _suites()
     suite = suites.get(prefix)
     if ident and suite is not None and suite.problem is not None:
-        loaded: Environment = _entry(suite.problem, f"suite {prefix!r}")(ident)
+        loaded: Environment = _entry(suite.problem, f"suite {prefix!r}")(*suite.args, ident)
         return loaded
     prefixed = [f"{p}/<id>" for p, s in suites.items() if s.problem is not None]
     known = [*_builtin_names(), *_agent_names(), *_program_names(), *prefixed]
@@ -403,7 +424,7 @@ def load_suite(
     if name == "builtin":
         envs = [_load_builtin(n) for n in _builtin_names()]
     elif (suite := _suites().get(name)) is not None:
-        envs = _entry(suite.load, f"suite {name!r}")()
+        envs = _entry(suite.load, f"suite {name!r}")(*suite.args)
     else:
         raise _unknown(name, list_suites())
     if augmented is not False:

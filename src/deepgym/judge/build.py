@@ -29,7 +29,8 @@ uid, and a source can make it read any file, a pipe of this process's included):
 
 ``exec`` mode then runs that program: ``solution exec PATH LIMITS ARGV...``, where the word
 ``{program}`` in ARGV stands for PATH (``java -jar {program}``, or ``{program}`` alone), and
-leading ``NAME=value`` words set the program's environment (as ``env`` takes them).
+leading ``NAME=value`` words set the program's environment (as ``env`` takes them); a word
+that holds ``{program}`` within it (``.read {program}``) names it there too.
 """
 
 from __future__ import annotations
@@ -53,20 +54,48 @@ COMPILING = "dg-compiling"
 PR_SET_NAME = 15
 BUILD_DIR = "build"
 PROGRAM = "{program}"
+RUN_NAME = "DEEPGYM_RUN_NAME"
+"""A ``NAME=value`` word of a run's command line that ``run_program`` takes for itself: the
+program is copied to that name in the work dir, and ``{program}`` names the copy."""
 MANIFEST = "Manifest-Version: 1.0\r\nMain-Class: Main\r\nCreated-By: deepgym\r\n\r\n"
 
 
-def _pack_jar(classes: str, jar: str) -> None:
-    """Every file under ``classes`` in a runnable jar whose main class is ``Main``."""
+def _pack_jar(classes: str, jar: str, class_path: list[str]) -> None:
+    """Every file under ``classes`` in a runnable jar whose main class is ``Main``, naming
+    ``class_path`` (absolute jars, where they are) on its class path."""
     import zipfile
 
+    manifest = MANIFEST
+    if class_path:
+        entry = "Class-Path: " + " ".join(f"file:{p}" for p in class_path) + "\r\n"
+        manifest = manifest.removesuffix("\r\n") + entry + "\r\n"
     with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-        z.writestr("META-INF/MANIFEST.MF", MANIFEST)
+        z.writestr("META-INF/MANIFEST.MF", manifest)
         for folder, dirs, names in os.walk(classes):
             dirs.sort()
             for name in sorted(names):
                 full = os.path.join(folder, name)
                 z.write(full, os.path.relpath(full, classes))
+
+
+def _add_class_path(jar: str, class_path: list[str]) -> None:
+    """Name ``class_path`` (absolute jars: a language's runtime library) in the manifest of
+    the compiler's ``jar`` (whose main class the compiler chose), so ``java -jar`` runs it."""
+    import zipfile
+
+    entry = "Class-Path: " + " ".join(f"file:{p}" for p in class_path) + "\r\n"
+    packed = jar + ".part"
+    try:
+        with zipfile.ZipFile(jar) as src, zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as z:
+            for info in src.infolist():
+                data = src.read(info)
+                if info.filename == "META-INF/MANIFEST.MF":
+                    text = data.decode("utf-8", "replace").rstrip("\r\n") + "\r\n"
+                    data = (text + entry + "\r\n").encode()
+                z.writestr(info, data)
+    except zipfile.BadZipFile as exc:  # (no OSError of its own): the compiler left no jar
+        raise OSError(f"{jar}: {exc}") from exc
+    os.replace(packed, jar)
 
 
 def _name_self(name: str) -> bool:
@@ -130,7 +159,11 @@ def build(path: str, spec: dict[str, Any]) -> int:
     artifact = os.path.join(BUILD_DIR, spec["artifact"])
     try:
         if spec.get("pack") == "jar":
-            _pack_jar(os.path.join(BUILD_DIR, "classes"), artifact)
+            _pack_jar(
+                os.path.join(BUILD_DIR, "classes"), artifact, list(spec.get("class_path", ()))
+            )
+        elif spec.get("pack") == "class-path":
+            _add_class_path(artifact, list(spec.get("class_path", ())))
         with open(artifact, "rb") as f:
             program = f.read()
     except OSError as exc:
@@ -142,11 +175,21 @@ def build(path: str, spec: dict[str, Any]) -> int:
 
 
 def run_program(path: str, argv: list[str]) -> int:
-    """Replace this process with the built program at ``path`` (``argv``'s ``{program}``)."""
-    words = [path if w == PROGRAM else w for w in argv]
+    """Replace this process with the built program at ``path`` (``argv``'s ``{program}``);
+    where ``argv`` names it (``DEEPGYM_RUN_NAME=NAME``), a copy of it named so in the work dir
+    (a test runner finds its tests by their file's name)."""
+    words = list(argv)
     while words and "=" in words[0] and "/" not in words[0].partition("=")[0]:
         name, _, value = words.pop(0).partition("=")  # NAME=value: the program's environment
+        if name == RUN_NAME:
+            try:
+                path = _copy_as(path, value)
+            except OSError as exc:
+                os.write(2, f"solution set-up failed: cannot name the program: {exc}\n".encode())
+                return SETUP_FAILED
+            continue
         os.environ[name] = value
+    words = [w.replace(PROGRAM, path) for w in words]
     if not words:
         os.write(2, b"exec: no command line\n")
         return SETUP_FAILED
@@ -173,6 +216,17 @@ def run_program(path: str, argv: list[str]) -> int:
         except OSError:
             pass
     return SETUP_FAILED
+
+
+def _copy_as(path: str, name: str) -> str:
+    """A copy of the program at ``path`` named ``name`` in the work dir (a plain name)."""
+    if "/" in name or name in ("", ".", ".."):
+        raise OSError(f"not a plain file name: {name!r}")
+    target = os.path.join(os.getcwd(), name)
+    with open(path, "rb") as src, open(target, "wb") as out:
+        while chunk := src.read(1 << 20):
+            out.write(chunk)
+    return target
 
 
 def main(mode: str, path: str, args: list[str]) -> int:

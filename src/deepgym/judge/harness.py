@@ -180,10 +180,14 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
     The job may cap the cases judged (``case_limit``: the first N) and stop at the first failed
     one (``stop_on_failure``: the rest count as failed, not run). A compiled language's program
     (``run_argv``) also fails a case by a non-zero exit or a signal (a runtime error, as a
-    judge of programming contests counts it), whatever it printed first."""
+    judge of programming contests counts it), whatever it printed first. ``compare: "exit"``:
+    the case passes by the program's exit 0 alone (a test program's asserts), whatever it
+    printed. A test-runner mode (``report``) gives a case per test its runner reported
+    (``judge.reports``), where a program gives one per run."""
     results: list[dict[str, Any]] = []
     program = j.job.get("run_argv")  # a compiled language: its built program, run as is
     mode, prefix = ("exec", tuple(program)) if program else ("script", ())
+    runner = j.job.get("report")
     cases = j.cases()
     if j.job.get("case_limit"):
         cases = cases[: int(j.job["case_limit"])]
@@ -192,16 +196,18 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
             results.append(_case(i, False, "not run: stopped at the first failed case"))
             continue
         args = prefix + tuple(map(str, case.get("args", [])))
-        results.append(_run_case(j, i, case, mode, args, compiled=bool(program), check=check))
+        how = {"compiled": bool(program), "check": check, "runner": runner}
+        results.extend(_run_case(j, i, case, mode, args, **how))
     return _score(results)
 
 
 def _run_case(
     j: Judge, i: int, case: dict[str, Any], mode: str, args: tuple[str, ...], **how: Any
-) -> dict[str, Any]:
+) -> list[dict[str, Any]]:
     """One case: its program started, given the run's files (``judge.files``) and its stdin,
     and judged at its end under the case's and the run's CPU-time limits. ``how``: ``compiled``
-    (a non-zero exit fails the case) and ``check`` (the environment's output check)."""
+    (a non-zero exit fails the case), ``check`` (the environment's output check) and
+    ``runner`` (a test-runner mode: a result per test it reported, where a program gives one)."""
     t_case = time.monotonic()
     proc = j.launcher.start(mode, args, keep_stdout=True)
     io = proc.fds.pop("io", None)
@@ -224,23 +230,32 @@ def _run_case(
                 raise SolutionTimeout(f"{what} {exc}", exc.blame_solution, exc.whole_run) from None
             proc.out.chunks = []
             j.show(proc, passed=False)
-            return _kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True, io=io)
+            return [_kept(j, _case(i, False, "timeout"), proc, t_case, timed_out=True, io=io)]
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
         crash = _runtime_error(proc.status)
         if crash and (said := proc.err.last_words()):
             crash = f"{crash}: {said}"  # its last words: a traceback's error
+        if how["runner"] and not proc.limit:
+            from . import reports
+
+            tests = reports.cases(how["runner"], proc.out.text(), crash, i)
+            proc.out.chunks = []
+            j.show(proc, all(t["passed"] for t in tests))
+            return [_kept(j, tests[0], proc, t_case, timed_out=False, io=io), *tests[1:]]
         if proc.limit:
             result = _case(i, False, f"limit: {proc.limit}")
-        elif how["compiled"] and crash:
+        elif (how["compiled"] or j.job.get("compare") == "exit") and crash:
             result = _case(i, False, crash)
+        elif j.job.get("compare") == "exit":
+            result = _case(i, True)
         else:
             result = _judge_output(j, i, case, proc.out.text(), how["check"])
             if crash and not result["passed"]:
                 result = _case(i, False, f"{crash}; {result['message']}".rstrip("; "))
         proc.out.chunks = []  # judged: only what comes back of it is kept from here
         j.show(proc, result["passed"])
-        return _kept(j, result, proc, t_case, timed_out=False, io=io)
+        return [_kept(j, result, proc, t_case, timed_out=False, io=io)]
     finally:
         if io is not None:
             os.close(io)

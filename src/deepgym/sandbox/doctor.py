@@ -373,19 +373,28 @@ def _overlay_refusal(chosen: host.Bwrap | None) -> str | None:
 
 
 def check_toolchains(found: list[languages.Toolchain] | None = None) -> list[Check]:
-    """One line per compiled language: its toolchain's version here, or the package to
-    install (``found`` replaces ``languages.toolchains()``, for tests)."""
+    """One line per language besides Python: its toolchain's version here (and the libraries
+    benchmarks' tests use that it lacks), the package to install, or why it is refused here
+    (``found`` replaces ``languages.toolchains()``, for tests)."""
     rows = []
     for tc in languages.toolchains() if found is None else found:
         lang = languages.LANGUAGES[tc.language]
         name = f"language {tc.language}"
-        if tc.present:
+        if lang.unavailable:
+            means = f"answers in {lang.title} are refused (a one-line error saying why)"
+            rows.append(Check(name, ABSENT, lang.unavailable, means))
+        elif tc.present:
             means = f"answers in {lang.title} compile and run in the sandbox"
-            rows.append(Check(name, OK, f"{tc.version} ({tc.path})", means))
+            libraries = languages.missing_libraries(tc.language)
+            if libraries:  # the toolchain runs; benchmarks' tests (MultiPL-E's) need these
+                means += f"; without {', '.join(libraries)}, answers that use them fail"
+            fix = f"apt-get install {' '.join(libraries)}" if libraries else ""
+            rows.append(Check(name, OK, f"{tc.version} ({tc.path})", means, fix))
         else:
             fix = f"apt-get install {lang.package}"
             means = f"answers in {lang.title} are refused (a one-line error naming the package)"
-            rows.append(Check(name, ABSENT, f"no {lang.tool} in /usr/bin", means, fix))
+            missing = ", ".join(t for t in languages.programs(lang) if t not in tc.tools)
+            rows.append(Check(name, ABSENT, f"no {missing or lang.tool} in /usr", means, fix))
     return rows
 
 

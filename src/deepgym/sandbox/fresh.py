@@ -99,6 +99,11 @@ class FreshRuns:
         with self.workspace.hold(job.env):
             return await self.programs.run(job, lambda program: self._run(job, program, runtime))
 
+    async def run_built(self, job: Job, program: Program | None) -> RawRun:
+        """Run ``job`` with its ``program`` built elsewhere (another backend's cache), its
+        environment held in this workspace by the caller. (A program's run: no Python runtime.)"""
+        return await self._run(job, program, None)
+
     async def _run(self, job: Job, program: Program | None, runtime: Built | None) -> RawRun:
         launch = self.launch
         t0 = time.monotonic()

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from deepgym import languages
 from deepgym.exceptions import SandboxUnavailableError
 from deepgym.sandbox import policy, userns
 
@@ -141,9 +142,11 @@ def system_binds() -> list[str]:
     # only links into /usr, no host data.
     if os.path.isdir("/etc/alternatives"):
         args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
-    # A JDK's configuration (its security policy, jvm.cfg), which it links to from /usr: no
-    # host data, and the JVM does not start without it.
-    for conf in sorted(glob.glob("/etc/java-*")):
+    # A JDK's configuration (its security policy, jvm.cfg), which it links to from /usr, and
+    # the other toolchains' (R's Renviron, mono's machine.config: ``Language.etc``): no host
+    # data, and they do not start without it.
+    confs = [*sorted(glob.glob("/etc/java-*")), *languages.etc_folders()]
+    for conf in confs:
         if os.path.isdir(conf) and not os.path.islink(conf):
             args += ["--ro-bind", conf, conf]
     prefix = os.path.realpath(sys.base_prefix)

@@ -42,12 +42,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deepgym import languages
 from deepgym.exceptions import ConfigError, SandboxUnavailableError
 from deepgym.judge.codes import ANSWER_PATH, REPORT_MAX_BYTES
 from deepgym.runtimes import RuntimeStore
 from deepgym.sandbox import cgroups, policy, sizing
 from deepgym.sandbox.base import Job, RawRun, not_started
 from deepgym.sandbox.evidence import apply_evidence, mechanisms, parse_event, read_run
+from deepgym.sandbox.fresh import FreshRuns
 from deepgym.sandbox.host import check_bwrap, compile_judge, host_params
 from deepgym.sandbox.image_root import refuse_image
 from deepgym.sandbox.programs import PROGRAMS, Program, ProgramCache
@@ -367,6 +369,8 @@ class PoolBackend:
         """Hand a run to a worker that ran its environment lately (``_Idle``); False: strictly
         first come, first served (``benchmarks/affinity.py`` compares the two)."""
         self._idle: _Idle | None = None
+        self._fresh: FreshRuns | None = None
+        """Where a run whose runtime needs its own ``/proc`` runs (``_run_fresh``)."""
         self._workers: list[_Worker] = []
         self._starting: asyncio.Task[None] | None = None
         self._replacing: set[asyncio.Task[None]] = set()
@@ -576,9 +580,23 @@ class PoolBackend:
         answer in a compiled language is built first (``programs``), once per source. A task
         on an image is refused (``image_root.refuse_image``): the workers run on the host's."""
         refuse_image(job.env, self.name)
+        if job.env.language != "python" and languages.LANGUAGES[job.env.language].proc:
+            return await self._run_fresh(job)
         runtime = await self._runtime_of(job)
         with self._workspace.hold(job.env):
             return await self.programs.run(job, lambda program: self._run(job, program, runtime))
+
+    async def _run_fresh(self, job: Job) -> RawRun:
+        """A run whose program's runtime needs a ``/proc`` of its own (``Language.proc``:
+        mono, Racket), which a worker's forked solution cannot mount (the kernel mounts a new
+        proc only beside a fully visible one, and the worker's has bwrap's covers): in a fresh
+        sandbox as ``strict`` runs it, its result's ``isolation`` says so. Its program comes
+        from this pool's cache."""
+        if self._fresh is None:
+            self._fresh = FreshRuns(BwrapLaunch(self._host))
+        fresh = self._fresh
+        with fresh.workspace.hold(job.env):
+            return await self.programs.run(job, lambda program: fresh.run_built(job, program))
 
     async def _runtime_of(self, job: Job) -> dict[str, Any] | None:
         """What a solution process needs of the job's runtime (built first where it is not
@@ -660,3 +678,6 @@ class PoolBackend:
         self._idle = None
         cgroups.retry_pending(final=True)
         self._workspace.close()
+        if self._fresh is not None:
+            self._fresh.workspace.close()
+            self._fresh = None

@@ -43,6 +43,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections import Counter, OrderedDict
@@ -52,6 +53,7 @@ from pathlib import Path
 from typing import Protocol
 
 from deepgym import languages
+from deepgym.completions import multipl_e_code
 from deepgym.judge import blame
 from deepgym.judge.build import BUILT, COMPILING, CRASHED, REJECTED, STOPPED
 from deepgym.models import HARNESS_MARKER, Environment
@@ -59,6 +61,7 @@ from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job, RawRun
 from deepgym.sandbox.evidence import take_evidence
 from deepgym.sandbox.headers import IN_SANDBOX, Headers
+from deepgym.sandbox.policy import IN_JUDGE
 from deepgym.sandbox.spawn import end_process, exit_signal, kill_tree, start_process
 from deepgym.sandbox.workspace import Workspace
 from deepgym.verdict import COMPILER_STARTED, compile_outcome
@@ -168,12 +171,17 @@ def compile_failure(failed: _Failed, isolation: str) -> RawRun:
 
 def source(job: Job) -> str:
     """What the compiler builds: the answer, or, for a function task, the environment's
-    ``harness`` with the answer in place of its ``HARNESS_MARKER`` line."""
-    harness = job.env.harness
-    if harness is None:
+    ``harness`` with the answer (a MultiPL-E completion made code first: ``answer_format``) in
+    place of its ``HARNESS_MARKER`` line."""
+    env = job.env
+    if env.harness is None:
         return job.answer
-    before, _, after = harness.partition(HARNESS_MARKER)
-    return before + job.answer.rstrip("\n") + "\n" + after
+    answer = job.answer
+    if env.answer_format == "multipl_e":  # a completion: the code before the tests
+        stops = (env.test_cases or [{}])[0].get("stop_tokens") or []
+        answer = multipl_e_code(answer, env.task, [str(t) for t in stops], env.language)
+    before, _, after = env.harness.partition(HARNESS_MARKER)
+    return before + answer.rstrip("\n") + "\n" + after
 
 
 def _limits(job: Job, lang: languages.Language) -> Limits:
@@ -199,16 +207,35 @@ def _build_env(job: Job, lang: languages.Language) -> Job:
     return Job(env=env, answer=job.answer, timeout=backstop, case_timeout=backstop)
 
 
-def _spec(lang: languages.Language, tc: languages.Toolchain, dialect: str) -> dict[str, object]:
-    """What ``judge.build`` builds an answer in ``lang`` with: the compiler's command line in
-    ``dialect`` (``Environment.dialect``), its program found on the host."""
-    line = lang.compile_argv_for(dialect)
-    argv = [tc.tools.get(line[0], line[0]), *line[1:]]
+_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:(?:final|abstract)\s+)*class\s+(\w+)", re.M)
+
+
+def source_name(lang: languages.Language, text: str) -> str:
+    """The file ``text`` is built from: the language's, or, where that is ``{class}.java``,
+    named after the source's public class (as javac wants it; ``Main`` where it has none)."""
+    if "{class}" not in lang.source:
+        return lang.source
+    found = _PUBLIC_CLASS.search(text)
+    return lang.source.replace("{class}", found[1] if found else "Main")
+
+
+def _spec(
+    lang: languages.Language, tc: languages.Toolchain, text: str, dialect: str
+) -> dict[str, object]:
+    """What ``judge.build`` builds the source ``text`` in ``lang`` with: the compiler's command
+    line in ``dialect`` (``Environment.dialect``), its program found on the host."""
+    name = source_name(lang, text)
+    words = [
+        name if w == "{source}" else w.replace("{judge}", IN_JUDGE)
+        for w in lang.compile_argv_for(dialect)
+    ]
+    argv = [tc.tools.get(words[0], words[0]), *words[1:]]
     return {
-        "source": lang.source,
+        "source": name,
         "argv": argv,
         "artifact": lang.artifact,
         "pack": lang.pack,
+        "class_path": [*lang.files, *lang.class_path],
         "env": dict(lang.build_env),
         "crash_codes": list(lang.crash_exit_codes),
     }
@@ -263,8 +290,9 @@ class ProgramCache:
         lang = languages.language(job.env.language)
         tc = languages.require(lang.name)
         h = hashlib.sha256()
-        spec = _spec(lang, tc, job.env.dialect)
-        for part in (lang.name, tc.fingerprint, json.dumps(spec), source(job)):
+        text = source(job)
+        spec = json.dumps(_spec(lang, tc, text, job.env.dialect)) if lang.compile_argv else "{}"
+        for part in (lang.name, tc.fingerprint, spec, text):
             h.update(part.encode("utf-8", "surrogatepass"))
             h.update(b"\0")
         return f"{lang.name}-{h.hexdigest()[:40]}"
@@ -386,8 +414,11 @@ class ProgramCache:
     ) -> tuple[bytes, float] | _Failed:
         """Build ``job``'s source in a sandbox: the program and the time it took, or why not.
         ``header``: build that spec instead, a precompiled header's (``build_header``), with
-        the lowest CPU priority."""
+        the lowest CPU priority. A language without a compile phase (``compile_argv`` empty):
+        the source itself, at once (nothing runs, so nothing can fail)."""
         tc = languages.require(lang.name)
+        if not lang.compile_argv:
+            return source(job).encode("utf-8", "surrogatepass"), 0.0
         bjob = _build_env(job, lang)
         t0 = time.monotonic()
         build_dir = self.workspace.run_dir()
@@ -397,7 +428,7 @@ class ProgramCache:
         try:
             (build_dir / "answer").mkdir()
             (build_dir / "answer" / "solution.py").write_text(source(job))
-            spec = header or _spec(lang, tc, job.env.dialect)
+            spec = header or _spec(lang, tc, source(job), job.env.dialect)
             folder = None if header is not None else self._header(lang, tc, spec)
             if folder is not None:  # g++ finds it in /pch before the header itself
                 line = list(spec["argv"])  # type: ignore[call-overload]

@@ -12,6 +12,7 @@ from typing import Any
 
 from deepgym import languages
 from deepgym.judge.blame import BACKSTOP
+from deepgym.judge.build import RUN_NAME
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.base import Job
 from deepgym.sandbox.policy import BASE_ENV
@@ -45,6 +46,8 @@ def job_spec(job: Job, env_in: str, answer_path: str) -> dict[str, Any]:
         "repo_path": f"{env_in}/repo" if env.repo_path is not None else None,
         "answer_path": answer_path,
         "run_argv": run_argv(job) if env.language != "python" else None,
+        "report": languages.LANGUAGES[env.language].report if env.language != "python" else None,
+        "proc": env.language != "python" and languages.LANGUAGES[env.language].proc,
         "checker_path": f"{env_in}/checker.py" if env.checker_path is not None else None,
         "case_limit": env.case_limit,
         "stop_on_failure": env.stop_on_failure,
@@ -76,12 +79,15 @@ def run_argv(job: Job) -> list[str]:
     its programs' full paths, the run's memory limit filled in, ``{program}`` kept."""
     lang = languages.language(job.env.language)
     tools = languages.toolchain(lang.name).tools
-    words = [w.replace("{memory_mb}", str(job.env.memory_mb)) for w in lang.run_argv]
+    env, words = languages.run_words(lang.run_argv)
+    words = [w.replace("{memory_mb}", str(job.env.memory_mb)) for w in words]
     program = tools.get(words[0], words[0])
     # A program that finds its libraries beside its own real path ($ORIGIN, as the JDK's
     # launcher does) reads that path from /proc, which a solution lacks: say it here.
     origin = [f"LD_ORIGIN_PATH={os.path.dirname(os.path.realpath(program))}"] if lang.origin else []
-    return [*origin, program, *words[1:]]
+    # A program that must run under a name of its own (a test runner's file): a copy so named.
+    named = [f"{RUN_NAME}={lang.run_name}"] if lang.run_name else []
+    return [*env, *origin, *named, program, *words[1:]]
 
 
 def rlimits(job: Job, group: cgroups.RunCgroup | cgroups.Slot) -> dict[str, int]:

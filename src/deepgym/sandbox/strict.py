@@ -18,6 +18,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from deepgym import languages
 from deepgym.runtimes import Built
 from deepgym.sandbox import cgroups, policy
 from deepgym.sandbox.base import Job, RawRun
@@ -90,7 +91,10 @@ class BwrapLaunch:
             headers_dir=str(headers) if headers is not None else "",
             runtime_dir=str(runtime.path) if runtime is not None else "",
         )
-        role = policy.BUILD if mode == "build" else policy.SOLUTION  # a compiler's sandbox
+        # A compiler's sandbox, or a program whose runtime needs a /proc (mono, Racket): the
+        # solution's policy with a /proc of its own pid namespace (``Language.proc``).
+        proc = mode == "exec" and languages.LANGUAGES[job.env.language].proc
+        role = policy.BUILD if mode == "build" or proc else policy.SOLUTION
         return policy.argv(role, params), env
 
 

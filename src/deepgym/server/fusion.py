@@ -50,7 +50,7 @@ from deepgym.envs.registry import list_suites, load_suite
 from deepgym.exceptions import ConfigError
 from deepgym.judge import files as run_files
 from deepgym.judge.report import MAX_CASES
-from deepgym.languages import NAMES
+from deepgym.languages import NAMES, require
 from deepgym.models import CaseOutput, Environment, RunResult
 from deepgym.runtimes import DEFAULT as DEFAULT_RUNTIME
 from deepgym.sandbox.base import RunInput
@@ -105,6 +105,32 @@ LANGUAGES = {
     "java": "java",
     "rust": "rust",
     "go": "go",
+    "bash": "bash",
+    "typescript": "ts",
+    "ts": "ts",
+    "php": "php",
+    "ruby": "ruby",
+    "lua": "lua",
+    "perl": "perl",
+    "R": "r",
+    "r": "r",
+    "csharp": "csharp",
+    "scala": "scala",
+    "kotlin_script": "kotlin",
+    "kotlin": "kotlin",
+    "D_ut": "d",
+    "d": "d",
+    "racket": "racket",
+    "verilog": "verilog",
+    "sql": "sql",
+    "pytest": "pytest",
+    "junit": "junit",
+    "go_test": "go_test",
+    "jest": "jest",
+    "julia": "julia",
+    "swift": "swift",
+    "lean": "lean",
+    "cuda": "cuda",
 }
 """SandboxFusion's language names (and deepgym's own) -> deepgym's ``language``."""
 SLACK_S = 5.0
@@ -188,12 +214,15 @@ class PromptByIdRequest(BaseModel):
 
 def language_of(name: str) -> str:
     """deepgym's language for SandboxFusion's ``name``; ``ConfigError`` (400) naming it and
-    the languages this service runs."""
+    the languages this service knows, or, for one it knows, why it is not run here (a language
+    refused by name, or a toolchain this host lacks: ``languages.require``)."""
     lang = LANGUAGES.get(name)
     if lang is None:
         known = ", ".join(sorted(LANGUAGES))
         raise ConfigError(f"language {name!r} is not run here; this service runs: {known}")
     assert lang in NAMES
+    if lang != "python":  # refused here, or its toolchain missing: the request's fault, a 400
+        require(lang)
     return lang
 
 
