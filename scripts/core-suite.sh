@@ -6,7 +6,9 @@
 # CPU-time limits and the image builds: those run on the main Python (`make pytest`). The attack
 # suites check what the kernel enforces (namespaces, limits, seccomp), set up by the same code on
 # every Python, which the functional suites run here (every run goes through that set-up); they
-# took 7 of this suite's 16 minutes.
+# took 7 of this suite's 16 minutes. Also left to the main Python: the languages past the first
+# six and MultiPL-E's sample (test_more_languages, test_multipl_e: each a toolchain's behaviour
+# through the same two phases, which test_languages runs here; about 3 minutes per Python).
 #
 #   scripts/core-suite.sh 3.12          (or 3.13; PYTHON3_12=/path/to/python3.12 to choose it)
 #
@@ -59,5 +61,7 @@ exec unshare $userns --pid --fork --mount-proc --kill-child sh -c '"$0" -m pytes
     --ignore=tests/sandbox/test_attacks.py --ignore=tests/sessions/test_attacks.py \
     --ignore=tests/languages/test_attacks.py --ignore=tests/languages/test_compile_attacks.py \
     --ignore=tests/sandbox/test_cpu_time.py --ignore=tests/faults/test_kills.py \
-    --ignore=tests/images/test_build.py --ignore=tests/sandbox/test_pool_grow.py; exit $?' \
+    --ignore=tests/images/test_build.py --ignore=tests/sandbox/test_pool_grow.py \
+    --ignore=tests/languages/test_more_languages.py --ignore=tests/envs/test_multipl_e.py; \
+    exit $?' \
     "$venv/bin/python"
