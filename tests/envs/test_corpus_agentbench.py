@@ -19,14 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.envs.image_store import CACHE, link_shared_store
 
 from deepgym import AsyncDeepGym, load_environment, load_suite
 from deepgym.envs import agentbench
 from deepgym.envs.qa.session_check import reference_actions, scripted
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
-
-CACHE = Path.home() / ".cache" / "deepgym-harbor-tests"
 
 
 def _installed() -> bool:
@@ -108,10 +107,7 @@ def image() -> Iterator[str]:
 
 @pytest.fixture
 def store_home(_deepgym_home: Path) -> None:
-    (CACHE / "images").mkdir(parents=True, exist_ok=True)
-    link = _deepgym_home / "images"
-    if not link.exists():
-        link.symlink_to(CACHE / "images")
+    link_shared_store(_deepgym_home)
 
 
 async def _episodes(envs: list[Environment]) -> dict[str, tuple[RunResult, RunResult]]:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from tests.envs.image_store import CACHE, link_shared_store
 from tests.shared_data import shared_data
 
 from deepgym import DeepGym
@@ -38,7 +39,6 @@ DATA = shared_data() / "terminal-bench-datasets" / "datasets" / "aider_polyglot"
 STAND_IN = ROOT / "tests" / "data" / "stand-ins" / "buildpack-deps-jammy"
 STAND_IN_REF = "deepgym-test/buildpack-deps:jammy"
 BASES = {"buildpack-deps:jammy": STAND_IN_REF}
-CACHE = Path.home() / ".cache" / "deepgym-harbor-tests"
 TASKS = sorted(p.name for p in DATA.glob("polyglot_cpp_*")) if DATA.is_dir() else []
 
 pytestmark = [
@@ -77,10 +77,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obj
 @pytest.fixture(autouse=True)
 def store_home(_deepgym_home: Path) -> None:
     """Each test's private ``DEEPGYM_HOME`` with the shared image store."""
-    (CACHE / "images").mkdir(parents=True, exist_ok=True)
-    link = _deepgym_home / "images"
-    if not link.exists():
-        link.symlink_to(CACHE / "images")
+    link_shared_store(_deepgym_home)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from tests.envs.image_store import link_shared_store
 from tests.shared_data import shared_data
 
 from deepgym import DeepGym
@@ -25,7 +26,6 @@ from deepgym.exceptions import ConfigError, ImageError
 from deepgym.models import Environment, RunResult
 
 RECIPES = shared_data() / "harbor-cookbook" / "harbor_cookbook" / "recipes"
-CACHE = Path.home() / ".cache" / "deepgym-harbor-tests"
 BASES = {"ubuntu:24.04": "debian:bookworm"}
 
 pytestmark = [
@@ -36,10 +36,7 @@ pytestmark = [
 @pytest.fixture
 def store_home(_deepgym_home: Path) -> None:
     """The image store the Harbor image tests share (debian:bookworm built once there)."""
-    (CACHE / "images").mkdir(parents=True, exist_ok=True)
-    link = _deepgym_home / "images"
-    if not link.exists():
-        link.symlink_to(CACHE / "images")
+    link_shared_store(_deepgym_home)
 
 
 def _play(env: Environment, actions: list[dict[str, str]]) -> RunResult:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.envs.image_store import link_shared_store
 
 from deepgym import DeepGym
 from deepgym.cli import cli
@@ -26,7 +27,6 @@ from deepgym.models import Environment, RunResult
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "harbor"
 REAL_TASKS = sorted(d.name for d in DATA.iterdir() if (d / "task.toml").is_file())
-CACHE = Path.home() / ".cache" / "deepgym-harbor-tests"
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -40,11 +40,7 @@ pytestmark = [
 def store_home(_deepgym_home: Path) -> Path:
     """Each test's private ``DEEPGYM_HOME`` (``tests/conftest.py``) with one image store for all,
     kept between runs: its ``images`` is a link to ``CACHE``."""
-    (CACHE / "images").mkdir(parents=True, exist_ok=True)
-    link = _deepgym_home / "images"
-    if not link.exists():
-        link.symlink_to(CACHE / "images")
-    return CACHE
+    return link_shared_store(_deepgym_home)
 
 
 @pytest.fixture(scope="module")
