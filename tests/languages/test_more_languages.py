@@ -193,8 +193,7 @@ def script_env(lang: str, name: str, cases: list[dict[str, Any]], **fields: Any)
         kind="script",
         language=lang,
         test_cases=cases,
-        compare="tokens",
-        **{**limits, **fields},
+        **{"compare": "tokens", **limits, **fields},
     )
 
 
@@ -223,6 +222,25 @@ def test_a_wrong_or_crashing_answer_scores_zero(
     judged(r, 0.0)
     assert r.error_type is None, r
     assert r.cases[0].message.startswith(said), r.cases
+
+
+def test_php_loads_debians_extensions(dg: DeepGym) -> None:
+    """PHP reads Debian's ``/etc/php``, so ``ctype`` and ``posix`` load as outside a sandbox
+    (without it, MultiPL-E answers that call ``ctype_digit`` were scored 0)."""
+    need("php")
+    case = {"stdin": "", "expected_stdout": "yes 1"}
+    source = '<?php echo ctype_digit("12") ? "yes" : "no", " ", posix_getpid() > 0 ? 1 : 0;'
+    judged(dg.run(script_env("php", "ext", [case]), source), 1.0)
+
+
+def test_a_test_programs_stdout_explains_its_failure(dg: DeepGym) -> None:
+    """A program judged by its exit status that says nothing on stderr (a Lua ``luaunit`` or
+    Perl test program prints its failed assertion on stdout): its last words are the message."""
+    need("lua")
+    source = 'print("1) test_humaneval: expected: 2, actual: 3")\nos.exit(1)\n'
+    r = dg.run(script_env("lua", "said", [{"stdin": ""}], compare="exit"), source)
+    judged(r, 0.0)
+    assert r.cases[0].message == "runtime error: exit 1: 1) test_humaneval: expected: 2, actual: 3"
 
 
 @pytest.mark.parametrize("lang", sorted(BROKEN))

@@ -195,8 +195,57 @@ SELF_SIGTERM = {  # each prints its pid, sends itself SIGTERM, and prints "survi
         process.kill(process.pid, "SIGTERM");
         setTimeout(() => console.log("survived"), 1000);
         """,
+    "php": """<?php
+        echo posix_getpid(), "\n";
+        posix_kill(posix_getpid(), 15);
+        sleep(1);
+        echo "survived\n";
+        """,
+    "r": """
+        cat(Sys.getpid(), "\n")
+        tools::pskill(Sys.getpid(), tools::SIGTERM)
+        Sys.sleep(1)
+        cat("survived\n")
+        """,
+    "d": """
+        import core.stdc.stdio : fflush, printf, puts, stdout;
+        import core.sys.posix.signal : SIGTERM, kill;
+        import core.sys.posix.unistd : getpid;
+        void main() {
+            printf("%d\\n", cast(int) getpid());
+            fflush(stdout);
+            kill(getpid(), SIGTERM);
+            puts("survived");
+        }
+        """,
+    "csharp": """
+        using System;
+        using System.Runtime.InteropServices;
+        public class Program {
+            [DllImport("libc")] static extern int getpid();
+            [DllImport("libc")] static extern int kill(int pid, int sig);
+            public static void Main() {
+                Console.WriteLine(getpid());
+                Console.Out.Flush();
+                kill(getpid(), 15);
+                System.Threading.Thread.Sleep(1000);
+                Console.WriteLine("survived");
+            }
+        }
+        """,
+    # Racket turns SIGTERM into a break on any host: "user break" on stderr, then exit 1.
+    "racket": """
+        #lang racket/base
+        (require racket/os ffi/unsafe)
+        (displayln (getpid))
+        (flush-output)
+        (void ((get-ffi-obj "kill" #f (_fun _int _int -> _int)) (getpid) 15))
+        (sleep 1)
+        (displayln "survived")
+        """,
     # The JVM handles SIGTERM itself on any host (its shutdown hooks, then exit 143): only its
-    # pid is checked.
+    # pid is checked. ``ProcessHandle.current()``, a static method of an interface, also checks
+    # that Scala and Kotlin compile for a JVM newer than their 1.6 default.
     "java": """
         public class Main {
             public static void main(String[] args) {
@@ -204,24 +253,26 @@ SELF_SIGTERM = {  # each prints its pid, sends itself SIGTERM, and prints "survi
             }
         }
         """,
+    "scala": """
+        object Main {
+          def main(args: Array[String]): Unit = println(ProcessHandle.current().pid())
+        }
+        """,
+    "kotlin": """
+        fun main() { println(ProcessHandle.current().pid()) }
+        """,
 }
-
+JVM = {"java", "scala", "kotlin"}
 
 NOT_YET = {
-    "php": "its posix functions are an extension",
     "lua": "Lua's standard library has no getpid",
-    "r": "not written yet",
-    "racket": "not written yet",
-    "csharp": "not written yet",
-    "scala": "not written yet",
-    "kotlin": "not written yet",
-    "d": "not written yet",
     "verilog": "a simulation has no pid of its own to signal",
     "sql": "SQLite's shell sends no signal",
     "pytest": "a test runner: python's case",
     "junit": "a test runner: java's case",
     "go_test": "a test runner: go's case",
 }
+
 """Languages without a signal case here, each with its reason (the process model is the same
 code for every language: ``judge.init``)."""
 
@@ -243,8 +294,12 @@ def test_the_answer_is_not_pid_1_and_its_own_sigterm_ends_it(
     stdout = body["run_result"]["stdout"]
     pid = stdout.split()[0] if stdout.split() else ""
     assert pid.isdigit() and int(pid) >= 2, body
-    if language == "java":
+    if language in JVM:
         assert body["run_result"]["return_code"] == 0, body
+    elif language == "racket":
+        assert body["run_result"]["return_code"] == 1, body
+        assert "user break" in body["run_result"]["stderr"], body
+        assert "survived" not in stdout, body
     else:
         killed_by(r, body, SIGTERM)
         assert "survived" not in stdout, body

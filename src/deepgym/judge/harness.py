@@ -234,7 +234,7 @@ def _run_case(
         if _setup_failed(proc):
             raise LaunchError("the solution process could not start: " + proc.err.text_head())
         crash = _runtime_error(proc.status)
-        if crash and (said := proc.err.last_words()):
+        if crash and (said := proc.err.last_words() or _stdout_words(j, how["runner"], proc)):
             crash = f"{crash}: {said}"  # its last words: a traceback's error
         if how["runner"] and not proc.limit:
             from . import reports
@@ -302,6 +302,14 @@ def _kept(
             os.close(work)
         result["output"]["files"], result["output"]["files_left_out"] = got, over
     return result
+
+
+def _stdout_words(j: Judge, runner: Any, proc: Process) -> str:
+    """A program judged by its exit status that said nothing on stderr: its stdout's last words
+    (a test program that prints its failed assertion there: Lua's, Perl's), for the message."""
+    if runner or j.job.get("compare") != "exit":
+        return ""
+    return proc.out.last_words()
 
 
 def _runtime_error(status: int | None) -> str:
