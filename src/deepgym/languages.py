@@ -323,7 +323,7 @@ _MORE = (
             "prog.jar",
         ),
         artifact="prog.jar",
-        run_argv=("java", *JVM_RUN, "-Xmx{memory_mb}m", "-jar", "{program}"),
+        run_argv=("java", *JVM_RUN, "-Xmx{memory_mb}m", "-ea", "-jar", "{program}"),
         build_env=(("HOME", "/tmp"),),
         extra_address_space_mb=4096,
         origin=True,

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from deepgym import DeepGym, Environment
+from deepgym import DeepGym, Environment, languages
 from deepgym.sandbox import make_backend
 from deepgym.sandbox.base import Backend, Job, RawRun
 from deepgym.server import fusion
@@ -268,6 +268,28 @@ def test_each_language_runs(served: Served, language: str) -> None:
     reply = _reply(r)
     assert reply.status == "Success", r.text
     assert reply.run_result.stdout == "42\n" and reply.compile_result.return_code == 0
+
+
+def test_php_without_its_opening_tag_runs_as_on_sandbox_fusion(served: Served) -> None:
+    """SandboxFusion gives PHP code that does not start with ``<?php`` the tag; PHP itself
+    would print the text."""
+    if not languages.toolchain("php").present:
+        pytest.skip("no php here")
+    r = served.post("/run_code", {"code": '\n echo 6 * 7, "\\n";\n', "language": "php"})
+    assert r.status_code == 200, r.text
+    assert _reply(r).run_result.stdout == "42\n", r.text
+
+
+def test_a_kotlin_assert_is_checked(served: Served) -> None:
+    """Kotlin's ``assert`` runs only with the JVM's ``-ea``: without it, a test program that
+    asserts would pass whatever the answer."""
+    if not languages.toolchain("kotlin").present:
+        pytest.skip("no kotlinc here")
+    code = 'fun main() {\n    assert(6 * 7 == 41) { "wrong" }\n    println("passed")\n}\n'
+    r = served.post("/run_code", {"code": code, "language": "kotlin_script"})
+    reply = _reply(r)
+    assert reply.status == "Failed" and reply.run_result.return_code == 1, r.text
+    assert "AssertionError: wrong" in reply.run_result.stderr and not reply.run_result.stdout
 
 
 MD5_CPP = """#include <openssl/md5.h>

@@ -81,6 +81,7 @@ __all__ = [
     "run_code_env",
     "run_code_input",
     "run_code_reply",
+    "run_code_source",
     "start_by",
     "submit_env",
     "submit_reply",
@@ -340,6 +341,18 @@ def _prepared(settings: tuple[tuple[str, Any], ...]) -> Environment:
         )
     except ValueError as exc:
         raise ConfigError(one_line(str(exc), MESSAGE_CHARS)) from exc
+
+
+PHP_OPEN = "<?php"
+
+
+def run_code_source(code: str, language: str) -> str:
+    """The program ``/run_code`` runs for ``code``: as sent, but PHP without its opening tag
+    gets one (SandboxFusion's rule: a PHP file that does not start with the tag would print its
+    own text)."""
+    if language == "php" and not code.lstrip().startswith(PHP_OPEN):
+        return f"{PHP_OPEN}\n{code.lstrip()}"
+    return code
 
 
 def run_code_input(req: RunCodeRequest) -> RunInput:
@@ -713,7 +726,8 @@ def add_fusion(app: FastAPI, service: Service) -> None:
         env = run_code_env(req, service.limits, runtime_of(request.scope))
         given = run_code_input(req)
         begin = start_by(env, client_deadline(req, arrived))
-        result = await service.score(env, req.code, env.timeout, begin, given)
+        code = run_code_source(req.code, env.language)
+        result = await service.score(env, code, env.timeout, begin, given)
         status, body = run_code_reply(result, env.language, req.fetch_files)
         return JSONResponse(body, status_code=status)
 
