@@ -349,7 +349,7 @@ _MORE = (
         version_argv=("-V",),
         package="iverilog",
         source="main.v",
-        compile_argv=("iverilog", "-o", "prog", "main.v"),
+        compile_argv=("iverilog", "-g2012", "-o", "prog", "main.v"),
         artifact="prog",
         run_argv=("vvp", "-n", "{program}"),
     ),

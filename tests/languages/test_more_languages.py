@@ -233,6 +233,26 @@ def test_php_loads_debians_extensions(dg: DeepGym) -> None:
     judged(dg.run(script_env("php", "ext", [case]), source), 1.0)
 
 
+SYSTEM_VERILOG = """\
+module top_module(input logic a, b, output logic y);
+  always_comb y = a & b;
+endmodule
+module tb;
+  logic a = 1, b = 1, y;
+  top_module dut(.a(a), .b(b), .y(y));
+  initial begin #1 $display("%b", y); $finish; end
+endmodule
+"""
+
+
+def test_verilog_takes_system_verilog(dg: DeepGym) -> None:
+    """Verilog is compiled as SystemVerilog 2012 (``iverilog -g2012``, as SandboxFusion and
+    verilog-eval do): ``logic`` and ``always_comb`` were a compile error, a right answer's 0."""
+    need("verilog")
+    case = {"stdin": "", "expected_stdout": "1"}
+    judged(dg.run(script_env("verilog", "sv", [case]), SYSTEM_VERILOG), 1.0)
+
+
 def test_a_test_programs_stdout_explains_its_failure(dg: DeepGym) -> None:
     """A program judged by its exit status that says nothing on stderr (a Lua ``luaunit`` or
     Perl test program prints its failed assertion on stdout): its last words are the message."""
