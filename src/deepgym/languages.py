@@ -485,6 +485,12 @@ _MORE = (
                 "deepgym's sandbox has no GPU in it, and Debian's CUDA toolkit is not in main",
             ),
             (
+                "python_gpu",
+                "Python on a GPU",
+                "nvidia-smi",
+                "deepgym's sandbox has no GPU in it: python_gpu answers are not run here",
+            ),
+            (
                 "jest",
                 "JavaScript tests (Jest)",
                 "jest",
@@ -497,7 +503,7 @@ _MORE = (
 )
 """The languages besides the first six: interpreted ones with a syntax check (or none) as
 their compile phase, the JVM's others, C# on Mono, the test-runner modes, and the languages
-refused here (Swift, Julia, Lean, CUDA, Jest)."""
+refused here (Swift, Julia, Lean, CUDA, Python on a GPU, Jest)."""
 
 
 LANGUAGES: dict[str, Language] = {

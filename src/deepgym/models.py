@@ -84,6 +84,7 @@ LanguageName = Literal[
     "julia",
     "lean",
     "cuda",
+    "python_gpu",
     "jest",
 ]
 """The languages an answer may be written in (``deepgym.languages`` has how each is built)."""

@@ -383,7 +383,7 @@ def test_an_endless_test_fails_on_time(dg: DeepGym, mode: str) -> None:
 
 # -- what is refused ---------------------------------------------------------------------------
 
-REFUSED = ["swift", "julia", "lean", "cuda", "jest"]
+REFUSED = ["swift", "julia", "lean", "cuda", "python_gpu", "jest"]
 
 
 @pytest.mark.parametrize("lang", REFUSED)

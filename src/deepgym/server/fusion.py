@@ -132,6 +132,7 @@ LANGUAGES = {
     "swift": "swift",
     "lean": "lean",
     "cuda": "cuda",
+    "python_gpu": "python_gpu",
 }
 """SandboxFusion's language names (and deepgym's own) -> deepgym's ``language``."""
 SLACK_S = 5.0
