@@ -24,6 +24,42 @@ def test_a_flood_is_held_in_bounded_memory() -> None:
     assert kept.endswith("ValueError: boom\n") and s.last_words().endswith("\nValueError: boom")
 
 
+NODE_CRASH = b"""/work/solution.py:30
+        throw new Error('too big');
+        ^
+
+Error: too big
+    at prime_fib (/work/solution.py:30:15)
+    at test (/work/solution.py:56:20)
+    at Object.<anonymous> (/work/solution.py:60:1)
+
+Node.js v20.20.2
+"""
+JVM_CRASH = b"""Exception in thread "main" java.lang.AssertionError: wrong
+\tat MainKt.main(main.kt:2)
+\tat MainKt.main(main.kt)
+"""
+RUBY_CRASH = b"""/work/solution.py:13:in `<main>': uninitialized constant F (NameError)
+\tfrom /work/solution.py:20:in `test'
+"""
+
+
+def test_last_words_are_the_error_and_its_first_frame() -> None:
+    """A stack printed after its error (Node.js, a JVM, Ruby): the message is the error and the
+    frame that raised it, not the runtime's last frames or Node.js's version line."""
+    said = {}
+    for name, text in (("node", NODE_CRASH), ("jvm", JVM_CRASH), ("ruby", RUBY_CRASH)):
+        s = Stream(keep_all=False)
+        s.add(text)
+        said[name] = s.last_words()
+    assert said["node"].endswith("Error: too big\n    at prime_fib (/work/solution.py:30:15)")
+    assert (
+        said["jvm"]
+        == 'Exception in thread "main" java.lang.AssertionError: wrong\n\tat MainKt.main(main.kt:2)'
+    )
+    assert said["ruby"].endswith("(NameError)\n\tfrom /work/solution.py:20:in `test'")
+
+
 def test_within_the_cap_a_stream_comes_back_whole() -> None:
     s = Stream(keep_all=True, cap=100)
     for piece in (b"a" * 60, b"b" * 40):

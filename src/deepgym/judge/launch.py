@@ -92,15 +92,32 @@ class Stream:
         return cut(bytes(self.head), self.tail, self.size, self.cap).decode("utf-8", "replace")
 
     def last_words(self, chars: int = 200) -> str:
-        """Its last ``chars`` characters with words on them: a Python traceback's error, or a
-        JVM's and its first frames, for a case's message."""
+        """Its last ``chars`` characters with words on them, for a case's message: a Python
+        traceback's error; where a stack's frames follow the error (Node.js, a JVM, Ruby), the
+        error and its first frame."""
         end = (bytes(self.head[-OUTPUT_TAIL_BYTES:]) + self.tail).decode("utf-8", "replace")
-        return end.strip()[-chars:]
+        lines = end.strip().splitlines()
+        last = len(lines)
+        while last > 1 and (_frame(lines[last - 1]) or not lines[last - 1].strip()):
+            last -= 1
+        return "\n".join(lines[: min(last + 1, len(lines))]).strip()[-chars:]
 
     def text_head(self) -> str:
         """The start's last words, for a message."""
         start = bytes(self.head[:OUTPUT_TAIL_BYTES])
         return start.decode("utf-8", "replace").strip()[-300:] or "no word"
+
+
+FRAME_STARTS = ("at ", "from ")
+"""How a frame's line of a stack starts, after its indent (Node.js's and a JVM's ``at``, Ruby's
+``from``)."""
+
+
+def _frame(line: str) -> bool:
+    """Whether ``line`` of a program's stderr is a stack frame's, or Node.js's version line
+    that ends its report of an uncaught error."""
+    text = line.lstrip()
+    return (text != line and text.startswith(FRAME_STARTS)) or line.startswith("Node.js v")
 
 
 def _char_start(data: bytes, i: int) -> int:
