@@ -113,3 +113,41 @@ def test_an_answer_whose_braces_do_not_balance_is_cut_as_before() -> None:
     answer = "long twice(long x) {\n    return x * 2;\n}\nint main() {\n"
     code = multipl_e_code(answer, "long twice(long x) {\n", ["\n}"], "cpp")
     assert code == "long twice(long x) {\n    return x * 2;\n"
+
+
+def test_a_d_answer_loses_its_main_even_where_it_renamed_a_parameter() -> None:
+    """D's tests bring ``void main(){}``: a written-out answer's own main goes, wherever its
+    signature differs from the prompt's (``string s`` for the prompt's ``string string``)."""
+    answer = (
+        "```d\nimport std.math;\n\nstring twice(string s) {\n    return s ~ s;\n}\n\n"
+        'void main() {\n    assert(twice("a") == "aa");\n}\n```\n'
+    )
+    code = multipl_e_code(answer, "import std.math;\nstring twice(string string) \n", [], "d")
+    assert "void main" not in code and "return s ~ s;" in code
+
+
+RS_ANSWER = """```rust
+fn twice(x: isize) -> isize {
+    helper(x) * 2
+}
+
+fn helper(x: isize) -> isize { x }
+
+fn main() {
+    let s: &'static str = "}";
+    let c = '{';
+    assert_eq!(twice(2), 4);
+}
+```
+"""
+
+
+def test_a_rust_answer_keeps_its_helpers_and_loses_its_main() -> None:
+    """Rust's tests close the function (``}``) and bring their own ``main``: a written-out answer
+    keeps a helper defined after the function, loses its own main (a lifetime, a brace in a
+    string and in a character inside it), and leaves a function open for the tests to close."""
+    tests = "\n}\n\nfn main() {\n    let candidate = twice;\n    assert_eq!(candidate(3), 6);\n}\n"
+    code = multipl_e_code(RS_ANSWER, "fn twice(x: isize) -> isize {\n", ["\n}"], "rust")
+    program = code + tests
+    assert "fn helper" in program and "'static" not in program
+    assert program.count("fn main") == 1 and program.count("{") == program.count("}")

@@ -125,13 +125,16 @@ MULTIPL_E_MAINS = {
     "cpp": re.compile(r"^[ \t]*int\s+main\s*\(", re.M),
     "csharp": re.compile(r"^[ \t]*(?:public\s+|private\s+)?static\s+\w+\s+Main\s*\(", re.M),
     "java": re.compile(r"^[ \t]*(?:public\s+)?static\s+void\s+main\s*\(", re.M),
+    "rust": re.compile(r"^[ \t]*(?:pub\s+)?fn\s+main\s*\(", re.M),
 }
 """A written-out answer's own entry point, in the languages whose whole program is kept
-(``_whole_program``): the tests bring theirs."""
+(``_whole_program``): the tests bring theirs. Rust's tests, too, close the function first, then
+bring their ``main``."""
 MULTIPL_E_OPENERS = {
     "cpp": "void multipl_e_closed_by_the_tests() {\n",
     "csharp": "    static void MultiplEClosedByTheTests() {\n",
     "java": "    static void multiplEClosedByTheTests() {\n",
+    "rust": "#[allow(dead_code)]\nfn multipl_e_closed_by_the_tests() {\n",
 }
 """An empty function the tests' first line (``}``) closes, after a whole program."""
 
@@ -149,10 +152,15 @@ def _block_end(code: str, start: int) -> int | None:
             i = code.find("*/", i + 2)
             i = n if i < 0 else i + 2
             continue
-        elif ch in "\"'":
+        elif ch == '"':
             i += 1
             while i < n and code[i] != ch:
                 i += 2 if code[i] == "\\" else 1
+        elif ch == "'":  # a character, where it closes on its line; else Rust's lifetime
+            j = i + 1
+            while j < n and code[j] not in "'\n":
+                j += 2 if code[j] == "\\" else 1
+            i = j if j < n and code[j] == "'" else i
         elif ch == "{":
             depth += 1
         elif ch == "}":
@@ -238,9 +246,9 @@ def multipl_e_code(answer: str, prompt: str, stop_tokens: Sequence[str], languag
     """The code that goes before a MultiPL-E problem's tests, from ``answer``: a continuation
     of ``prompt`` (the prompt, then the answer up to its first stop token), or a reply that
     writes the program out (its first fenced block, or its text where it holds the prompt's
-    signature): in C++, C# and Java kept whole but for its own main (its helpers wherever they
-    are: ``_whole_program``), elsewhere cut after the function where the tests close it, its
-    own main left out, made one file with the prompt's imports (Go); ``language`` is
+    signature): in C++, C#, Java and Rust kept whole but for its own main (its helpers wherever
+    they are: ``_whole_program``), elsewhere cut after the function where the tests close it,
+    its own main left out, made one file with the prompt's imports (Go); ``language`` is
     deepgym's."""
     signature = next((ln for ln in reversed(prompt.splitlines()) if ln.strip()), "")
     fenced = first_code(answer)
@@ -256,8 +264,8 @@ def multipl_e_code(answer: str, prompt: str, stop_tokens: Sequence[str], languag
         code = whole
     elif language in MULTIPL_E_CLOSED_BY_TESTS and end is not None:
         code = code[:end] + _cut(code[end:], [s for s in stop_tokens if s != "\n\n"])
-    elif language == "d" and end is not None:  # the tests bring an empty main of their own
-        main = code.find("void main", end)
+    elif language == "d":  # the tests bring an empty main of their own
+        main = code.find("void main", end or 0)
         code = code if main < 0 else code[:main]
     if not continuation and language in MULTIPL_E_IMPORTS:  # the tests need them too
         have = {line.strip() for line in code.splitlines()}
