@@ -151,3 +151,30 @@ def test_a_rust_answer_keeps_its_helpers_and_loses_its_main() -> None:
     program = code + tests
     assert "fn helper" in program and "'static" not in program
     assert program.count("fn main") == 1 and program.count("{") == program.count("}")
+
+
+SCALA_ANSWER = """```scala
+object Problem {
+  def twice(x: Long): Long = helper(x) * 2
+
+  def helper(x: Long): Long = x
+
+  def main(args: Array[String]): Unit = {
+    println(twice(2))
+  }
+}
+
+Problem.main(Array())
+```
+"""
+
+
+def test_a_scala_answer_keeps_its_helpers_and_loses_its_main_and_object_end() -> None:
+    """Scala's tests close the function, bring ``main`` and close the object: a written-out
+    answer loses its own main, the object's end and what follows it."""
+    prompt = "object Problem {\n    def twice(x : Long) : Long = {\n"
+    tests = "    }\n    def main(args: Array[String]) = {\n    assert(twice(3) == 6);\n    }\n\n}\n"
+    program = multipl_e_code(SCALA_ANSWER, prompt, ["\n    }\n"], "scala") + tests
+    assert "def helper" in program and "println" not in program
+    assert "Problem.main(Array())" not in program
+    assert program.count("def main") == 1 and program.count("{") == program.count("}")

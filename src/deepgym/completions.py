@@ -126,15 +126,17 @@ MULTIPL_E_MAINS = {
     "csharp": re.compile(r"^[ \t]*(?:public\s+|private\s+)?static\s+\w+\s+Main\s*\(", re.M),
     "java": re.compile(r"^[ \t]*(?:public\s+)?static\s+void\s+main\s*\(", re.M),
     "rust": re.compile(r"^[ \t]*(?:pub\s+)?fn\s+main\s*\(", re.M),
+    "scala": re.compile(r"^[ \t]*(?:override\s+)?def\s+main\s*\(", re.M),
 }
 """A written-out answer's own entry point, in the languages whose whole program is kept
-(``_whole_program``): the tests bring theirs. Rust's tests, too, close the function first, then
-bring their ``main``."""
+(``_whole_program``): the tests bring theirs. Rust's and Scala's tests, too, close the function
+first, then bring their ``main``."""
 MULTIPL_E_OPENERS = {
     "cpp": "void multipl_e_closed_by_the_tests() {\n",
     "csharp": "    static void MultiplEClosedByTheTests() {\n",
     "java": "    static void multiplEClosedByTheTests() {\n",
     "rust": "#[allow(dead_code)]\nfn multipl_e_closed_by_the_tests() {\n",
+    "scala": "    def multiplEClosedByTheTests(): Unit = {\n",
 }
 """An empty function the tests' first line (``}``) closes, after a whole program."""
 
@@ -173,18 +175,18 @@ def _block_end(code: str, start: int) -> int | None:
 
 def _whole_program(code: str, language: str) -> str | None:
     """A written-out answer kept whole, for tests that close the function and bring their own
-    entry point: its own ``main`` taken out, its class left open (C#, Java: the tests close
-    it), and an empty function opened for the tests' first ``}`` to close. Its helpers stay
-    wherever they are. None where its braces do not balance."""
+    entry point: its own ``main`` taken out, its class left open (C#, Java, Scala's object:
+    the tests close it), and an empty function opened for the tests' first ``}`` to close. Its
+    helpers stay wherever they are. None where its braces do not balance."""
     found = MULTIPL_E_MAINS[language].search(code)
     if found is not None:
         end = _block_end(code, found.start())
         if end is None:
             return None
         code = code[: found.start()] + code[end:]
-    if language in ("csharp", "java"):
+    if language in ("csharp", "java", "scala"):  # the tests close the class (Scala's object)
         last = code.rstrip().rfind("}")
-        if last < 0 or "class " not in code:
+        if last < 0 or not re.search(r"\b(?:class|object)\s", code):
             return None
         code = code[:last]
     return code.rstrip() + "\n\n" + MULTIPL_E_OPENERS[language]
@@ -246,10 +248,10 @@ def multipl_e_code(answer: str, prompt: str, stop_tokens: Sequence[str], languag
     """The code that goes before a MultiPL-E problem's tests, from ``answer``: a continuation
     of ``prompt`` (the prompt, then the answer up to its first stop token), or a reply that
     writes the program out (its first fenced block, or its text where it holds the prompt's
-    signature): in C++, C#, Java and Rust kept whole but for its own main (its helpers wherever
-    they are: ``_whole_program``), elsewhere cut after the function where the tests close it,
-    its own main left out, made one file with the prompt's imports (Go); ``language`` is
-    deepgym's."""
+    signature): in C++, C#, Java, Rust and Scala kept whole but for its own main (its helpers
+    wherever they are: ``_whole_program``), elsewhere cut after the function where the tests
+    close it, its own main left out, made one file with the prompt's imports (Go); ``language``
+    is deepgym's."""
     signature = next((ln for ln in reversed(prompt.splitlines()) if ln.strip()), "")
     fenced = first_code(answer)
     code = fenced if fenced is not None else answer
