@@ -270,6 +270,11 @@ def test_each_language_runs(served: Served, language: str) -> None:
     assert reply.run_result.stdout == "42\n" and reply.compile_result.return_code == 0
 
 
+def test_every_sandbox_fusion_name_is_a_deepgym_language() -> None:
+    """The route's table maps each name SandboxFusion knows to one of deepgym's languages."""
+    assert set(fusion.LANGUAGES.values()) <= set(languages.NAMES)
+
+
 def test_php_without_its_opening_tag_runs_as_on_sandbox_fusion(served: Served) -> None:
     """SandboxFusion gives PHP code that does not start with ``<?php`` the tag; PHP itself
     would print the text."""
