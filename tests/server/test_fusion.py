@@ -267,12 +267,31 @@ def test_each_language_runs(served: Served, language: str) -> None:
     assert r.status_code == 200, r.text
     reply = _reply(r)
     assert reply.status == "Success", r.text
-    assert reply.run_result.stdout == "42\n" and reply.compile_result.return_code == 0
+    assert reply.run_result.stdout == "42\n"
+    if fusion.language_of(language) in fusion.ONE_COMMAND:  # as SandboxFusion: no compile step
+        assert reply.compile_result is None, r.text
+    else:
+        assert reply.compile_result.return_code == 0, r.text
+
+
+def test_a_one_command_languages_failed_check_is_its_runs_failure(served: Served) -> None:
+    """SandboxFusion runs PHP (Bash, Node.js, ...) as one command: a syntax error is the run's
+    failure, with no ``compile_result``; ours is found by the check before the run, and told
+    the same way."""
+    if not languages.toolchain("php").present:
+        pytest.skip("no php here")
+    r = served.post("/run_code", {"code": "<?php echo 1 +;\n", "language": "php"})
+    assert r.status_code == 200, r.text
+    reply = _reply(r)
+    assert reply.status == "Failed" and reply.compile_result is None, r.text
+    assert reply.run_result.status == "Finished" and reply.run_result.return_code == 1, r.text
+    assert "syntax error" in reply.run_result.stderr, r.text
 
 
 def test_every_sandbox_fusion_name_is_a_deepgym_language() -> None:
     """The route's table maps each name SandboxFusion knows to one of deepgym's languages."""
     assert set(fusion.LANGUAGES.values()) <= set(languages.NAMES)
+    assert fusion.ONE_COMMAND.issubset(languages.NAMES)
 
 
 def test_php_without_its_opening_tag_runs_as_on_sandbox_fusion(served: Served) -> None:

@@ -399,10 +399,20 @@ def _failed_compile(result: RunResult) -> bool:
     return result.error_type == "compile_error" or result.evidence.in_play_by == COMPILER_STARTED
 
 
+ONE_COMMAND = frozenset(
+    {"python", "pytest", "js", "ts", "php", "bash", "lua", "perl", "r", "ruby", "racket"}
+    | {"csharp", "kotlin", "go_test", "sql"}
+)
+"""The languages SandboxFusion runs as one command, with no compile step of its own (an
+interpreter, or ``dotnet run``, ``kotlin``, ``go test`` building inside the run): their
+``compile_result`` is null, and a failed check or build of ours is the run's failure."""
+
+
 def _compile_result(result: RunResult, language: str) -> dict[str, Any] | None:
-    """SandboxFusion's ``compile_result``: none for Python; the compile's end otherwise, with
-    the compiler's diagnostics where it failed."""
-    if language == "python":
+    """SandboxFusion's ``compile_result``: none for the languages it runs as one command
+    (``ONE_COMMAND``); the compile's end otherwise, with the compiler's diagnostics where it
+    failed."""
+    if language in ONE_COMMAND:
         return None
     seconds = (result.evidence.compile_ms or 0.0) / 1000.0
     if not _failed_compile(result):
@@ -412,10 +422,19 @@ def _compile_result(result: RunResult, language: str) -> dict[str, Any] | None:
     return _command("Finished", seconds, 1, "", result.error)
 
 
-def _run_result(result: RunResult, output: CaseOutput | None) -> dict[str, Any] | None:
-    """SandboxFusion's ``run_result`` of one program run (a signal's return code is minus it)."""
+def _run_result(
+    result: RunResult, output: CaseOutput | None, language: str
+) -> dict[str, Any] | None:
+    """SandboxFusion's ``run_result`` of one program run (a signal's return code is minus it);
+    where the compile phase failed, none, or, for a language SandboxFusion runs as one command,
+    that failure as the run's (its diagnostics on stderr, return code 1)."""
     if _failed_compile(result):
-        return None
+        if language not in ONE_COMMAND:
+            return None
+        seconds = (result.evidence.compile_ms or 0.0) / 1000.0
+        if result.error_type == "solution_timeout":
+            return _command("TimeLimitExceeded", seconds, None, "", result.error)
+        return _command("Finished", seconds, 1, "", result.error)
     if output is None:  # past the run's whole limit: no case reported
         return _command("TimeLimitExceeded", result.time_limit_s, None)
     seconds = output.time_ms / 1000.0
@@ -431,7 +450,7 @@ def _exec_info(
     """One run in SandboxFusion's ``RunCodeResponse`` shape (a run that has a verdict); its
     ``files``: those of ``fetch`` (the names as the request gave them) read back."""
     compiled = _compile_result(result, language)
-    ran = _run_result(result, output)
+    ran = _run_result(result, output, language)
     ok = (compiled is None or compiled["return_code"] == 0) and (
         ran is not None and ran["status"] == "Finished" and ran["return_code"] == 0
     )
