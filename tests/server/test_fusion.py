@@ -302,6 +302,11 @@ def test_php_without_its_opening_tag_runs_as_on_sandbox_fusion(served: Served) -
     r = served.post("/run_code", {"code": '\n echo 6 * 7, "\\n";\n', "language": "php"})
     assert r.status_code == 200, r.text
     assert _reply(r).run_result.stdout == "42\n", r.text
+    data = {"inputs": [""], "outputs": ["42"]}
+    config = {"language": "php", "provided_data": data}
+    body = {"dataset": "d", "id": 1, "completion": "```php\necho 6 * 7;\n```", "config": config}
+    r = served.post("/submit", body)  # the same on /submit with its tests
+    assert r.status_code == 200 and sf.EvalResult.parse_obj(r.json()).accepted, r.text
 
 
 def test_a_kotlin_assert_is_checked(served: Served) -> None:

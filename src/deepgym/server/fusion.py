@@ -414,9 +414,15 @@ def _compile_result(result: RunResult, language: str) -> dict[str, Any] | None:
     failed."""
     if language in ONE_COMMAND:
         return None
-    seconds = (result.evidence.compile_ms or 0.0) / 1000.0
     if not _failed_compile(result):
-        return _command("Finished", seconds, 0)
+        return _command("Finished", (result.evidence.compile_ms or 0.0) / 1000.0, 0)
+    return _compile_failure(result)
+
+
+def _compile_failure(result: RunResult) -> dict[str, Any]:
+    """A failed compile phase as a command's end: past its time limit, or return code 1, with
+    the compiler's (or check's) diagnostics on stderr."""
+    seconds = (result.evidence.compile_ms or 0.0) / 1000.0
     if result.error_type == "solution_timeout":
         return _command("TimeLimitExceeded", seconds, None, "", result.error)
     return _command("Finished", seconds, 1, "", result.error)
@@ -429,12 +435,7 @@ def _run_result(
     where the compile phase failed, none, or, for a language SandboxFusion runs as one command,
     that failure as the run's (its diagnostics on stderr, return code 1)."""
     if _failed_compile(result):
-        if language not in ONE_COMMAND:
-            return None
-        seconds = (result.evidence.compile_ms or 0.0) / 1000.0
-        if result.error_type == "solution_timeout":
-            return _command("TimeLimitExceeded", seconds, None, "", result.error)
-        return _command("Finished", seconds, 1, "", result.error)
+        return _compile_failure(result) if language in ONE_COMMAND else None
     if output is None:  # past the run's whole limit: no case reported
         return _command("TimeLimitExceeded", result.time_limit_s, None)
     seconds = output.time_ms / 1000.0
@@ -756,8 +757,10 @@ def add_fusion(app: FastAPI, service: Service) -> None:
         env, code, kind, language = submit_env(req, service.limits)
         env = in_runtime(env, request.scope)
         # a registered problem's time limit is its own (its policy), as ``/v1/run`` sets it
-        limit = env.timeout if req.config.provided_data is not None else None
-        result = await service.score(env, code, limit)
+        given = req.config.provided_data is not None
+        limit = env.timeout if given else None
+        # PHP gets its tag as on /run_code; a registered problem's answer is a completion
+        result = await service.score(env, run_code_source(code, language) if given else code, limit)
         status, body = submit_reply(req, env, result, code, kind, language)
         return JSONResponse(body, status_code=status)
 
