@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
         sys.exit(os.waitstatus_to_exitcode(status))
     {setup}
     make = init.Maker()
-    fd = make("test")
+    fd = make(b"test")
     pid = os.fork()
     if pid == 0:  # pid 2: orphan a grandchild, which the init must reap
         if os.fork() == 0:

@@ -60,9 +60,10 @@ if TYPE_CHECKING:
 
 NAME = "dg-init"
 """The name ``ps`` shows for an init (its ``comm``)."""
+NAME_BYTES = NAME.encode()
 STACK_BYTES = 4096
-"""The stack a pool's init starts on (the C library's ``clone`` puts two words there; the init's
-code uses none)."""
+"""The page a pool's init starts on, its stack at the top (the C library's ``clone`` puts two
+words there; the init's code uses none), the pidfd at the bottom."""
 TOP_FD = 65536
 """Descriptors below this are closed (as a pool's solution process closes the zygote's)."""
 WALL = 0x40000000
@@ -165,26 +166,33 @@ class Maker:
             ctypes.c_void_p,
             ctypes.POINTER(ctypes.c_int),
         )
-        self.stack = ctypes.create_string_buffer(STACK_BYTES)
-        self.top = (ctypes.addressof(self.stack) + STACK_BYTES) & ~15  # aligned, as the ABI asks
-        self.pidfd = ctypes.c_int(-1)
+        # The init's stack and the pidfd the kernel writes: a page no fork copies, so neither
+        # write lands on a page this process shares with its live children (a copy-on-write
+        # fault per run each, in an init or here).
+        self.scratch = mmap.mmap(-1, STACK_BYTES, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self.scratch.madvise(mmap.MADV_DONTFORK)
+        self.pidfd = ctypes.c_int.from_buffer(self.scratch)  # (its first bytes; the stack is above)
+        # (the arguments as the C types ``clone`` takes: no conversion, nothing made, per call)
+        self.top = ctypes.c_void_p((ctypes.addressof(self.pidfd) + STACK_BYTES) & ~15)  # aligned
         self.pidfd_ref = ctypes.byref(self.pidfd)
-        self.flags = (
+        self.flags = ctypes.c_int(
             isolate.CLONE_VM | isolate.CLONE_FILES | isolate.CLONE_PIDFD
         )  # (no exit signal)
         self.get_errno = ctypes.get_errno
+        self.prctl = lib.prctl
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
 
-    def __call__(self, name: str) -> int:
+    def __call__(self, name: bytes) -> int:
         """A new init's pidfd; this process's next children are born in its namespace.
-        ``name``: this process's own name, set back once the init has copied ``NAME``."""
+        ``name``: this process's own name (bytes, at most 15), set back once the init has copied
+        ``NAME``."""
         isolate.unshare(isolate.CLONE_NEWPID)
         try:
-            isolate.set_process_name(NAME)  # what the init's name is copied from
+            self.prctl(isolate.PR_SET_NAME, NAME_BYTES, 0, 0, 0)  # the init copies its name
             try:
                 pid = self.clone(self.entry, self.top, self.flags, None, self.pidfd_ref)
             finally:
-                isolate.set_process_name(name)
+                self.prctl(isolate.PR_SET_NAME, name, 0, 0, 0)
             if pid < 0:
                 err = self.get_errno()
                 raise OSError(err, f"clone: {os.strerror(err)}")

@@ -279,12 +279,13 @@ def _take_host_setup() -> int | None:
     return files.IO_FD if len(fds) > 2 else None
 
 
-def use_runtime() -> None:
-    """The answer's runtime (``RUNTIME_ENV``, set where its environment names one): its packages'
-    folder last on ``sys.path``, after the standard library's, and the variable out of the
-    environment the answer sees. Nothing else is added: the interpreter runs isolated (``-I -S``),
-    so no package of the host's is on the path."""
-    site = os.environ.pop(RUNTIME_ENV, "")
+def use_runtime(site: str | None = None) -> None:
+    """The answer's runtime: its packages' folder (``site``, where the caller has it; else
+    ``RUNTIME_ENV``, set where its environment names one, and then taken out of the environment
+    the answer sees) last on ``sys.path``, after the standard library's. Nothing else is added:
+    the interpreter runs isolated (``-I -S``), so no package of the host's is on the path."""
+    if site is None:
+        site = os.environ.pop(RUNTIME_ENV, "")
     if site:
         sys.path.append(site)
 
@@ -357,14 +358,20 @@ def began() -> None:
 
 
 def main(
-    argv: list[str], source: bytes | None = None, prepared: bool = False, io: int | None = None
+    argv: list[str],
+    source: bytes | None = None,
+    prepared: bool = False,
+    io: int | None = None,
+    site: str = "",
 ) -> int:
     """``solution module|script|repo|build|exec PATH LIMITS_JSON [ARGS...]``; ``source``: the
     bytes of PATH, where the caller (a pool's solution process, which wrote it) has them;
     ``prepared``: the caller has put the pipes in place (its io socket at ``io``) and made
-    PATH's folder the working dir (a pool's solution process: nothing of the host's setup is in
-    its environment). A script or program takes its run's files on the io socket, and hands
-    over its work dir where the run reads files back (``files``), before its first line."""
+    PATH's folder the working dir and passes its runtime's packages' folder as ``site`` (a
+    pool's solution process: nothing of the host's setup is in its environment; a lookup of a
+    variable it lacks would cost the answer's process pages of its own, from its exception). A
+    script or program takes its run's files on the io socket, and hands over its work dir where
+    the run reads files back (``files``), before its first line."""
     mode, path, limits_json, *args = argv
     try:
         if not prepared:
@@ -377,7 +384,7 @@ def main(
                 os.close(int(status_fd))
             default_signals()
             io = _take_host_setup()
-        use_runtime()
+        use_runtime(site if prepared else None)
         apply_limits(wire.loads(limits_json))
         if not prepared:
             os.chdir(os.path.dirname(path) or "/")

@@ -36,6 +36,7 @@ reads when the run ends.
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
+import _socket
 import array
 import contextlib
 import gc
@@ -46,7 +47,15 @@ import sys
 
 from . import build, files, harness, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
 from .blame import read_tree, runnable
-from .codes import ANSWER_PATH, IN_RUNTIME, IN_RUNTIMES, MSG_MAX, SETUP_FAILED, SOLUTION_UID
+from .codes import (
+    ANSWER_PATH,
+    IN_RUNTIME,
+    IN_RUNTIMES,
+    MSG_MAX,
+    RUNTIME_ENV,
+    SETUP_FAILED,
+    SOLUTION_UID,
+)
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
 TYPE_CHECKING = False
@@ -264,6 +273,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     for fd in cgroup_fds:  # join the worker's groups (the zygote holds their procs files)
         os.write(fd, b"0")
     answer = _read_file(job["answer_path"])
+    site = ""
     if runtime := job.get("runtime"):  # mounted as strict mounts it: read-only, same place
         # The zygote covered every runtime (``seal``): this run's is bound from beneath the
         # cover, which goes back over the others. (A worker without the runtimes' folder fails
@@ -271,7 +281,9 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
         isolate.umount(IN_RUNTIMES)
         isolate.bind_read_only(f"{IN_RUNTIMES}/{runtime['dir']}", IN_RUNTIME)
         isolate.hide((IN_RUNTIMES,))
-        os.environ.update(runtime["env"])  # (its own variables and its packages' folder)
+        env = runtime["env"]
+        site = env.get(RUNTIME_ENV, "")  # its packages' folder: ``solution_host.use_runtime``
+        os.environ.update({k: v for k, v in env.items() if k != RUNTIME_ENV})  # (its own)
     solution_host.move_fds(fds, 0)  # stdin, stdout, stderr, the call pipes, the io socket
     os.closerange(files.IO_FD + 1, 65536)  # the zygote's own descriptors among them
     size = int(job.get("work_bytes") or 128 * 2**20)
@@ -297,7 +309,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     ]
     try:  # the answer's bytes go along: read here once, not again from the file
         source = answer if req["mode"] == "module" else None
-        code = solution_host.main(argv, source, prepared=True, io=files.IO_FD)
+        code = solution_host.main(argv, source, prepared=True, io=files.IO_FD, site=site)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -394,7 +406,7 @@ class Zygote:
     def fork(self) -> tuple[int, int]:
         """Fork a solution process into a new pid namespace, as its pid 2: its pid here (0 in
         the child), and its init's pidfd (pid 1, made first)."""
-        init_fd = self.make_init("dg-zygote")
+        init_fd = self.make_init(b"dg-zygote")
         pid = -1
         try:
             pid = os.fork()
@@ -415,7 +427,7 @@ class Zygote:
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_in, w_in = os.pipe()
-        io_theirs, io_mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        io_theirs, io_mine = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         io_t, io_m = io_theirs.detach(), io_mine.detach()
         pid, init_fd = self.fork()
         if pid == 0:  # pragma: no cover - the child never returns
