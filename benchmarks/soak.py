@@ -11,7 +11,8 @@ result per answer: nothing lost, nothing duplicated.
 Each minute (after a warm-up sample at minute 0) one row: runs so far, results off their kind,
 RSS of this process, of the service process and of every process below this one (the workers,
 zygotes and solutions of both pools), open file descriptors of this process and of the service,
-the number of processes below this one, the cgroups this process and the service hold (each
+the number of processes below this one and how many of them are a run's left behind (``strays``:
+none of what a pool keeps between runs), the cgroups this process and the service hold (each
 pool worker's slot, found by its open control files) and the folders ``deepgym-*`` in this run's
 private temporary folder (made here and set as ``DEEPGYM_TMPDIR`` and ``TMPDIR``, so no other
 program's folders count). Rows are taken between batches: the arms finish the batch in flight
@@ -183,6 +184,40 @@ def descendants(pid: int) -> set[int]:
     return tree_pids(pid) - {pid}
 
 
+STANDING = frozenset({"bwrap", "dg-worker", "dg-zygote", "dg-standby"})
+"""The names of what a pool keeps between runs: each worker's sandbox, the worker, its zygote
+and the solution process it forks ahead (a standby, named ``dg-zygote`` until it names
+itself); each standby's init (``dg-init``) is counted apart."""
+
+
+def strays(pids: set[int], service_pid: int) -> int:
+    """How many of ``pids`` (the processes below this one) are none of what stays between runs:
+    the service, a pool's standing processes (``STANDING``, or a worker not yet named: a child
+    of its sandbox's ``bwrap``) and one init per standby. Between batches every process of a
+    run must be gone: a solution, an init past its run, whatever an answer started. (Counting
+    every process, a row read while a worker is starting or being replaced would not compare
+    with the next.)"""
+    info: dict[int, tuple[str, int]] = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        head, _, tail = stat.rpartition(")")
+        info[pid] = (head.partition("(")[2], int(tail.split()[1]))
+    standing = inits = standbys = 0
+    for pid, (name, ppid) in info.items():
+        parent = info.get(ppid, ("", 0))[0]
+        if pid == service_pid or name in STANDING or parent == "bwrap":
+            standing += 1
+            if name == "dg-standby" or (name == "dg-zygote" and parent == "dg-zygote"):
+                standbys += 1
+        elif name == "dg-init":
+            inits += 1
+    return len(info) - standing - min(inits, standbys)
+
+
 def held_cgroups(pids: list[int]) -> set[str]:
     """The cgroups whose control files ``pids`` hold open: each pool worker's slot
     (``cgroups.Slot`` keeps its files open for as long as the worker lives). Read from the
@@ -214,9 +249,11 @@ def sample(
     replacement half done.) Every cgroup seen is added to ``seen`` (checked to be gone after
     the close)."""
     me = os.getpid()
-    procs = cgs = 1 << 30
+    procs = stray = cgs = 1 << 30
     for i in range(10):
-        procs = min(procs, len(descendants(me)))
+        below = descendants(me)
+        procs = min(procs, len(below))
+        stray = min(stray, strays(below, service_pid))
         held = held_cgroups([me, service_pid])
         seen |= held
         cgs = min(cgs, len(held))
@@ -234,6 +271,7 @@ def sample(
         "fds": fds(me),
         "service_fds": fds(service_pid),
         "processes": procs,
+        "strays": stray,
         "cgroups": cgs,
         "tmp_dirs": sum(1 for p in tmp.glob("deepgym-*") if p.is_dir()),
     }
@@ -354,6 +392,7 @@ HEADER = [
     "fds",
     "service fds",
     "procs",
+    "strays",
     "cgroups",
     "tmp dirs",
 ]
@@ -370,6 +409,7 @@ def row(s: dict[str, Any]) -> list[str]:
         str(s["fds"]),
         str(s["service_fds"]),
         str(s["processes"]),
+        str(s["strays"]),
         str(s["cgroups"]),
         str(s["tmp_dirs"]),
     ]
