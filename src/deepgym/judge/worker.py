@@ -411,7 +411,8 @@ class Zygote:
         try:
             pid = os.fork()
         except BaseException:
-            _end_init(init_fd)
+            _kill(init_fd)
+            self.make_init.reap(init_fd)
             raise
         finally:
             if pid:  # (the child stays: its own processes are born in its namespace)
@@ -501,7 +502,7 @@ class Zygote:
         request that ended it. (Each init ends once every other process of its namespace is
         gone, the solution reaped by ``end`` included.)"""
         while self.dying:
-            init.reap(self.dying.pop())
+            self.make_init.reap(self.dying.pop())
 
     def serve(self) -> None:
         """Answer the worker's requests until it closes the socket."""
@@ -537,13 +538,6 @@ def _kill(pidfd: int) -> None:
         _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-def _end_init(pidfd: int) -> None:
-    """Kill a namespace's init and reap it: it ends once every other process of its namespace
-    is gone (the kernel kills them; the zygote must have reaped its own child there first)."""
-    _kill(pidfd)
-    init.reap(pidfd)
 
 
 def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> tuple[int, socket.socket]:
