@@ -68,6 +68,18 @@ def print_table(rows: list[list[str]], header: list[str]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
+def proc_stat(pid: int) -> tuple[str, list[str]] | None:
+    """Process ``pid``'s name (``comm``) and the fields of ``/proc/<pid>/stat`` after it (state
+    first: ``fields[1]`` is the parent's pid), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    head, _, tail = stat.rpartition(")")  # (a name may hold spaces and parentheses)
+    return head.partition("(")[2], tail.split()
+
+
 def write_json(name: str | Path, data: dict[str, Any]) -> Path:
     """``data`` with the machine's facts, to ``OUT_DIR/<name>.json`` (or to ``name`` itself
     when it is a path)."""

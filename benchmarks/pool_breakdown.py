@@ -25,7 +25,7 @@ import os
 from collections import defaultdict
 from typing import Any
 
-from _common import CpuMeter, print_table, write_json
+from _common import CpuMeter, print_table, proc_stat, write_json
 
 from deepgym import load_suite
 from deepgym.client import AsyncDeepGym
@@ -42,17 +42,11 @@ def snapshot() -> dict[int, tuple[str, int, int, int, int]]:
     own minor faults, its reaped children's minor faults."""
     out = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or (stat := proc_stat(int(entry))) is None:  # (None: ended)
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                stat = fh.read()
-        except OSError:  # ended meanwhile
-            continue
-        head, _, tail = stat.rpartition(")")
-        f = tail.split()
+        name, f = stat
         own, kids = int(f[11]) + int(f[12]), int(f[13]) + int(f[14])
-        out[int(entry)] = (head.partition("(")[2], own, kids, int(f[7]), int(f[8]))
+        out[int(entry)] = (name, own, kids, int(f[7]), int(f[8]))
     return out
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import print_table, write_json
+from _common import print_table, proc_stat, write_json
 
 from deepgym import AsyncDeepGym, Environment, RunResult
 from deepgym.judge.blame import tree_pids
@@ -199,13 +199,8 @@ def strays(pids: set[int], service_pid: int) -> int:
     with the next.)"""
     info: dict[int, tuple[str, int]] = {}
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        head, _, tail = stat.rpartition(")")
-        info[pid] = (head.partition("(")[2], int(tail.split()[1]))
+        if (stat := proc_stat(pid)) is not None:  # (None: gone meanwhile)
+            info[pid] = (stat[0], int(stat[1][1]))
     standing = inits = standbys = 0
     for pid, (name, ppid) in info.items():
         parent = info.get(ppid, ("", 0))[0]

@@ -50,7 +50,7 @@ CHILD = textwrap.dedent(
     print(status["Name"].strip(), status["State"].split()[0], int(status["SigCgt"], 16),
           int(status["SigIgn"], 16) >> (signal.SIGCHLD - 1) & 1, len(kids))
     signal.pidfd_send_signal(fd, signal.SIGKILL)
-    init.reap(fd)
+    make.reap(fd)
     """
 )
 

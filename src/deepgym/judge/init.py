@@ -204,22 +204,15 @@ class Maker:
         isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
 
     def reap(self, pidfd: int) -> None:
-        """``reap`` an init this made, by its pid (``waitpid`` makes no result object, as
-        ``waitid`` on the pidfd does: fewer pages written per run)."""
+        """Wait for the end of an init this made (ended by ``SIGKILL`` from its parent's
+        namespace: it ends once every other process of its namespace is gone), reap it, and
+        close its pidfd. By its pid: ``waitpid`` makes no result object, as ``waitid`` on the
+        pidfd does (fewer pages written per run)."""
         pid = self.pids.pop(pidfd)
         try:
             os.waitpid(pid, WALL)
         finally:
             os.close(pidfd)
-
-
-def reap(pidfd: int) -> None:
-    """Wait for the end of a pool's init (ended by ``SIGKILL`` from its parent's namespace: it
-    ends once every other process of its namespace is gone), reap it, and close its pidfd."""
-    try:
-        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | WALL)
-    finally:
-        os.close(pidfd)
 
 
 def supervise(status_fd: int | None) -> None:
