@@ -37,6 +37,7 @@ from .blame import (
     WAITING,
     Limit,
     counter_ms,
+    cpu_time_check,
     host_cpus,
     process_cpu_ms,
     read_tree,
@@ -356,23 +357,37 @@ class Launcher:
         clock ends the rule decides: wait again, or ``SolutionTimeout`` (the process still runs:
         the caller kills it). A process that ended is reaped here. The call's CPU time and clock
         are added to the run's, and its end noted in ``proc.read_at``."""
-        call = Limit(limit_s * 1000.0, cpu0, since, self.cpus)
-        run = Limit(
-            self.run_limit_ms,
-            cpu0 - self.run_used_ms,
-            since - self.run_elapsed_ms / 1000.0,
-            self.cpus,
+        limit_ms = limit_s * 1000.0
+        # The rule's first wait for each limit, as it stands when the call begins. Most calls
+        # end within it: the two limits are made only when a wait on the clock runs out.
+        first_ms = min(
+            cpu_time_check(0.0, limit_ms, 0.0, True, self.cpus)[1],
+            cpu_time_check(
+                self.run_used_ms, self.run_limit_ms, self.run_elapsed_ms, True, self.cpus
+            )[1],
         )
-        call.check(cpu0, since)
-        run.check(cpu0, since)
+        due = since + first_ms / 1000.0
+        limits: tuple[Limit, Limit] | None = None
         self._reading = cpu0
         try:
             while True:
                 try:
-                    line = self.pump(proc, min(call.due, run.due), want_line)
+                    line = self.pump(proc, due, want_line)
                     break
                 except TimeoutError:
+                    if limits is None:
+                        limits = (
+                            Limit(limit_ms, cpu0, since, self.cpus),
+                            Limit(
+                                self.run_limit_ms,
+                                cpu0 - self.run_used_ms,
+                                since - self.run_elapsed_ms / 1000.0,
+                                self.cpus,
+                            ),
+                        )
+                    call, run = limits
                     self._check(proc, call, run)
+                    due = min(call.due, run.due)
             if line is None:
                 self.reap(proc)
             self._reading = self.cpu_ms(proc)
