@@ -103,8 +103,8 @@ def test_a_misconfiguration_that_fails_every_sample_raises() -> None:
 def test_the_deadline_makes_late_samples_none() -> None:
     with _reward(timeout=0.3) as reward:
         t0 = time.monotonic()
-        out = reward(["pass", "sleep:1.5"])
-        assert time.monotonic() - t0 < 1.2
+        out = reward(["pass", "sleep:2"])
+        assert time.monotonic() - t0 < 1.8  # the deadline, not the 2 s sample (slack for load)
     assert out == [1.0, None]
 
 
