@@ -86,6 +86,22 @@ def memory_cause(message: str, memory_mb: int | None, error_type: str | None) ->
     return f"{hit} (then {said})" if error_type in _CLOCK_ERRORS else f"{hit} ({said})"
 
 
+KILLED = "killed by signal 9"
+"""How the judge says a solution process ended by ``SIGKILL``, which at the memory limit is the
+kernel's OOM killer's."""
+
+
+def memory_cases(cases: list[CaseResult], memory_mb: int | None) -> list[CaseResult]:
+    """A run that reached its memory limit: each failed case whose process was killed
+    (``KILLED``) names the limit, as the run's cause does (``memory_cause``)."""
+    return [
+        c.model_copy(update={"message": memory_cause(c.message, memory_mb, None)[:500]})
+        if not c.passed and KILLED in c.message
+        else c
+        for c in cases
+    ]
+
+
 def scored(c: Classification, scoring: Scoring) -> Classification:
     """``c`` under an environment's ``scoring``: ``"all"`` scores a judged answer that did not
     pass 0.0 (its cases still say which held); ``"partial"`` keeps the verifier's score."""
@@ -112,8 +128,10 @@ def build_result(
     judged_ok = c.has_verdict and c.error_type is None
     solution_ms = raw.solution_cpu_ms or 0.0
     error = ends(c.message, MAX_ERROR_CHARS)
+    cases = _cases(report.get("cases"))
     if raw.limit_fired == "memory" and not c.passed and not raw.in_compile:
         error = memory_cause(error, memory_mb, c.error_type)  # (a compiler's names its own)
+        cases = memory_cases(cases, memory_mb)
     result = RunResult(
         score=c.score,
         passed=c.passed,
@@ -122,7 +140,7 @@ def build_result(
         error=error,
         exit_code=raw.exit_code,
         reward_components=_components(report.get("reward_components")) if judged_ok else {},
-        cases=_cases(report.get("cases")),
+        cases=cases,
         stdout=raw.stdout,  # as the judge kept it: at most the environment's kept_output_kb
         stderr=raw.stderr,
         execution_time_ms=raw.total_ms,

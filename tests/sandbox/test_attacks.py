@@ -177,6 +177,8 @@ def test_memory_bomb(dg: DeepGym, host: HostGuard, where: str) -> None:
         assert r.evidence.limit_fired == "memory", r.evidence
         assert (r.evidence.peak_memory_mb or 0.0) <= env.memory_mb + 1, r.evidence
         assert r.error == f"the answer hit its {env.memory_mb} MB memory limit", r
+        killed = f"the answer hit its {env.memory_mb} MB memory limit (solution process killed"
+        assert r.cases[0].message.startswith(killed), r.cases  # the case says so too
     host.check()
 
 
