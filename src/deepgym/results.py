@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from deepgym.exceptions import DeepGymTimeoutError, SandboxDiedError, SandboxError, VerifierError
+from deepgym.judge.codes import KILLED_BY
 from deepgym.judge.report import MAX_CASES, ends
 from deepgym.models import CaseOutput, CaseResult, Evidence, RunResult, Scoring, ServiceTime
 from deepgym.sandbox.base import RawRun
@@ -86,8 +87,8 @@ def memory_cause(message: str, memory_mb: int | None, error_type: str | None) ->
     return f"{hit} (then {said})" if error_type in _CLOCK_ERRORS else f"{hit} ({said})"
 
 
-KILLED = "killed by signal 9"
-"""How the judge says a solution process ended by ``SIGKILL``, which at the memory limit is the
+KILLED = f"{KILLED_BY} 9"
+"""A solution process ended by ``SIGKILL``, as the judge says it: at the memory limit, the
 kernel's OOM killer's."""
 
 

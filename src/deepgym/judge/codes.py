@@ -20,6 +20,10 @@ done, just before the answer runs (then the pipe is closed to it: a program's on
 EXEC_FAILED = b"X"
 """Written after ``BEGAN`` where a program's ``exec`` failed: the answer never ran (ours)."""
 
+KILLED_BY = "killed by signal"
+"""How the judge says a solution process ended by a signal (``... killed by signal 9``): the host
+names the memory limit in a case whose process ``SIGKILL`` ended at that limit."""
+
 STOP_SIGNALS = frozenset({1, 2, 9, 15})
 """SIGHUP, SIGINT, SIGKILL and SIGTERM, by number (this module imports nothing): the signals
 that end a process only when another process (or the kernel's OOM killer) sends them. A

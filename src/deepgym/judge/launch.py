@@ -375,17 +375,7 @@ class Launcher:
                     line = self.pump(proc, due, want_line)
                     break
                 except TimeoutError:
-                    if limits is None:
-                        limits = (
-                            Limit(limit_ms, cpu0, since, self.cpus),
-                            Limit(
-                                self.run_limit_ms,
-                                cpu0 - self.run_used_ms,
-                                since - self.run_elapsed_ms / 1000.0,
-                                self.cpus,
-                            ),
-                        )
-                    call, run = limits
+                    call, run = limits = limits or self._limits(limit_ms, cpu0, since)
                     self._check(proc, call, run)
                     due = min(call.due, run.due)
             if line is None:
@@ -398,6 +388,16 @@ class Launcher:
             self.run_used_ms += max(cpu - cpu0, 0.0)
             self.run_elapsed_ms += (end - since) * 1000.0
             proc.read_at = (end, cpu)
+
+    def _limits(self, limit_ms: float, cpu0: float, since: float) -> tuple[Limit, Limit]:
+        """A call's two limits, counting from its start (``cpu0``, ``since``): its own, and the
+        run's with what its earlier calls used carried in."""
+        run_cpu0 = cpu0 - self.run_used_ms
+        run_t0 = since - self.run_elapsed_ms / 1000.0
+        return (
+            Limit(limit_ms, cpu0, since, self.cpus),
+            Limit(self.run_limit_ms, run_cpu0, run_t0, self.cpus),
+        )
 
     def _check(self, proc: Process, call: Limit, run: Limit) -> None:
         """Apply the rule to both limits now (the reading kept in ``_reading``); raise

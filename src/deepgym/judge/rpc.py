@@ -23,6 +23,7 @@ import time
 
 from . import wire
 from .blame import BACKSTOP
+from .codes import KILLED_BY
 from .errors import AheadError, SolutionDied, SolutionError, SolutionTimeout
 
 TYPE_CHECKING = False
@@ -136,7 +137,7 @@ class Session:
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             limit = limit or {SIGXCPU: "cpu_time", SIGXFSZ: "file_size"}.get(sig)
-            return SolutionDied(f"solution process killed by signal {sig}", limit)
+            return SolutionDied(f"solution process {KILLED_BY} {sig}", limit)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
         return SolutionDied(f"solution process exited with code {code}", limit)
 
