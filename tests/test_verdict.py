@@ -370,6 +370,7 @@ def test_a_malformed_status_is_no_verdict(status: Any) -> None:
 SANDBOX_MODULES = [
     "deepgym.judge.harness",
     "deepgym.judge.worker",
+    "deepgym.judge.worker_judge",
     "deepgym.judge.solution_host",
     "deepgym.judge.launch",
     "deepgym.judge.rpc",

@@ -1,0 +1,185 @@
+"""A pool worker's judging side: each job's verifier, and the launcher that has the worker's
+zygote fork, end and reap the job's solution processes (``deepgym.judge.worker``).
+
+The worker imports this module (and with it the verifier's harness, the RPC and the launchers)
+only once its zygote is forked: the zygote never runs a verifier, and every page of memory it
+holds is a page each fork copies the tables of and each solution's exit tears down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+from . import harness, wire
+from .blame import read_tree, runnable
+from .codes import ANSWER_PATH, MSG_MAX
+from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+
+def run_job(
+    job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.socket, cpu_fd: int | None
+) -> None:
+    """Judge one job here, then have the zygote end anything of the run's still alive.
+    ``cpu_fd``: the worker's cgroup CPU counter, which the judge reads its time limits on.
+
+    The solution process a function or patch task will need is asked for first, so that the
+    zygote forks it and it sets itself up while the verifier loads here (two cores, one run's
+    latency). It loads nothing of the answer until the verifier's first call: the answer comes
+    into play then, as with a process started at that call."""
+    answer = job.pop("answer", None)
+    program = job.pop("program_path", None)
+    job["cpu_fd"] = cpu_fd
+    if answer is not None:
+        with open(ANSWER_PATH, "w", encoding="utf-8", newline="") as f:
+            f.write(answer)  # the job names this path: the host takes it from here
+    elif program is not None:  # a compiled language's program, built by the host
+        with open(program, "rb") as src, open(ANSWER_PATH, "wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+    ahead = None
+    if job.get("kind") != "script":
+        ahead = spawn_request(job, "repo" if job.get("kind") == "patch" else "module", ())
+        with _zygote_alive():
+            zygote.send(b"S" + wire.encode(ahead))
+    launcher = ZygoteLauncher(job, lambda: None, zygote, ahead)
+
+    def make(job: dict[str, Any], on_start: Callable[[], None]) -> ZygoteLauncher:
+        launcher.on_start = on_start  # the judge's, which marks the answer in play
+        return launcher
+
+    try:
+        harness.judge(job, result_fd, make, done=True, marks_fd=marks_fd)
+    finally:
+        launcher.settle()
+        if launcher.live:
+            with _zygote_alive():
+                zygote.send(b"X")
+                if not zygote.recv(MSG_MAX):
+                    raise ConnectionError("the zygote is gone")
+
+
+@contextlib.contextmanager
+def _zygote_alive() -> Iterator[None]:
+    """Talk to the zygote; if it is gone, end this worker at once, by SIGKILL.
+
+    The zygote never ends by itself and no answer can reach it (a pid namespace below it), so
+    losing it is the pool's failure, not the answer's. Raised into the judge, the broken pipe
+    would read as the run's solution failing in play (a 0); a worker killed by a signal reads
+    as a worker that died (a run without a verdict), and the pool replaces it."""
+    try:
+        yield
+    except (OSError, ValueError):  # a broken pipe, or an empty reply (EOF) that will not parse
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise
+
+
+class ZygoteLauncher(ServedLauncher):
+    """Solution processes forked by the worker's zygote, over a terse protocol that keeps the
+    zygote's own work per run (and so its copy-on-write faults after each fork) small:
+    ``S`` + the spawn request, which only the forked child decodes; ``K``/``R`` + pid (kill or
+    reap: ``status cpu_ms``); ``X`` (end all).
+
+    ``ahead``: a spawn request already sent, whose reply is still to be read; the first start
+    that asks for the same takes that process, and any other leaves it to ``settle``."""
+
+    def __init__(
+        self,
+        job: dict[str, Any],
+        on_start: Callable[[], None],
+        ctl: Any,
+        ahead: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(job, on_start, ctl)
+        self.live: set[int] = set()
+        self.inits: dict[int, int] = {}
+        """Each live process's init's pidfd, by the process's pid."""
+        self.ahead = ahead
+
+    def _reply(self) -> tuple[int, int | None, list[int]]:
+        with _zygote_alive():
+            data, fds = recv_fds(self.ctl, MSG_MAX, 8)
+            if not data:
+                raise ConnectionError("the zygote is gone")
+        if not data.isdigit() or len(fds) != 8:
+            close_all(fds)
+            raise OSError(f"no solution process: {data[1:].decode(errors='replace')}")
+        pid = int(data)
+        self.live.add(pid)
+        self.inits[pid] = fds.pop()  # its init's pidfd: the root of its namespace's tree
+        return pid, None, fds  # numbered in the zygote's pid namespace: looked up if needed
+
+    def _forget(self, pid: int) -> None:
+        fd = self.inits.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def settle(self) -> None:
+        """Read the reply to a request sent ahead and never taken (its process ends with the
+        run's others)."""
+        if self.ahead is not None:
+            self.ahead = None
+            try:
+                pid, _, fds = self._reply()
+            except OSError:
+                return
+            close_all(fds)
+            self._forget(pid)
+
+    def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
+        if self.ahead is not None:
+            if self.ahead == req:
+                self.ahead = None
+                return self._reply()
+            self.settle()
+        with _zygote_alive():
+            self.ctl.send(b"S" + wire.encode(req))
+        return self._reply()
+
+    def _ask(self, proc: Process, op: str) -> None:
+        self.settle()  # replies come in order: the one sent ahead first
+        with _zygote_alive():
+            self.ctl.send(b"%s%d" % (b"K" if op == "kill" else b"R", proc.pid))
+            status, cpu_ms = self.ctl.recv(MSG_MAX).split()
+        proc.status = int(status)
+        proc.rusage_cpu_ms = float(cpu_ms)
+        self.live.discard(proc.pid)
+        self._forget(proc.pid)
+        keep_tree_cpu(proc)
+
+    def _local(self, proc: Process) -> Process:
+        """``proc``, numbered as this worker's ``/proc`` numbers it (looked up once)."""
+        if proc.proc_pid is None:
+            proc.proc_pid = _proc_pid(proc.pidfd)
+        return proc
+
+    def measure(self, proc: Process) -> tuple[float, bool]:
+        """The solution's whole namespace, read from this worker's ``/proc``: its own tree and
+        its init's, which holds what the answer's processes orphaned there (the states of every
+        process below the two count)."""
+        local = self._local(proc).proc_pid
+        assert local is not None
+        init_fd = self.inits.get(proc.pid)
+        roots = (local,) if init_fd is None else (_proc_pid(init_fd), local)
+        cpu_ms, states = read_tree(*roots)
+        return cpu_ms, runnable(states)
+
+    def _process_cpu_ms(self, proc: Process) -> float:
+        """The solution's CPU clock, read here (as the base does)."""
+        return super()._process_cpu_ms(self._local(proc))
+
+
+def _proc_pid(pidfd: int) -> int:
+    """The pid as the mounted ``/proc`` numbers it (the pidfd's ``Pid:`` in fdinfo)."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as f:
+        for line in f:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise OSError(f"no pid for pidfd {pidfd}")
