@@ -141,6 +141,8 @@ class Workspace:
 
     def _evict(self) -> None:
         excess = len(self._staged) - MAX_STAGED
+        if excess <= 0:  # (most runs: no copy of the keys, which costs a run tens of us)
+            return
         for key in list(self._staged):
             if excess <= 0:
                 return
