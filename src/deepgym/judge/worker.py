@@ -37,12 +37,10 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # (``signal`` without its enums)
 import _socket
-import array
 import contextlib
 import gc
 import os
-import signal
-import socket
+import struct
 import sys
 
 from . import build, files, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
@@ -202,7 +200,7 @@ class Zygote:
     loop is kept to a few system calls: it never decodes a request (the child does) and never
     holds an answer (the child reads it from the worker's file)."""
 
-    def __init__(self, ctl: socket.socket, cgroup_procs: list[str]) -> None:
+    def __init__(self, ctl: _socket.socket, cgroup_procs: list[str]) -> None:
         self.ctl = ctl
         # a v1 group's procs file by path; a v2 one as a descriptor the host opened (``&N``)
         self.cgroup_fds = [
@@ -217,7 +215,7 @@ class Zygote:
         # must have: non-dumpable memory, no signal handler (``init.Maker`` checks; it reads
         # this process's ``/proc``, which ``seal`` covers).
         isolate.dumpable(False)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the one handler Python installs
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # the one handler Python installs
         self.make_init = init.Maker()
 
     def seal(self) -> None:
@@ -301,8 +299,8 @@ class Zygote:
             except OSError:
                 pass  # it died waiting: the worker sees it end before it is ready
             os.close(go)
-            fds = array.array("i", (*mine, pidfd, init_fd))
-            self.ctl.sendmsg([b"%d" % pid], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            fds = struct.pack(f"{len(mine) + 2}i", *mine, pidfd, init_fd)
+            self.ctl.sendmsg([b"%d" % pid], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         finally:
             for fd in mine:
                 os.close(fd)
@@ -375,10 +373,10 @@ def _kill(pidfd: int) -> None:
         pass
 
 
-def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> tuple[int, socket.socket]:
+def _start_zygote(host_fds: tuple[int, ...], cgroup_procs: list[str]) -> tuple[int, _socket.socket]:
     """Fork the zygote (pid 1 of a pid namespace our user namespace owns); return its pid and
     its socket."""
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     isolate.unshare(isolate.CLONE_NEWPID)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the zygote's whole life
@@ -412,7 +410,7 @@ def _rss_kb() -> int:
     return 0
 
 
-def _end(zygote: socket.socket, zygote_pid: int) -> None:
+def _end(zygote: _socket.socket, zygote_pid: int) -> None:
     """The pool closed this worker: end the zygote (its socket closed, it ends its runs and
     exits) and wait for it, whose end (pid 1 of its namespace) waits for every process below.
     So nothing of this worker's outlives it: its sandbox's processes are gone when the pool sees

@@ -19,13 +19,13 @@ from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds,
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import socket
+    import _socket
     from collections.abc import Callable, Iterator
     from typing import Any
 
 
 def run_job(
-    job: dict[str, Any], result_fd: int, marks_fd: int, zygote: socket.socket, cpu_fd: int | None
+    job: dict[str, Any], result_fd: int, marks_fd: int, zygote: _socket.socket, cpu_fd: int | None
 ) -> None:
     """Judge one job here, then have the zygote end anything of the run's still alive.
     ``cpu_fd``: the worker's cgroup CPU counter, which the judge reads its time limits on.
