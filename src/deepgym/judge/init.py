@@ -174,6 +174,12 @@ class Maker:
         )  # (no exit signal)
         self.get_errno = ctypes.get_errno
         self.prctl = lib.prctl
+        # ``unshare`` and ``setns`` called here, not through ``isolate``'s wrappers: each Python
+        # function a cycle calls writes its own pages (reference counts), which this process
+        # shares with its live children (two faults a run each).
+        self.unshare = lib.unshare
+        self.setns = lib.setns
+        self.new_pid_ns = isolate.CLONE_NEWPID
         self.pids: dict[int, int] = {}
         """Each live init's pid (in this process's namespace), by its pidfd."""
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
@@ -182,7 +188,8 @@ class Maker:
         """A new init's pidfd; this process's next children are born in its namespace.
         ``name``: this process's own name (bytes, at most 15), set back once the init has copied
         ``NAME``."""
-        isolate.unshare(isolate.CLONE_NEWPID)
+        if self.unshare(self.new_pid_ns) != 0:
+            self._fail("unshare")
         try:
             self.prctl(isolate.PR_SET_NAME, NAME_BYTES, 0, 0, 0)  # the init copies its name
             try:
@@ -190,8 +197,7 @@ class Maker:
             finally:
                 self.prctl(isolate.PR_SET_NAME, name, 0, 0, 0)
             if pid < 0:
-                err = self.get_errno()
-                raise OSError(err, f"clone: {os.strerror(err)}")
+                self._fail("clone")
         except BaseException:
             self.leave()
             raise
@@ -201,7 +207,12 @@ class Maker:
 
     def leave(self) -> None:
         """Children are born in this process's own pid namespace again."""
-        isolate.setns(self.own_pid_ns, isolate.CLONE_NEWPID)
+        if self.setns(self.own_pid_ns, self.new_pid_ns) != 0:
+            self._fail("setns")
+
+    def _fail(self, what: str) -> NoReturn:
+        err = self.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
     def reap(self, pidfd: int) -> None:
         """Wait for the end of an init this made (ended by ``SIGKILL`` from its parent's
