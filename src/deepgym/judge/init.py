@@ -154,8 +154,7 @@ class Maker:
         entry = ctypes.addressof(view)
         del view  # (the page stays mapped: ``self.page`` holds it)
         if lib.mprotect(entry, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"mprotect: {os.strerror(err)}")
+            raise isolate.c_error("mprotect")
         self.entry = ctypes.c_void_p(entry)
         self.clone = lib.clone  # (returns an int, as ctypes assumes)
         # The init's stack and the pidfd the kernel writes: a page no fork copies, so neither
@@ -172,14 +171,12 @@ class Maker:
         self.flags = ctypes.c_int(
             isolate.CLONE_VM | isolate.CLONE_FILES | isolate.CLONE_PIDFD
         )  # (no exit signal)
-        self.get_errno = ctypes.get_errno
         self.prctl = lib.prctl
         # ``unshare`` and ``setns`` called here, not through ``isolate``'s wrappers: each Python
         # function a cycle calls writes its own pages (reference counts), which this process
         # shares with its live children (two faults a run each).
         self.unshare = lib.unshare
         self.setns = lib.setns
-        self.new_pid_ns = isolate.CLONE_NEWPID
         self.pids: dict[int, int] = {}
         """Each live init's pid (in this process's namespace), by its pidfd."""
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
@@ -188,8 +185,8 @@ class Maker:
         """A new init's pidfd; this process's next children are born in its namespace.
         ``name``: this process's own name (bytes, at most 15), set back once the init has copied
         ``NAME``."""
-        if self.unshare(self.new_pid_ns) != 0:
-            self._fail("unshare")
+        if self.unshare(isolate.CLONE_NEWPID) != 0:
+            raise isolate.c_error("unshare")
         try:
             self.prctl(isolate.PR_SET_NAME, NAME_BYTES, 0, 0, 0)  # the init copies its name
             try:
@@ -197,7 +194,7 @@ class Maker:
             finally:
                 self.prctl(isolate.PR_SET_NAME, name, 0, 0, 0)
             if pid < 0:
-                self._fail("clone")
+                raise isolate.c_error("clone")
         except BaseException:
             self.leave()
             raise
@@ -207,12 +204,8 @@ class Maker:
 
     def leave(self) -> None:
         """Children are born in this process's own pid namespace again."""
-        if self.setns(self.own_pid_ns, self.new_pid_ns) != 0:
-            self._fail("setns")
-
-    def _fail(self, what: str) -> NoReturn:
-        err = self.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+        if self.setns(self.own_pid_ns, isolate.CLONE_NEWPID) != 0:
+            raise isolate.c_error("setns")
 
     def reap(self, pidfd: int) -> None:
         """Wait for the end of an init this made (ended by ``SIGKILL`` from its parent's

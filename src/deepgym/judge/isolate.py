@@ -74,10 +74,15 @@ _LAST_CAP = CAP_LAST_CAP
 """The kernel's highest capability number (``prepare`` reads it): the bounding set ends there."""
 
 
+def c_error(what: str) -> OSError:
+    """The error of the C library's last failed call (``what``), from its ``errno``."""
+    err = ctypes.get_errno()
+    return OSError(err, f"{what}: {os.strerror(err)}")
+
+
 def _check(ret: int, what: str) -> None:
     if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+        raise c_error(what)
 
 
 def unshare(flags: int) -> None:
