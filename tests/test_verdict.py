@@ -371,6 +371,7 @@ SANDBOX_MODULES = [
     "deepgym.judge.harness",
     "deepgym.judge.worker",
     "deepgym.judge.worker_judge",
+    "deepgym.judge.program_host",
     "deepgym.judge.solution_host",
     "deepgym.judge.launch",
     "deepgym.judge.rpc",

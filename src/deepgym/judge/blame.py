@@ -110,14 +110,17 @@ def tree_pids(pid: int) -> set[int]:
     return _tree(pid)[0]
 
 
-def read_tree(*roots: int) -> tuple[float, list[str]]:
+def read_tree(*roots: int, below: bool = False) -> tuple[float, list[str]]:
     """CPU milliseconds of the processes ``roots`` and their descendants (the live ones', and
     what each has reaped of its children), and the states of all their threads, read from
     ``/proc`` (wait4 counts only reaped children: this is what a tree used before a kill).
     Several roots: a pool's solution process and the init beside it, to which what the answer
     orphans goes. A runnable thread that lowered its own priority below this process's is
-    ``LOWERED``."""
+    ``LOWERED``. ``below``: the first root's descendants, not itself (a program host's: what a
+    case's program left to it)."""
     tree, info = _tree(*roots)
+    if below:
+        tree.discard(roots[0])
     cpu = sum(info[p][0] for p in tree if p in info)
     floor = _own_priority()
     states = [s for p in tree if p in info for s in _thread_states(p, info[p][1], floor)]

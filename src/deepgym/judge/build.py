@@ -174,25 +174,37 @@ def build(path: str, spec: dict[str, Any]) -> int:
     return BUILT
 
 
-def run_program(path: str, argv: list[str]) -> int:
-    """Replace this process with the built program at ``path`` (``argv``'s ``{program}``);
-    where ``argv`` names it (``DEEPGYM_RUN_NAME=NAME``), a copy of it named so in the work dir
-    (a test runner finds its tests by their file's name)."""
+def program_command(path: str, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command line and the environment variables of a run of the built program at
+    ``path`` (``argv``'s ``{program}``, leading ``NAME=value`` words its environment); where
+    ``argv`` names it (``DEEPGYM_RUN_NAME=NAME``), a copy of it named so in the work dir (a test
+    runner finds its tests by their file's name). ``OSError`` where the copy cannot be made or
+    nothing is left to run (ours: the program has not run)."""
     words = list(argv)
+    env: dict[str, str] = {}
     while words and "=" in words[0] and "/" not in words[0].partition("=")[0]:
-        name, _, value = words.pop(0).partition("=")  # NAME=value: the program's environment
+        name, _, value = words.pop(0).partition("=")
         if name == RUN_NAME:
             try:
                 path = _copy_as(path, value)
             except OSError as exc:
-                os.write(2, f"solution set-up failed: cannot name the program: {exc}\n".encode())
-                return SETUP_FAILED
+                raise OSError(f"cannot name the program: {exc}") from None
             continue
-        os.environ[name] = value
+        env[name] = value
     words = [w.replace(PROGRAM, path) for w in words]
     if not words:
-        os.write(2, b"exec: no command line\n")
+        raise OSError("exec: no command line")
+    return words, env
+
+
+def run_program(path: str, argv: list[str]) -> int:
+    """Replace this process with the built program at ``path`` (``program_command``)."""
+    try:
+        words, env = program_command(path, argv)
+    except OSError as exc:
+        os.write(2, f"solution set-up failed: {exc}\n".encode())
         return SETUP_FAILED
+    os.environ.update(env)
     os.close(3)  # the call pipe: a program serves no calls
     os.closerange(5, 6)  # the io socket, where the set-up left it open
     # The reply pipe says the program begins, and closes on its exec: where the exec fails, it

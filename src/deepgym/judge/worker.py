@@ -109,8 +109,53 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     while chunk := os.read(go, 65536):  # standby until the zygote hands this process a run
         payload += chunk
     os.close(go)
-    isolate.set_process_name("dg-solution")
     req = wire.loads(payload.decode())
+    answer, site = _prepare_run(req, fds, cgroup_fds)
+    job = req["job"]
+    argv = [
+        req["mode"],
+        "/work/solution.py",
+        job.get("limits_json") or "{}",
+        *map(str, req.get("args") or []),
+    ]
+    try:  # the answer's bytes go along: read here once, not again from the file
+        source = answer if req["mode"] == "module" else None
+        code = solution_host.main(argv, source, prepared=True, io=files.IO_FD, site=site)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    return code
+
+
+def _become_host(payload: bytes, fds: list[int], cgroup_fds: list[int]) -> int:
+    """Runs in the forked child, pid 1 of a fresh pid namespace: set up the run's sandbox once,
+    then start each case's program in it on the worker's requests (``program_host``)."""
+    isolate.die_with_parent()
+    # Non-dumpable (the zygote's memory) and without a handler (the zygote ignores SIGINT), as
+    # an init of ours must be: nothing of the answer can trace or signal it.
+    os.setsid()
+    isolate.unshare(isolate.CLONE_NEWNS | isolate.CLONE_NEWIPC)
+    req = wire.loads(payload.decode())
+    _prepare_run(req, fds, cgroup_fds)
+    isolate.set_process_name("dg-host")
+    solution_host.apply_limits(wire.loads(req["job"].get("limits_json") or "{}"))
+    from . import program_host
+
+    return program_host.serve(req["job"], files.IO_FD)
+
+
+def _prepare_run(req: dict[str, Any], fds: list[int], cgroup_fds: list[int]) -> tuple[bytes, str]:
+    """The run's own set-up of a solution process (or a program host): its groups joined, its
+    runtime mounted, its pipes in place, its capped writable folders with the answer's file (a
+    built program runs as itself), capabilities dropped, ``/work`` its working dir. The
+    answer's bytes and its runtime's packages' folder."""
+    isolate.set_process_name("dg-solution")
     job = req["job"]
     for fd in cgroup_fds:  # join the worker's groups (the zygote holds their procs files)
         os.write(fd, b"0")
@@ -133,7 +178,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     isolate.tmpfs("/work", size, "0755")
     if os.path.isdir("/dev/shm"):
         isolate.tmpfs("/dev/shm", size, "1777")
-    mode = 0o755 if req["mode"] == "exec" else 0o644  # a built program runs as itself
+    mode = 0o755 if req["mode"] in ("exec", "host") else 0o644  # a built program runs as itself
     fd = os.open("/work/solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         solution_host.write_all(fd, answer)
@@ -143,25 +188,7 @@ def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
     # (``random`` reseeds itself in a forked child: an at-fork hook of its own)
     isolate.drop_capabilities()  # the bounding set and no-new-privileges: from the zygote
     os.chdir("/work")  # (its environment: the zygote's, which is the worker's)
-    argv = [
-        req["mode"],
-        "/work/solution.py",
-        job.get("limits_json") or "{}",
-        *map(str, req.get("args") or []),
-    ]
-    try:  # the answer's bytes go along: read here once, not again from the file
-        source = answer if req["mode"] == "module" else None
-        code = solution_host.main(argv, source, prepared=True, io=files.IO_FD, site=site)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    return code
+    return answer, site
 
 
 def _read_file(path: str) -> bytes:
@@ -252,9 +279,12 @@ class Zygote:
                 self.make_init.leave()
         return pid, init_fd
 
-    def prepare(self) -> None:
+    def prepare(self, host: bytes | None = None) -> None:
         """Fork the next solution process ahead of its run: it sets up what it can and waits
-        (named ``dg-standby``), so that a run's request finds it forked."""
+        (named ``dg-standby``), so that a run's request finds it forked. ``host``: a program
+        host's request instead (``program_host``), forked now as pid 1 of its own namespace
+        (no init beside it: it is one), set up at once, and handed to the worker as ``spawn``
+        hands a solution process, without an init's pidfd."""
         r_go, w_go = os.pipe()
         r_req, w_req = os.pipe()
         r_rep, w_rep = os.pipe()
@@ -263,15 +293,19 @@ class Zygote:
         r_in, w_in = os.pipe()
         io_theirs, io_mine = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         io_t, io_m = io_theirs.detach(), io_mine.detach()
-        pid, init_fd = self.fork()
+        pid, init_fd = self.fork() if host is None else self.fork_host()
         if pid == 0:  # pragma: no cover - the child never returns
             code = SETUP_FAILED
             try:
                 self.ctl.close()
                 os.close(w_go)
-                os.close(init_fd)
+                if init_fd >= 0:
+                    os.close(init_fd)
                 pipes = [r_in, w_out, w_err, r_req, w_rep, io_t]
-                code = _become_solution(r_go, pipes, self.cgroup_fds)
+                if host is None:
+                    code = _become_solution(r_go, pipes, self.cgroup_fds)
+                else:
+                    code = _become_host(host, pipes, self.cgroup_fds)
             except BaseException as exc:
                 try:
                     os.write(2, f"solution set-up failed: {exc}\n".encode())
@@ -282,7 +316,31 @@ class Zygote:
         for fd in (r_go, r_req, w_rep, w_out, w_err, r_in, io_t):
             os.close(fd)
         mine = [w_req, r_rep, r_out, r_err, w_in, io_m]
-        self.standby = (pid, os.pidfd_open(pid), w_go, mine, init_fd)
+        if host is None:
+            self.standby = (pid, os.pidfd_open(pid), w_go, mine, init_fd)
+            return
+        os.close(w_go)
+        pidfd = os.pidfd_open(pid)
+        self.children[pid] = (pidfd, -1)
+        try:
+            fds = struct.pack(f"{len(mine) + 1}i", *mine, pidfd)
+            self.ctl.sendmsg([b"%d" % pid], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        finally:
+            for fd in mine:
+                os.close(fd)
+
+    def fork_host(self) -> tuple[int, int]:
+        """Fork a program host into a new pid namespace, as its pid 1: its pid here (0 in the
+        child), and -1 for the init it has none of."""
+        if self.make_init.unshare(isolate.CLONE_NEWPID) != 0:
+            raise isolate.c_error("unshare")
+        pid = -1
+        try:
+            pid = os.fork()
+        finally:
+            if pid:
+                self.make_init.leave()
+        return pid, -1
 
     def spawn(self, payload: bytes) -> None:
         """Hand the standby process its run (or fork one now); the next standby is forked once
@@ -317,8 +375,9 @@ class Zygote:
             if not kill:
                 done = _reaped(pid)
         finally:
-            _kill(init_fd)
-            self.dying.append(init_fd)
+            if init_fd >= 0:  # (a program host has none: it is its namespace's init)
+                _kill(init_fd)
+                self.dying.append(init_fd)
         try:
             if done is None:
                 if kill:
@@ -344,6 +403,8 @@ class Zygote:
             try:
                 if op == b"S":
                     self.spawn(data[1:])
+                elif op == b"H":
+                    self.prepare(host=data[1:])
                 elif op == b"K" or op == b"R":
                     status, cpu = self.end(int(data[1:]), op == b"K")
                     self.ctl.send(b"%d %.3f" % (status, cpu))
@@ -352,7 +413,8 @@ class Zygote:
                         self.end(pid, kill=True)
                     self.ctl.send(b"ok")
             except (OSError, KeyError, ValueError) as exc:
-                self.ctl.send(b"E" + str(exc).encode(errors="replace") if op == b"S" else b"-1 0")
+                failed = b"E" + str(exc).encode(errors="replace")
+                self.ctl.send(failed if op in (b"S", b"H") else b"-1 0")
             self.bury()
             if self.standby is None and op != b"S":
                 # the next standby, forked once a process has ended: a run's own processes

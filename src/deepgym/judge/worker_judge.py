@@ -8,6 +8,7 @@ holds is a page each fork copies the tables of and each solution's exit tears do
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import os
 import signal
@@ -19,7 +20,6 @@ from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds,
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import _socket
     from collections.abc import Callable, Iterator
     from typing import Any
 
@@ -59,6 +59,7 @@ def run_job(
         harness.judge(job, result_fd, make, done=True, marks_fd=marks_fd)
     finally:
         launcher.settle()
+        launcher.close_host()
         if launcher.live:
             with _zygote_alive():
                 zygote.send(b"X")
@@ -102,6 +103,13 @@ class ZygoteLauncher(ServedLauncher):
         self.inits: dict[int, int] = {}
         """Each live process's init's pidfd, by the process's pid."""
         self.ahead = ahead
+        self.host: _socket.socket | None = None
+        """The run's program host (``program_host``): its control socket, once started."""
+        self.host_pid = 0
+        self.host_pidfd = -1
+        self.hosted: set[int] = set()
+        """The live programs the host started, by their pid in its namespace."""
+        self._lines = b""
 
     def _reply(self) -> tuple[int, int | None, list[int]]:
         with _zygote_alive():
@@ -134,6 +142,8 @@ class ZygoteLauncher(ServedLauncher):
             self._forget(pid)
 
     def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
+        if req["mode"] == "exec":
+            return self._host_spawn(req)
         if self.ahead is not None:
             if self.ahead == req:
                 self.ahead = None
@@ -143,7 +153,112 @@ class ZygoteLauncher(ServedLauncher):
             self.ctl.send(b"S" + wire.encode(req))
         return self._reply()
 
+    def _host_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
+        """A case's program, started by the run's program host (started first, if need be;
+        and once more, on a new host, where the last could not clear what an earlier case left
+        or is gone: a program host ends only by the kernel's hand, as its memory group's OOM
+        kill for what an earlier case left running, or by a failure of ours)."""
+        why = "the program host is gone"
+        for _ in (0, 1):
+            if self.host is None:
+                self._start_host(req)
+            assert self.host is not None
+            try:
+                self.host.sendall(b"S" + wire.encode(req))
+                data, fds = recv_fds(self.host, MSG_MAX, 7)
+            except OSError:
+                data, fds = b"", []
+            if data[:1].isdigit() and len(fds) == 7:
+                pid = int(data)
+                self.hosted.add(pid)
+                return pid, None, fds
+            close_all(fds)
+            if data[:1] not in (b"D", b""):  # its refusal: ours (the program never ran)
+                break
+            why = data[1:].decode(errors="replace").strip() or why
+            self.end_host()
+        raise OSError(f"no solution process: {why}")
+
+    def _start_host(self, req: dict[str, Any]) -> None:
+        with _zygote_alive():
+            self.settle()
+            self.ctl.send(b"H" + wire.encode({**req, "mode": "host"}))
+            data, fds = recv_fds(self.ctl, MSG_MAX, 7)
+            if not data:
+                raise ConnectionError("the zygote is gone")
+        if not data.isdigit() or len(fds) != 7:
+            close_all(fds)
+            raise OSError(f"no program host: {data[1:].decode(errors='replace')}")
+        self.host_pid = int(data)
+        self.live.add(self.host_pid)
+        w_req, r_rep, r_out, r_err, w_in, io, self.host_pidfd = fds
+        close_all([w_req, r_rep, r_out, r_err, w_in])
+        self.host = _socket.socket(fileno=io)
+        message = {"files": self.job.get("files") or {}, "fetch": bool(self.job.get("fetch"))}
+        self.host.sendall(b"F" + wire.encode(message))
+
+    def end_host(self) -> int:
+        """End the run's program host, if any (the zygote kills it: its namespace goes with
+        it); its wait status (0: none was running)."""
+        if self.host is None:
+            return 0
+        self.host.close()
+        self.host = None
+        self.hosted.clear()
+        self._lines = b""
+        if self.host_pidfd >= 0:
+            os.close(self.host_pidfd)
+            self.host_pidfd = -1
+        with _zygote_alive():
+            self.settle()
+            self.ctl.send(b"K%d" % self.host_pid)
+            status = int(self.ctl.recv(MSG_MAX).split()[0])
+        self.live.discard(self.host_pid)
+        return status
+
+    def _host_lost(self, proc: Process) -> int:
+        """The host ended while ``proc``, a case's program, was in play: the program's wait
+        status. Killed by SIGKILL, which nothing in its namespace can send it (it is pid 1) and
+        only the kernel does unasked (its memory group's OOM kill, the run's processes being
+        the answer's), it took the program with it: the program's status is that kill, the
+        answer's. Ended otherwise, it failed: ours (``OSError``)."""
+        status = self.end_host()
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+            return int(signal.SIGKILL)
+        raise OSError(f"the program host failed (wait status {status}) during a case")
+
+    def close_host(self) -> None:
+        """Close this side of the host's channels (the host ends with the run's other
+        processes: ``X``)."""
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+        if self.host_pidfd >= 0:
+            os.close(self.host_pidfd)
+            self.host_pidfd = -1
+
+    def _host_line(self) -> bytes:
+        assert self.host is not None
+        while b"\n" not in self._lines:
+            chunk = self.host.recv(MSG_MAX)
+            if not chunk:
+                raise OSError("the program host is gone")
+            self._lines += chunk
+        line, _, self._lines = self._lines.partition(b"\n")
+        return line
+
     def _ask(self, proc: Process, op: str) -> None:
+        if proc.pid in self.hosted:
+            assert self.host is not None
+            try:
+                self.host.sendall(b"%s%d\n" % (b"K" if op == "kill" else b"R", proc.pid))
+                status, cpu_ms = self._host_line().split()
+                proc.status, proc.rusage_cpu_ms = int(status), float(cpu_ms)
+            except OSError:
+                proc.status, proc.rusage_cpu_ms = self._host_lost(proc), 0.0
+            self.hosted.discard(proc.pid)
+            keep_tree_cpu(proc)
+            return
         self.settle()  # replies come in order: the one sent ahead first
         with _zygote_alive():
             self.ctl.send(b"%s%d" % (b"K" if op == "kill" else b"R", proc.pid))
@@ -166,6 +281,11 @@ class ZygoteLauncher(ServedLauncher):
         process below the two count)."""
         local = self._local(proc).proc_pid
         assert local is not None
+        if proc.pid in self.hosted and self.host_pidfd >= 0:
+            # a case's program: its host's tree but the host (what the program orphaned is
+            # the host's; what earlier cases left is gone before a case starts)
+            cpu_ms, states = read_tree(_proc_pid(self.host_pidfd), local, below=True)
+            return cpu_ms, runnable(states)
         init_fd = self.inits.get(proc.pid)
         roots = (local,) if init_fd is None else (_proc_pid(init_fd), local)
         cpu_ms, states = read_tree(*roots)
