@@ -630,7 +630,10 @@ class PoolBackend:
         worker.busy_since = time.monotonic()
         slot = worker.slot
         try:
-            slot.begin(job.env.memory_mb, job.env.max_processes)
+            # a built program's cases run under a program host of ours, in the run's groups:
+            # one process more than the answer's own (``judge.program_host``)
+            hosted = 0 if program is None else 1
+            slot.begin(job.env.memory_mb, job.env.max_processes + hosted)
             spec = {
                 **job_spec(job, f"/judge/envs/{env_dir.name}", ANSWER_PATH),
                 # the worker writes it to a file of its own (a built program: copies it)
