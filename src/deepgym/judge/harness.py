@@ -214,7 +214,8 @@ def _run_case(
     try:
         cpu0 = j.launcher.cpu_ms(proc)
         j.mark_in_play()  # a script runs the answer at once
-        _send_files(j, io)
+        if not proc.hosted:
+            _send_files(j, io)
         stdin = str(case.get("stdin", "")).encode()
         try:
             write_all(proc.fds["in"], stdin)

@@ -182,6 +182,9 @@ class Process:
         """The most CPU time read of it (``Launcher.cpu_ms`` without a cgroup counter)."""
         self.read_at = (0.0, 0.0)
         """(when, the CPU counter then) at the end of its last ``wait``."""
+        self.hosted = False
+        """Started by the run's program host (``judge.program_host``), which put the run's
+        files in its work dir: nothing to send on its io socket."""
         self.marks = b""
         """What a script's or a program's process said on its reply pipe (``codes.BEGAN``, then
         ``codes.EXEC_FAILED`` where its exec failed), read when it is reaped."""

@@ -107,8 +107,6 @@ class ZygoteLauncher(ServedLauncher):
         """The run's program host (``program_host``): its control socket, once started."""
         self.host_pid = 0
         self.host_pidfd = -1
-        self.hosted: set[int] = set()
-        """The live programs the host started, by their pid in its namespace."""
         self._lines = b""
 
     def _reply(self) -> tuple[int, int | None, list[int]]:
@@ -170,7 +168,6 @@ class ZygoteLauncher(ServedLauncher):
                 data, fds = b"", []
             if data[:1].isdigit() and len(fds) == 7:
                 pid = int(data)
-                self.hosted.add(pid)
                 return pid, None, fds
             close_all(fds)
             if data[:1] not in (b"D", b""):  # its refusal: ours (the program never ran)
@@ -204,7 +201,6 @@ class ZygoteLauncher(ServedLauncher):
             return 0
         self.host.close()
         self.host = None
-        self.hosted.clear()
         self._lines = b""
         if self.host_pidfd >= 0:
             os.close(self.host_pidfd)
@@ -216,7 +212,7 @@ class ZygoteLauncher(ServedLauncher):
         self.live.discard(self.host_pid)
         return status
 
-    def _host_lost(self, proc: Process) -> int:
+    def _host_lost(self) -> int:
         """The host ended while ``proc``, a case's program, was in play: the program's wait
         status. Killed by SIGKILL, which nothing in its namespace can send it (it is pid 1) and
         only the kernel does unasked (its memory group's OOM kill, the run's processes being
@@ -248,15 +244,15 @@ class ZygoteLauncher(ServedLauncher):
         return line
 
     def _ask(self, proc: Process, op: str) -> None:
-        if proc.pid in self.hosted:
-            assert self.host is not None
+        if proc.hosted:
+            if self.host is None:  # (ended with an earlier case unreaped: never so)
+                raise OSError("the program host is gone")
             try:
                 self.host.sendall(b"%s%d\n" % (b"K" if op == "kill" else b"R", proc.pid))
                 status, cpu_ms = self._host_line().split()
                 proc.status, proc.rusage_cpu_ms = int(status), float(cpu_ms)
             except OSError:
-                proc.status, proc.rusage_cpu_ms = self._host_lost(proc), 0.0
-            self.hosted.discard(proc.pid)
+                proc.status, proc.rusage_cpu_ms = self._host_lost(), 0.0
             keep_tree_cpu(proc)
             return
         self.settle()  # replies come in order: the one sent ahead first
@@ -268,6 +264,11 @@ class ZygoteLauncher(ServedLauncher):
         self.live.discard(proc.pid)
         self._forget(proc.pid)
         keep_tree_cpu(proc)
+
+    def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
+        proc = super()._spawn(mode, args, keep_stdout)
+        proc.hosted = mode == "exec"
+        return proc
 
     def _local(self, proc: Process) -> Process:
         """``proc``, numbered as this worker's ``/proc`` numbers it (looked up once)."""
@@ -281,7 +282,7 @@ class ZygoteLauncher(ServedLauncher):
         process below the two count)."""
         local = self._local(proc).proc_pid
         assert local is not None
-        if proc.pid in self.hosted and self.host_pidfd >= 0:
+        if proc.hosted and self.host_pidfd >= 0:
             # a case's program: its host's tree but the host (what the program orphaned is
             # the host's; what earlier cases left is gone before a case starts)
             cpu_ms, states = read_tree(_proc_pid(self.host_pidfd), local, below=True)
