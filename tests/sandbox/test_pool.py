@@ -202,3 +202,43 @@ def test_the_answer_runs_in_its_work_dir_with_no_host_setup_left(sandbox: str) -
         assert all(r.passed for r in runs), [c.message for r in runs for c in r.cases]
 
     asyncio.run(go())
+
+
+SPOILER = Environment(
+    name="spoiler",
+    entry_point="add",
+    test_cases=[{"args": [1, 2], "expected": 3}, {"args": [2, 2], "expected": 4}],
+    verifier_code=(
+        "def verify(solution, test_cases):\n"
+        "    ok = len(test_cases) == 2\n"
+        "    ok = ok and all(solution.add(*c['args']) == c['expected'] for c in test_cases)\n"
+        "    test_cases[0]['expected'] = -1  # a verifier may change what it was given\n"
+        "    test_cases.clear()\n"
+        "    return float(ok)\n"
+    ),
+    timeout=20.0,
+    case_timeout=10.0,
+)
+ADDER = Environment(
+    name="adder",
+    entry_point="add",
+    test_cases=[{"args": [1, 2], "expected": 3}, {"args": [2, 2], "expected": 4}],
+    timeout=20.0,
+    case_timeout=10.0,
+)
+
+
+def test_a_worker_parses_a_staged_cases_file_once_and_no_verifier_changes_it() -> None:
+    """A worker keeps an environment's parsed cases for its own judging (run after run), and a
+    verifier gets a copy of its own: what one run's verifier changes, the next never sees."""
+
+    async def go() -> None:
+        async with AsyncDeepGym(
+            sandbox="pool", workers=1, time_limits=TimeLimitPolicy(factor=None)
+        ) as dg:
+            for env in (SPOILER, ADDER, SPOILER, ADDER):
+                for _ in range(3):
+                    r = await dg.run(env, "def add(a, b):\n    return a + b\n")
+                    assert r.has_verdict and r.score == 1.0, (env.name, r)
+
+    asyncio.run(go())

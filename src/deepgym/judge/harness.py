@@ -99,17 +99,36 @@ class Judge:
             data += (wire.dumps(then) + "\n").encode()
         write_all(self.result_fd, data)
 
-    def cases(self) -> list[dict[str, Any]]:
-        """The environment's test cases (none for a custom verifier without them)."""
+    def cases(self, shared: bool = False) -> list[dict[str, Any]]:
+        """The environment's test cases (none for a custom verifier without them).
+        ``shared``: for the harness's own use, which changes none of them: a staged file's
+        cases are parsed once per process and shared by its runs (a pool worker judges many
+        runs of one environment; a program's cases can be megabytes of JSON). A verifier gets
+        its own copy, which it may change."""
         inline = self.job.get("test_cases")
         if inline is not None:  # the run's own (``sandbox.base.RunInput``): nothing staged
             return list(inline)
         path = self.job.get("test_cases_path")
         if not path:
             return []
-        with open(path) as f:
-            data: list[dict[str, Any]] = wire.loads(f.read())
-        return data
+        if not shared:
+            return _read_cases(path)
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns)
+        data = _CASES.get(key)
+        if data is None:
+            data = _read_cases(path)
+            if st.st_size <= _CASES_MAX_BYTES:
+                if sum(k[1] for k in _CASES) + st.st_size > _CASES_ALL_BYTES:
+                    _CASES.clear()
+                _CASES[key] = data
+        return list(data)
+
+
+def _read_cases(path: str) -> list[dict[str, Any]]:
+    with open(path) as f:
+        data: list[dict[str, Any]] = wire.loads(f.read())
+    return data
 
 
 def _plain(x: Any) -> Any:
@@ -150,7 +169,7 @@ def run_declarative(j: Judge, cases: list[dict[str, Any]] | None = None) -> dict
     test case; score = share passed."""
     entry = j.job["entry_point"]
     how = j.job.get("compare", "exact")
-    cases = j.cases() if cases is None else cases
+    cases = j.cases(shared=True) if cases is None else cases
     # every call is known before the first: all go ahead of their replies
     reqs = [
         call_request(case.get("call") or entry, case.get("args", []), case.get("kwargs", {}))
@@ -188,7 +207,7 @@ def run_script(j: Judge, check: Any = None) -> dict[str, Any]:
     program = j.job.get("run_argv")  # a compiled language: its built program, run as is
     mode, prefix = ("exec", tuple(program)) if program else ("script", ())
     runner = j.job.get("report")
-    cases = j.cases()
+    cases = j.cases(shared=True)
     if j.job.get("case_limit"):
         cases = cases[: int(j.job["case_limit"])]
     for i, case in enumerate(cases):
@@ -394,6 +413,11 @@ def _setup_failed(proc: Any) -> bool:
 
 
 _SOURCES: dict[tuple[str, int, int], bytes] = {}
+_CASES: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+_CASES_MAX_BYTES = 16 * 2**20
+"""A staged cases file larger than this is parsed for each run, not kept."""
+_CASES_ALL_BYTES = 128 * 2**20
+"""What the kept cases' files hold at most, together (then all are forgotten)."""
 _CODE_CACHE: dict[bytes, Any] = {}
 _PROCESS_CACHES: dict[bytes, dict[Any, Any]] = {}
 _CACHE_MAX = 4096
