@@ -199,12 +199,7 @@ class ZygoteLauncher(ServedLauncher):
         it); its wait status (0: none was running)."""
         if self.host is None:
             return 0
-        self.host.close()
-        self.host = None
-        self._lines = b""
-        if self.host_pidfd >= 0:
-            os.close(self.host_pidfd)
-            self.host_pidfd = -1
+        self.close_host()
         with _zygote_alive():
             self.settle()
             self.ctl.send(b"K%d" % self.host_pid)
@@ -213,10 +208,10 @@ class ZygoteLauncher(ServedLauncher):
         return status
 
     def _host_lost(self) -> int:
-        """The host ended while ``proc``, a case's program, was in play: the program's wait
-        status. Killed by SIGKILL, which nothing in its namespace can send it (it is pid 1) and
-        only the kernel does unasked (its memory group's OOM kill, the run's processes being
-        the answer's), it took the program with it: the program's status is that kill, the
+        """The host ended while a case's program was in play: the program's wait status.
+        Killed by SIGKILL, which nothing in its namespace can send it (it is pid 1) and only
+        the kernel does unasked (its memory group's OOM kill, the run's processes being the
+        answer's), it took the program with it: the program's status is that kill, the
         answer's. Ended otherwise, it failed: ours (``OSError``)."""
         status = self.end_host()
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
@@ -229,6 +224,7 @@ class ZygoteLauncher(ServedLauncher):
         if self.host is not None:
             self.host.close()
             self.host = None
+            self._lines = b""
         if self.host_pidfd >= 0:
             os.close(self.host_pidfd)
             self.host_pidfd = -1
