@@ -101,6 +101,8 @@ class _Host:
         """The cases' programs not yet reaped for the worker."""
         self.ended: dict[int, tuple[int, float]] = {}
         """Cases' programs reaped before the worker asked: wait status and CPU ms."""
+        self.environ = dict(os.environ)
+        """The programs' environment (``os.environ`` read once: each read decodes it all)."""
 
     def handle(self, line: bytes) -> None:
         op = line[:1]
@@ -152,7 +154,7 @@ class _Host:
             pid = os.posix_spawn(
                 words[0],
                 words,
-                {**os.environ, **env},
+                {**self.environ, **env},
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, r_in, 0),
                     (os.POSIX_SPAWN_DUP2, w_out, 1),

@@ -43,7 +43,8 @@ import os
 import struct
 import sys
 
-from . import build, files, init, isolate, solution_host, wire  # noqa: F401 (build: loaded here, once, for every exec case)
+# build and program_host (with select): loaded here, once, not in every exec case or program host
+from . import build, files, init, isolate, program_host, solution_host, wire  # noqa: F401
 from .codes import (
     ANSWER_PATH,
     IN_RUNTIME,
@@ -145,8 +146,6 @@ def _become_host(payload: bytes, fds: list[int], cgroup_fds: list[int]) -> int:
     _prepare_run(req, fds, cgroup_fds)
     isolate.set_process_name("dg-host")
     solution_host.apply_limits(wire.loads(req["job"].get("limits_json") or "{}"))
-    from . import program_host
-
     return program_host.serve(req["job"], files.IO_FD)
 
 
