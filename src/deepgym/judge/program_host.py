@@ -15,17 +15,21 @@ case's program itself with ``posix_spawn`` (a ``vfork``: no copy), on the worker
 - before each case it ends whatever an earlier case left running (``kill(-1)``, which reaches
   every process of the namespace but itself), reaps it, and empties the work dir (all but the
   program), ``/tmp`` and ``/dev/shm``: each case starts as a fresh sandbox would;
-- it writes the run's files, then starts the program with its pipes (stdin, stdout, stderr, the
-  reply pipe that says it began), in a session of its own, ``SIGPIPE``, ``SIGXFSZ`` and
-  ``SIGINT`` at their defaults, and hands the worker the pipes' other ends, the io socket (the
-  work dir's descriptor on it, where the run reads files back) and a pidfd, as the zygote
-  hands a solution process's; it kills and reaps a case on request, with its CPU time.
+- it writes the run's files, then starts the program with its pipes (stdin, stdout, stderr),
+  in a session of its own, ``SIGPIPE``, ``SIGXFSZ`` and ``SIGINT`` at their defaults, and hands
+  the worker the pipes' other ends and a pidfd (and, where the run reads files back, an io
+  socket with the work dir's descriptor on it); the program's start is its ``exec`` done (an
+  ``exec`` that fails fails the ``posix_spawn``: ours, the answer never ran);
+- it reaps each case's program as it ends and tells the worker at once (no request), with its
+  CPU time; it kills one on request.
 
 Requests arrive on the io socket, one a line: ``F`` + the run's files and whether its work dir
-is read back (``wire``; once, first, no reply), ``S`` + the spawn request, ``K`` or ``R`` + pid
-(kill or reap: the reply is ``status cpu_ms``). A request it cannot serve is
-answered ``E`` + why (ours: the program has not run). The run's rlimits are its own too (set
-once, before the first case); the host's own use is its set-up and a few system calls a case.
+is read back (``wire``; once, first, no reply), ``S`` + the program's arguments (``wire``: the
+reply is ``pid`` and the descriptors), ``K`` + pid (kill: the reply is ``status cpu_ms``, or
+``-1 0`` for a case already reported). A case's end comes unasked: ``P`` + ``pid status
+cpu_ms``. A request it cannot serve is answered ``E`` + why (ours: the program has not run).
+The run's rlimits are its own too (set once, before the first case); the host's own use is its
+set-up and a few system calls a case.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import select
 import struct
 
 from . import build, files, wire
-from .codes import BEGAN, MSG_MAX
+from .codes import MSG_MAX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,9 +102,7 @@ class _Host:
         self.job = job
         self.ctl = ctl
         self.live: set[int] = set()
-        """The cases' programs not yet reaped for the worker."""
-        self.ended: dict[int, tuple[int, float]] = {}
-        """Cases' programs reaped before the worker asked: wait status and CPU ms."""
+        """The cases' programs not yet reaped and reported to the worker."""
         self.environ = dict(os.environ)
         """The programs' environment (``os.environ`` read once: each read decodes it all)."""
 
@@ -111,7 +113,7 @@ class _Host:
             self.job = {**self.job, "files": got.get("files") or {}, "fetch": got.get("fetch")}
         elif op == b"S":
             try:
-                pid, fds = self.start(wire.loads(line[1:].decode()))
+                pid, fds = self.start(wire.loads(line[1:].decode()).get("args") or [])
             except Dirty as exc:
                 self.ctl.send(b"D" + str(exc).encode(errors="replace") + b"\n")
                 return
@@ -124,33 +126,30 @@ class _Host:
             finally:
                 for fd in fds:
                     os.close(fd)
-        elif op in (b"K", b"R"):
-            status, cpu = self.end(int(line[1:]), op == b"K")
+        elif op == b"K":
+            status, cpu = self.kill(int(line[1:]))
             self.ctl.send(b"%d %.3f\n" % (status, cpu))
         else:
             self.ctl.send(b"Eunknown request\n")
 
-    def start(self, req: dict[str, Any]) -> tuple[int, list[int]]:
-        """Start one case's program; its pid and the worker's ends of its descriptors (the
-        call pipe's write end, unused by a program, the reply pipe, stdout, stderr, stdin, the
-        io socket, a pidfd)."""
+    def start(self, args: list[Any]) -> tuple[int, list[int]]:
+        """Start one case's program; its pid and the worker's ends of its descriptors (stdout,
+        stderr, stdin, a pidfd, and the io socket where the run reads files back)."""
         self.sweep()
         job = self.job
         if job.get("files"):
             files.put(".", job["files"])
-        words, env = build.program_command(PROGRAM_PATH, [str(a) for a in req.get("args") or []])
-        r_req, w_req = os.pipe()
-        r_rep, w_rep = os.pipe()
+        words, env = build.program_command(PROGRAM_PATH, [str(a) for a in args])
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_in, w_in = os.pipe()
-        io_t, io_m = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        theirs = io_t.detach()
-        mine = [w_req, r_rep, r_out, r_err, w_in, io_m.detach()]
+        mine, theirs = [r_out, r_err, w_in], [w_out, w_err, r_in]
         try:
             if job.get("fetch"):
-                files.send_dir(theirs, ".")
-            os.write(w_rep, BEGAN)  # the answer comes into play at its program's exec
+                io_t, io_m = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+                theirs.append(io_t.detach())
+                io = io_m.detach()
+                files.send_dir(theirs[-1], ".")
             pid = os.posix_spawn(
                 words[0],
                 words,
@@ -164,42 +163,44 @@ class _Host:
                 setsigdef=RESET,
             )
         except BaseException:
+            if len(theirs) > 3:
+                os.close(io)
             for fd in mine:
                 os.close(fd)
             raise
         finally:
-            for fd in (r_req, w_rep, w_out, w_err, r_in, theirs):
+            for fd in theirs:
                 os.close(fd)
         self.live.add(pid)
         try:
             mine.append(os.pidfd_open(pid))
         except BaseException:
-            self.end(pid, kill=True)
+            self.kill(pid)
+            if len(theirs) > 3:
+                os.close(io)
             for fd in mine:
                 os.close(fd)
             raise
+        if len(theirs) > 3:
+            mine.append(io)
         return pid, mine
 
-    def end(self, pid: int, kill: bool) -> tuple[int, float]:
-        """Reap (``kill``: kill first) a case's program: its wait status and CPU ms (-1 0: no
-        such case)."""
-        if pid in self.ended:
-            self.live.discard(pid)
-            return self.ended.pop(pid)
+    def kill(self, pid: int) -> tuple[int, float]:
+        """Kill and reap a case's program: its wait status and CPU ms (-1 0: no such case, or
+        one already reported)."""
         if pid not in self.live:
             return -1, 0.0
-        if kill:
-            try:
-                os.kill(pid, _signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        try:
+            os.kill(pid, _signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         _, status, usage = os.wait4(pid, 0)
         self.live.discard(pid)
         return status, (usage.ru_utime + usage.ru_stime) * 1000.0
 
     def reap(self) -> None:
-        """Reap every process that has ended: an orphan, or a case's program, whose status is
-        kept for the worker's ``R``."""
+        """Reap every process that has ended: an orphan, or a case's program, whose end the
+        worker is told at once (``P``)."""
         while True:
             try:
                 pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -208,24 +209,26 @@ class _Host:
             if pid == 0:
                 return
             if pid in self.live:
-                self.ended[pid] = (status, (usage.ru_utime + usage.ru_stime) * 1000.0)
+                self.live.discard(pid)
+                cpu = (usage.ru_utime + usage.ru_stime) * 1000.0
+                self.ctl.send(b"P%d %d %.3f\n" % (pid, status, cpu))
 
     def sweep(self) -> None:
         """End what earlier cases left (every process of the namespace but this one), reap it,
-        and empty the writable folders."""
-        try:
-            os.kill(-1, _signal.SIGKILL)
-        except ProcessLookupError:  # nothing to end
-            pass
+        and empty the writable folders. Every process of the namespace descends from this one
+        (its pid 1): with no child left, none is left."""
+        left = False
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
-            if pid == 0:  # (a killed process not yet ended: wait for it)
+            if pid == 0:  # (one still running: end them all, then wait for each)
+                if not left:
+                    left = True
+                    os.kill(-1, _signal.SIGKILL)
                 pid, _ = os.waitpid(-1, 0)
             self.live.discard(pid)
-            self.ended.pop(pid, None)
         for folder, mode in CLEARED.items():
             try:
                 os.chmod(folder, mode)

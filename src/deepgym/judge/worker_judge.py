@@ -15,7 +15,7 @@ import signal
 
 from . import harness, wire
 from .blame import read_tree, runnable
-from .codes import ANSWER_PATH, MSG_MAX
+from .codes import ANSWER_PATH, BEGAN, MSG_MAX
 from .launch import Process, ServedLauncher, close_all, keep_tree_cpu, recv_fds, spawn_request
 
 TYPE_CHECKING = False
@@ -140,8 +140,6 @@ class ZygoteLauncher(ServedLauncher):
             self._forget(pid)
 
     def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
-        if req["mode"] == "exec":
-            return self._host_spawn(req)
         if self.ahead is not None:
             if self.ahead == req:
                 self.ahead = None
@@ -151,24 +149,29 @@ class ZygoteLauncher(ServedLauncher):
             self.ctl.send(b"S" + wire.encode(req))
         return self._reply()
 
-    def _host_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:
+    def _host_spawn(self, args: tuple[str, ...]) -> tuple[int, list[int]]:
         """A case's program, started by the run's program host (started first, if need be;
         and once more, on a new host, where the last could not clear what an earlier case left
         or is gone: a program host ends only by the kernel's hand, as its memory group's OOM
-        kill for what an earlier case left running, or by a failure of ours)."""
+        kill for what an earlier case left running, or by a failure of ours). Its pid and its
+        descriptors: stdout, stderr, stdin, a pidfd, and where the run reads files back, the
+        io socket."""
         why = "the program host is gone"
+        want = 5 if self.job.get("fetch") else 4
+        request = b"S" + wire.encode({"args": list(args)})
         for _ in (0, 1):
             if self.host is None:
-                self._start_host(req)
+                self._start_host(args)
             assert self.host is not None
             try:
-                self.host.sendall(b"S" + wire.encode(req))
-                data, fds = recv_fds(self.host, MSG_MAX, 7)
+                self.host.sendall(request)
+                data, fds = recv_fds(self.host, MSG_MAX, want)
             except OSError:
                 data, fds = b"", []
-            if data[:1].isdigit() and len(fds) == 7:
-                pid = int(data)
-                return pid, None, fds
+            head, _, rest = data.partition(b"\n")
+            if head.isdigit() and len(fds) == want:
+                self._lines += rest
+                return int(head), fds
             close_all(fds)
             if data[:1] not in (b"D", b""):  # its refusal: ours (the program never ran)
                 break
@@ -176,10 +179,10 @@ class ZygoteLauncher(ServedLauncher):
             self.end_host()
         raise OSError(f"no solution process: {why}")
 
-    def _start_host(self, req: dict[str, Any]) -> None:
+    def _start_host(self, args: tuple[str, ...]) -> None:
         with _zygote_alive():
             self.settle()
-            self.ctl.send(b"H" + wire.encode({**req, "mode": "host"}))
+            self.ctl.send(b"H" + wire.encode(spawn_request(self.job, "host", args)))
             data, fds = recv_fds(self.ctl, MSG_MAX, 7)
             if not data:
                 raise ConnectionError("the zygote is gone")
@@ -239,14 +242,34 @@ class ZygoteLauncher(ServedLauncher):
         line, _, self._lines = self._lines.partition(b"\n")
         return line
 
+    def _host_end(self, pid: int, kill: bool) -> tuple[int, float]:
+        """A hosted case's end: its wait status and CPU ms, as the host reports it unasked
+        (``P``), or (``kill``) as its reply to the kill says; a case the host reported before
+        the kill reached it is answered ``-1``, after that report."""
+        if kill:
+            assert self.host is not None
+            self.host.sendall(b"K%d\n" % pid)
+        ended: tuple[int, float] | None = None
+        while True:
+            line = self._host_line()
+            if line[:1] == b"P":
+                got, status, cpu_ms = line[1:].split()
+                if int(got) == pid:
+                    ended = (int(status), float(cpu_ms))
+                    if not kill:
+                        return ended
+                continue
+            status, cpu_ms = line.split()
+            if int(status) < 0 and ended is not None:
+                return ended
+            return int(status), float(cpu_ms)
+
     def _ask(self, proc: Process, op: str) -> None:
         if proc.hosted:
             if self.host is None:  # (ended with an earlier case unreaped: never so)
                 raise OSError("the program host is gone")
             try:
-                self.host.sendall(b"%s%d\n" % (b"K" if op == "kill" else b"R", proc.pid))
-                status, cpu_ms = self._host_line().split()
-                proc.status, proc.rusage_cpu_ms = int(status), float(cpu_ms)
+                proc.status, proc.rusage_cpu_ms = self._host_end(proc.pid, op == "kill")
             except OSError:
                 proc.status, proc.rusage_cpu_ms = self._host_lost(), 0.0
             keep_tree_cpu(proc)
@@ -262,8 +285,19 @@ class ZygoteLauncher(ServedLauncher):
         keep_tree_cpu(proc)
 
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
-        proc = super()._spawn(mode, args, keep_stdout)
-        proc.hosted = mode == "exec"
+        if mode != "exec":
+            return super()._spawn(mode, args, keep_stdout)
+        pid, fds = self._host_spawn(args)
+        r_out, r_err, w_in, pidfd, *io = fds
+        for fd in (r_out, r_err):
+            os.set_blocking(fd, False)
+        fdmap = {"out": r_out, "err": r_err, "in": w_in}
+        if io:
+            fdmap["io"] = io[0]
+        proc = Process(pid, pidfd, fdmap, keep_stdout, self.kept)
+        proc.proc_pid = None  # numbered in the host's pid namespace: looked up if needed
+        proc.hosted = True
+        proc.marks = BEGAN  # its exec done (the host's posix_spawn returned): the answer's
         return proc
 
     def _local(self, proc: Process) -> Process:
