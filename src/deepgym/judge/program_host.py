@@ -144,6 +144,7 @@ class _Host:
         r_err, w_err = os.pipe()
         r_in, w_in = os.pipe()
         mine, theirs = [r_out, r_err, w_in], [w_out, w_err, r_in]
+        io = -1  # (the worker's end of the io socket, where the run reads files back)
         try:
             if job.get("fetch"):
                 io_t, io_m = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -163,10 +164,9 @@ class _Host:
                 setsigdef=RESET,
             )
         except BaseException:
-            if len(theirs) > 3:
-                os.close(io)
-            for fd in mine:
-                os.close(fd)
+            for fd in (*mine, io):
+                if fd >= 0:
+                    os.close(fd)
             raise
         finally:
             for fd in theirs:
@@ -176,12 +176,11 @@ class _Host:
             mine.append(os.pidfd_open(pid))
         except BaseException:
             self.kill(pid)
-            if len(theirs) > 3:
-                os.close(io)
-            for fd in mine:
-                os.close(fd)
+            for fd in (*mine, io):
+                if fd >= 0:
+                    os.close(fd)
             raise
-        if len(theirs) > 3:
+        if io >= 0:
             mine.append(io)
         return pid, mine
 
