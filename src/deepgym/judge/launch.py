@@ -184,10 +184,12 @@ class Process:
         """(when, the CPU counter then) at the end of its last ``wait``."""
         self.hosted = False
         """Started by the run's program host (``judge.program_host``), which put the run's
-        files in its work dir: nothing to send on its io socket."""
+        files in its work dir: nothing to send on its io socket, and no reply pipe."""
         self.marks = b""
         """What a script's or a program's process said on its reply pipe (``codes.BEGAN``, then
-        ``codes.EXEC_FAILED`` where its exec failed), read when it is reaped."""
+        ``codes.EXEC_FAILED`` where its exec failed), read when it is reaped; a hosted
+        program's is ``BEGAN`` from its start (the host's ``posix_spawn`` returns once its
+        exec is done, and fails where the exec fails)."""
 
 
 class _Watch:
