@@ -488,11 +488,19 @@ class ServedLauncher(Launcher):
     def _spawn(self, mode: str, args: tuple[str, ...], keep_stdout: bool) -> Process:
         pid, proc_pid, fds = self._ask_spawn(spawn_request(self.job, mode, args))
         w_req, r_rep, r_out, r_err, w_in, io, pidfd = fds
-        for fd in (r_rep, r_out, r_err):
-            os.set_blocking(fd, False)
         fdmap = {"req": w_req, "rep": r_rep, "out": r_out, "err": r_err, "in": w_in, "io": io}
+        return self._process(pid, proc_pid, pidfd, fdmap, keep_stdout)
+
+    def _process(
+        self, pid: int, proc_pid: int | None, pidfd: int, fdmap: dict[str, int], keep_stdout: bool
+    ) -> Process:
+        """A started process from what its server handed back (the pipes read from made
+        non-blocking); ``proc_pid`` None: not in our ``/proc``, or numbered otherwise there."""
+        for name in ("rep", "out", "err"):
+            if name in fdmap:
+                os.set_blocking(fdmap[name], False)
         proc = Process(pid, pidfd, fdmap, keep_stdout, self.kept)
-        proc.proc_pid = proc_pid  # None: not in our /proc, or numbered otherwise there
+        proc.proc_pid = proc_pid
         return proc
 
     def _ask_spawn(self, req: dict[str, Any]) -> tuple[int, int | None, list[int]]:

@@ -289,13 +289,11 @@ class ZygoteLauncher(ServedLauncher):
             return super()._spawn(mode, args, keep_stdout)
         pid, fds = self._host_spawn(args)
         r_out, r_err, w_in, pidfd, *io = fds
-        for fd in (r_out, r_err):
-            os.set_blocking(fd, False)
         fdmap = {"out": r_out, "err": r_err, "in": w_in}
         if io:
             fdmap["io"] = io[0]
-        proc = Process(pid, pidfd, fdmap, keep_stdout, self.kept)
-        proc.proc_pid = None  # numbered in the host's pid namespace: looked up if needed
+        # numbered in the host's pid namespace: looked up if needed
+        proc = self._process(pid, None, pidfd, fdmap, keep_stdout)
         proc.hosted = True
         proc.marks = BEGAN  # its exec done (the host's posix_spawn returned): the answer's
         return proc
