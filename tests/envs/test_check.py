@@ -228,6 +228,31 @@ def test_reruns_must_agree_test_for_test() -> None:
     assert "deterministic" in names(check.judge(ADD, plan, same, flaky_timing))
 
 
+def test_a_run_the_host_failed_says_nothing_about_determinism() -> None:
+    """A reference run held back by a loaded host (``timeout``, no verdict) is left out of the
+    comparison; one its verifier failed (``verifier_error``) is the environment's and counts."""
+    plan = check.probes(ADD)
+    held = result(0.0, verdict=False, error_type="timeout")
+    starved = Timing((result(1.0), held, result(1.0)))
+    report = check.judge(ADD, plan, good_results(ADD), starved)
+    kept = next(c for c in report.checks if c.name == "deterministic")
+    assert kept.ok and "1 the host failed left out" in kept.message
+    assert report.ok
+    crashed = Timing((result(1.0), result(0.0, verdict=False, error_type="verifier_error")))
+    failed = next(
+        c
+        for c in check.judge(ADD, plan, good_results(ADD), crashed).checks
+        if c.name == "deterministic"
+    )
+    assert not failed.ok and "verifier_error" in failed.message
+    # all but one held back: too few judged runs to tell
+    good = zip(plan, good_results(ADD), strict=True)
+    results = [held if p.name.startswith("rerun_") else r for p, r in good]
+    alone = check.judge(ADD, plan, results, Timing((held, held, held)))
+    few = next(c for c in alone.checks if c.name == "deterministic")
+    assert not few.ok and "only 1 of 7 runs" in few.message
+
+
 @pytest.mark.parametrize(
     "t,expected",
     [

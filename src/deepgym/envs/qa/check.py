@@ -7,7 +7,9 @@ wrong answer scores too much, how to fix the test set: how many more cases it mu
 - ``reference``: the reference answer scores 1.0 (and passes);
 - ``deterministic``: every further run of the reference (three beside the first, three timed)
   gives the same result, test for test, and that result has a verdict (runs that all failed
-  without one say nothing about the verifier's determinism);
+  without one say nothing about the verifier's determinism); a run the host failed (held back
+  past the backstop, a broken sandbox: no verdict, not the verifier's doing) is left out, and
+  at least two runs must be judged;
 - ``time_limits``: the reference's run time, measured alone (the median of three runs one
   after another), is under a third of ``timeout``, and its slowest case under a third of
   ``case_timeout`` (measured case by case when the whole run is not already under that bound);
@@ -44,14 +46,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deepgym.envs.qa.checks import MAX_WRONG_SCORE, Check, CheckReport
+from deepgym.envs.qa.checks import MAX_WRONG_SCORE, Check, CheckReport, describe, deterministic
 from deepgym.envs.qa.exploits import exploits
 from deepgym.envs.qa.session_check import check_session_environment
 from deepgym.envs.registry import solution_suffix
 from deepgym.judge.blame import BACKSTOP
 from deepgym.judge.patch import is_test_infra, make_diff
 from deepgym.models import Environment, RunResult
-from deepgym.text import short_cause
 
 if TYPE_CHECKING:
     from deepgym.client import DeepGym
@@ -299,19 +300,6 @@ def _probes(env: Environment) -> list[Probe]:
 # -- judging the results ----------------------------------------------------------------------
 
 
-def _describe(r: RunResult) -> str:
-    if not r.has_verdict:
-        return f"no verdict ({r.error_type}: {short_cause(r.error)})"
-    what = f"scored {r.score:.2f}" + (" and passed" if r.passed else "")
-    if r.error_type:
-        what += f" ({r.error_type}: {short_cause(r.error)})"
-    else:
-        failed = next((c for c in r.cases if not c.passed), None)
-        if failed is not None and r.score < 1.0:
-            what += f" ({failed.name}: {failed.message[:200]})"
-    return what
-
-
 def _brief(r: RunResult) -> str:
     return f"scored {r.score:.2f}" + (f" ({r.error_type})" if r.error_type else "")
 
@@ -346,7 +334,7 @@ def _advice(env: Environment, probe: Probe, r: RunResult) -> str:
 
 def _meets(env: Environment, probe: Probe, r: RunResult) -> Check:
     """Whether the probe's result follows its rule; the message says what the run did."""
-    said = _describe(r)
+    said = describe(r)
     if not r.has_verdict:
         return Check(probe.name, False, said)
     if probe.expect == "full":
@@ -367,10 +355,6 @@ def _meets(env: Environment, probe: Probe, r: RunResult) -> Check:
         return Check(probe.name, ok, _brief(r) if ok else f"a diff that changes nothing {said}")
     ok = r.error_type == probe.expect and r.score == 0.0
     return Check(probe.name, ok, _brief(r) if ok else f"expected {probe.expect}, {said}")
-
-
-def _fingerprint(r: RunResult) -> tuple[object, ...]:
-    return (r.has_verdict, r.score, r.passed, r.error_type, tuple(c.passed for c in r.cases))
 
 
 def _run_ms(r: RunResult) -> float:
@@ -412,30 +396,9 @@ def judge(
             report.checks.append(Check(p.name, False, "the environment has no reference answer"))
         else:
             report.checks.append(_meets(env, p, r))
-    report.checks.append(_deterministic([*refs, *timing.runs]))
+    report.checks.append(deterministic([*refs, *timing.runs]))
     report.checks.append(_time_limits(env, timing))
     return report
-
-
-def _deterministic(refs: Sequence[RunResult]) -> Check:
-    if not refs:
-        return Check("deterministic", False, "the reference was not run")
-    if not any(r.has_verdict for r in refs):  # runs that agree on no verdict prove nothing
-        return Check(
-            "deterministic",
-            False,
-            f"no run of the reference had a verdict ({len(refs)} runs; the first "
-            f"{_describe(refs[0])})",
-        )
-    first = _fingerprint(refs[0])
-    for i, r in enumerate(refs[1:], 1):
-        if _fingerprint(r) != first:
-            return Check(
-                "deterministic",
-                False,
-                f"run {i + 1} of the reference {_describe(r)}; the first run {_describe(refs[0])}",
-            )
-    return Check("deterministic", True, f"{len(refs)} runs agree")
 
 
 def _time_limits(env: Environment, timing: Timing) -> Check:

@@ -6,7 +6,8 @@ folder, kept in ``Environment.reference_solution`` as JSON). ``check_session_env
 dg)`` plays its agents through real sessions and returns a ``CheckReport``:
 
 - ``reference``: the reference agent's actions, then ``done``: scores 1.0 and passes;
-- ``deterministic``: three more reference episodes give the same result, case for case;
+- ``deterministic``: three more reference episodes give the same result, case for case (as
+  ``checks.deterministic`` rules: an episode the host failed is left out);
 - ``no-op``: ``done`` at once: scores ``MAX_WRONG_SCORE`` (0), with a verdict;
 - ``busy``: many plausible commands that explore without solving (list the files, read them,
   run the visible tests, look at git and make): ``MAX_WRONG_SCORE``, with a verdict;
@@ -26,9 +27,9 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from deepgym.envs.qa.checks import MAX_WRONG_SCORE, Check, CheckReport
+from deepgym.envs.qa.checks import MAX_WRONG_SCORE, Check, CheckReport, deterministic
 from deepgym.envs.qa.exploits import session_exploits
 from deepgym.exceptions import ConfigError
 from deepgym.models import Environment, RunResult
@@ -121,10 +122,6 @@ def scripted(actions: list[Action]) -> Callable[[Observation], Action]:
     return agent
 
 
-def _fingerprint(r: RunResult) -> tuple[Any, ...]:
-    return (r.has_verdict, r.score, r.passed, r.error_type, [(c.name, c.passed) for c in r.cases])
-
-
 def _low(name: str, r: RunResult) -> Check:
     if not r.has_verdict:
         return Check(name, False, f"no verdict: {r.error_type}: {short_cause(r.error)}")
@@ -167,9 +164,7 @@ def check_session_environment(env: Environment, dg: DeepGym, *, seed: int = 0) -
         why = short_cause(first.error) if not first.has_verdict else f"scored {first.score:.2f}"
         report.checks.append(Check("reference", False, why))
     reruns = [play(reference) for _ in range(REFERENCE_RERUNS)]
-    differ = [i + 2 for i, r in enumerate(reruns) if _fingerprint(r) != _fingerprint(first)]
-    said = f"run(s) {differ} differ from the first" if differ else ""
-    report.checks.append(Check("deterministic", not differ, said))
+    report.checks.append(deterministic([first, *reruns]))
     report.checks.append(_low("no-op", play([])))
     report.checks.append(_low("busy", play(busy_actions())))
     report.checks.append(_low("random", play(random_actions(seed))))
