@@ -258,7 +258,7 @@ class ZygoteLauncher(ServedLauncher):
                     ended = (int(status), float(cpu_ms))
                     if not kill:
                         return ended
-                continue
+                continue  # (another pid: a case no longer waited for, whose end is no one's)
             status, cpu_ms = line.split()
             if int(status) < 0 and ended is not None:
                 return ended
