@@ -12,6 +12,15 @@ from collections.abc import Iterator
 from deepgym.judge.solution_host import RT_SIGACTION
 
 
+def comm(pid: int) -> str:
+    """Process ``pid``'s name, or "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def parent(pid: int) -> int | None:
     """The parent of ``pid``; None once it is gone."""
     try:

@@ -29,7 +29,7 @@ from deepgym import Environment, RunResult
 from deepgym.client import AsyncDeepGym
 from deepgym.scheduling import TimeLimitPolicy
 from tests.faults.conftest import Leftovers
-from tests.procs import descendants, parent
+from tests.procs import comm, descendants, parent
 
 pytestmark = pytest.mark.sandbox
 
@@ -63,14 +63,6 @@ def off(results: list[RunResult], answers: int) -> list[int]:
     """The indices whose result is not what their answer gives; every answer has one result."""
     assert len(results) == answers, f"{answers} answers, {len(results)} results"
     return [i for i, r in enumerate(results) if not as_expected(i, r)]
-
-
-def comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 async def in_play(timeout_s: float = 15.0) -> int:

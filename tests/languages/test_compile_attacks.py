@@ -27,6 +27,7 @@ from deepgym import DeepGym, Environment, RunResult
 from deepgym.judge.blame import tree_pids
 from deepgym.judge.build import COMPILING
 from deepgym.sandbox.base import Backend
+from tests.procs import comm
 from tests.sandbox.conftest import HostGuard
 
 from .compile_sources import ATTACKS
@@ -129,7 +130,7 @@ def _stop_the_build(done: threading.Event, stopped: list[int]) -> None:
     it and everything below it, until the run is done: the host holding a compiler back."""
     me = os.getpid()
     while not done.is_set():
-        builds = [p for p in tree_pids(me) if _comm(p) == COMPILING]
+        builds = [p for p in tree_pids(me) if comm(p) == COMPILING]
         for build in builds:
             for p in tree_pids(build):
                 try:
@@ -139,14 +140,6 @@ def _stop_the_build(done: threading.Event, stopped: list[int]) -> None:
                 if p not in stopped:
                     stopped.append(p)
         done.wait(0.002)
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 @pytest.fixture

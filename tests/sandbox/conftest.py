@@ -30,7 +30,7 @@ from deepgym.exceptions import SandboxUnavailableError
 from deepgym.sandbox import cgroups, headers, make_backend
 from deepgym.sandbox.base import Backend
 from deepgym.sandbox.host import SANDBOX_PYTHON, find_bwrap
-from tests.procs import children, parent
+from tests.procs import children, comm, parent
 
 SANDBOXES = ["strict", "pool"]
 """Every backend that must pass the attack suite (a new one joins by name)."""
@@ -132,14 +132,6 @@ def busy_pool_slots(backend: Backend | None) -> set[str]:
     return out
 
 
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
 def _pid_ns(pid: int) -> str:
     """The pid namespace ``pid`` is in ("" once it is gone)."""
     try:
@@ -161,13 +153,12 @@ def live_pool_pids(backend: Backend | None) -> set[int]:
     todo = list(roots)
     while todo:
         p = todo.pop()
-        comm = _comm(p)
-        if comm in ("", "dg-solution", "dg-init"):
+        if comm(p) in ("", "dg-solution", "dg-init"):
             continue
         out.add(p)
         todo.extend(tree.get(p, []))
-    standbys = {_pid_ns(p) for p in out if _comm(p) == "dg-standby"} - {""}
-    zygotes = [p for p in out if _comm(p) == "dg-zygote"]
+    standbys = {_pid_ns(p) for p in out if comm(p) == "dg-standby"} - {""}
+    zygotes = [p for p in out if comm(p) == "dg-zygote"]
     return out | {k for z in zygotes for k in tree.get(z, []) if _pid_ns(k) in standbys}
 
 
