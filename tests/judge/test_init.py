@@ -86,3 +86,55 @@ def test_no_init_is_made_where_a_signal_has_a_handler() -> None:
     assert done.returncode != 0
     assert "no init may be made here" in done.stderr, done.stderr
     assert os.uname().machine in init.INIT_CODE
+
+
+ENTER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from deepgym.judge import init, isolate
+    isolate.new_user_namespace(os.getuid(), os.getgid(), 65534)
+    isolate.unshare(isolate.CLONE_NEWPID)
+    if os.fork():
+        _, status = os.wait()
+        sys.exit(os.waitstatus_to_exitcode(status))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    make = init.Maker()
+    fd = make(b"test")
+    pids = []
+    for enter in (False, True, True):
+        if enter:
+            make.enter(fd)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(os.getpid())  # its pid in the init's namespace
+        make.leave()
+        pids.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    outside = os.fork()  # after leave: born in this process's own namespace again
+    if outside == 0:
+        os._exit(os.getpid() % 256)
+    inside_own = os.waitstatus_to_exitcode(os.waitpid(outside, 0)[1]) == outside % 256
+    namespace = make.namespaces[fd]
+    signal.pidfd_send_signal(fd, signal.SIGKILL)
+    make.reap(fd)
+    try:
+        os.fstat(namespace)
+        closed = False
+    except OSError:
+        closed = True
+    print(*pids, inside_own, closed, make.namespaces == {} and make.pids == {})
+    """
+)
+
+
+def test_a_live_init_takes_further_children_into_its_namespace() -> None:
+    """``enter``: a pool's zygote puts the next solution process under the init of a namespace
+    that holds nothing else; the children go on from pid 3. ``reap`` closes the namespace."""
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", ENTER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "3", "4", "True", "True", "True"], done

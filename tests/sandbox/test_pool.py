@@ -13,7 +13,7 @@ from deepgym.client import AsyncDeepGym
 from deepgym.sandbox import cgroups
 from deepgym.sandbox.pool import PoolBackend
 from deepgym.scheduling import TimeLimitPolicy
-from tests.procs import descendants
+from tests.procs import comm, descendants
 
 pytestmark = pytest.mark.sandbox
 
@@ -240,5 +240,63 @@ def test_a_worker_parses_a_staged_cases_file_once_and_no_verifier_changes_it() -
                 for _ in range(3):
                     r = await dg.run(env, "def add(a, b):\n    return a + b\n")
                     assert r.has_verdict and r.score == 1.0, (env.name, r)
+
+    asyncio.run(go())
+
+
+# The answer's view of its pid namespace: its pid, and how many processes besides it and the
+# init it can see there (a signal 0 to each pid: a pool's solution has no /proc).
+PROBE_ENV = Environment(
+    name="probe",
+    entry_point="probe",
+    test_cases=[{"args": [], "expected": 0}],
+    verifier_code=(
+        "def verify(solution, test_cases):\n"
+        "    pid, others = solution.probe()\n"
+        "    return {'score': 1.0, 'reward_components': {'pid': pid, 'others': others}}\n"
+    ),
+    timeout=20.0,
+    case_timeout=10.0,
+)
+PROBE = """
+import os
+
+def probe():
+    others = 0
+    for pid in range(2, 256):
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            others += 1
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            others += 1
+    return os.getpid(), others
+"""
+# ... and one that leaves a process behind when it loads
+LEAVES = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n" + PROBE
+
+
+def test_a_namespace_left_empty_hosts_the_next_run_and_one_left_busy_ends() -> None:
+    """Once a run's processes are all gone, its namespace hosts the next solution process under
+    the same init (its pids go on: 3, 4); where the answer left a process, the namespace ends
+    with the run (its init's end takes the process) and the next run is born in a new one
+    (pid 2). Every answer is alone there with the init, whatever ran before it."""
+
+    async def go() -> None:
+        dg = AsyncDeepGym(workers=1, time_limits=TimeLimitPolicy(factor=None))
+        seen = []
+        try:
+            for answer in (PROBE, PROBE, LEAVES, PROBE, PROBE):
+                r = await dg.run(PROBE_ENV, answer)
+                assert r.passed, r
+                seen.append((int(r.reward_components["pid"]), int(r.reward_components["others"])))
+            solutions = [p for p in descendants(os.getpid()) if comm(p) == "dg-solution"]
+        finally:
+            await dg.close()
+        assert seen == [(2, 0), (3, 0), (4, 1), (2, 0), (3, 0)], seen
+        assert not solutions, "the process the answer left outlived its run"
 
     asyncio.run(go())

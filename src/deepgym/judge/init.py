@@ -4,7 +4,8 @@ The kernel drops every signal that reaches a pid namespace's first process (its 
 the namespace without a handler to run: an answer that is pid 1 survives its own
 ``raise(SIGTERM)``, prints on after ``os.kill(os.getpid(), SIGTERM)``, and ends ``abort()`` by
 SIGSEGV. So in both sandboxes pid 1 of the answer's namespace is an init of deepgym's own, and the
-answer runs as pid 2 (its own processes above that), where signals act as on any host.
+answer runs as pid 2 or higher (a pool's namespace may serve several runs in turn, one at a time,
+when each leaves nothing behind), where signals act as on any host.
 
 Threat model: the init shares the answer's uid and pid namespace, so nothing of it may be the
 answer's to use:
@@ -24,8 +25,9 @@ answer's to use:
 
 Two forms, one per sandbox:
 
-- ``Maker`` (pool): the worker's zygote (``deepgym.judge.worker``) makes one per run, just before
-  it forks the run's solution process: it enters a new pid namespace for its children (``unshare``)
+- ``Maker`` (pool): the worker's zygote (``deepgym.judge.worker``) makes one before it forks a
+  solution process, where no init is at hand (the last run's, whose namespace it left empty,
+  serves the next: ``Zygote.end``): it enters a new pid namespace for its children (``unshare``)
   and clones, as that namespace's pid 1, a process that shares the zygote's memory and descriptor
   table (``CLONE_VM | CLONE_FILES``) and runs a few machine instructions: ignore ``SIGCHLD`` (the
   kernel then reaps what the answer orphans), reap what ended before that (on a loaded host an init
@@ -34,9 +36,11 @@ Two forms, one per sandbox:
   page tables or descriptors (a fork of the zygote cost about 1 ms of CPU per run). Its
   dispositions are a copy of the zygote's, which has no handler (the zygote ignores ``SIGINT``, the
   one Python installs), so every signal the answer sends it is dropped. The zygote then forks the
-  solution process into the namespace, as its pid 2 and the zygote's own child (so its exit status
-  and rusage reach the judge as they always did), goes back to its own namespace, and ends the init
-  with the run (``SIGKILL`` from the parent namespace, which an init cannot drop), then reaps it.
+  solution process into the namespace, as its pid 2 (or higher, in a namespace that served a run
+  before: ``enter``) and the zygote's own child (so its exit status and rusage reach the judge as
+  they always did), goes back to its own namespace, and ends the init once a run leaves something
+  behind in its namespace (``SIGKILL`` from the parent namespace, which an init cannot drop), then
+  reaps it.
   The zygote is pid 1 of the pid namespace above: its end ends every init and run below it.
 - ``supervise`` (strict): the solution sandbox's pid 1 (bwrap's ``--as-pid-1``) forks the
   solution host as its child, pid 2, and returns into that child. The init reaps whatever is
@@ -67,6 +71,8 @@ words there; the init's code uses none), the pidfd at the bottom."""
 TOP_FD = 65536
 """Descriptors below this are closed (as a pool's solution process closes the zygote's)."""
 WALL = 0x40000000
+FOR_CHILDREN = "thread-self/ns/pid_for_children"
+"""The pid namespace this thread's next children are born in, below ``/proc``."""
 """``__WALL``: wait for a child whatever its exit signal (an init's is none)."""
 
 INIT_CODE = {
@@ -179,7 +185,13 @@ class Maker:
         self.setns = lib.setns
         self.pids: dict[int, int] = {}
         """Each live init's pid (in this process's namespace), by its pidfd."""
+        self.namespaces: dict[int, int] = {}
+        """Each live init's pid namespace (a descriptor ``enter`` joins), by its pidfd."""
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        # Each new namespace is opened through this, as this process's own: a zygote covers
+        # ``/proc`` once sealed, and an init's ``/proc/<pid>/ns`` is not this process's to open
+        # (the init is non-dumpable).
+        self.proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
 
     def __call__(self, name: bytes) -> int:
         """A new init's pidfd; this process's next children are born in its namespace.
@@ -199,8 +211,23 @@ class Maker:
             self.leave()
             raise
         pidfd = self.pidfd.value
+        try:  # (a namespace can be opened once its first process is born)
+            self.namespaces[pidfd] = os.open(FOR_CHILDREN, os.O_RDONLY, dir_fd=self.proc)
+        except BaseException:
+            self.leave()
+            _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
+            os.waitpid(pid, WALL)
+            os.close(pidfd)
+            raise
         self.pids[pidfd] = pid
         return pidfd
+
+    def enter(self, pidfd: int) -> None:
+        """This process's next children are born in the namespace of a live init this made, as
+        after the call that made it (``leave`` then, as after that call). For a namespace that
+        holds nothing but its init: the caller knows (``Zygote.end``)."""
+        if self.setns(self.namespaces[pidfd], isolate.CLONE_NEWPID) != 0:
+            raise isolate.c_error("setns")
 
     def leave(self) -> None:
         """Children are born in this process's own pid namespace again."""
@@ -217,6 +244,7 @@ class Maker:
             os.waitpid(pid, WALL)
         finally:
             os.close(pidfd)
+            os.close(self.namespaces.pop(pidfd))
 
 
 def supervise(status_fd: int | None) -> None:

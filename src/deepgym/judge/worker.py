@@ -9,13 +9,14 @@ and serves jobs.
 The zygote seals once what every solution shares (``Zygote.seal``: a mount namespace of its own
 with the verifier's folders covered and the rest read-only, the hostname, an empty bounding set,
 no-new-privileges, the seccomp filter, no signal handler, non-dumpable) and keeps one solution
-process forked ahead, a *standby*: pid 2 of a fresh pid namespace whose pid 1 is an init of ours
-(``judge.init.Maker``, cloned by the zygote just before: it shares the zygote's memory, runs no
-code of ours and reaps what the answer orphans), in fresh mount and ipc namespaces, waiting for
-its run. The standby is the zygote's own child, so the zygote reaps it: its exit status (a
-signal's included, which a pid 1 could not die of) and rusage are the answer's own. The zygote
-kills the init with the run and reaps it. The zygote dies with the worker; its end ends every
-init and run below it.
+process forked ahead, a *standby*: pid 2 or higher of a pid namespace whose pid 1 is an init of
+ours (``judge.init.Maker``, cloned by the zygote: it shares the zygote's memory, runs no code of
+ours and reaps what the answer orphans), in fresh mount and ipc namespaces, waiting for its run.
+The standby is the zygote's own child, so the zygote reaps it: its exit status (a signal's
+included, which a pid 1 could not die of) and rusage are the answer's own. When it is reaped, the
+zygote kills its init (ending whatever the answer left in the namespace) and reaps it, or, where
+the worker's cgroup shows nothing of any run left, keeps the init to host the next standby
+(``Zygote.end``). The zygote dies with the worker; its end ends every init and run below it.
 
 Per job (one at a time, a JSON line on stdin) the worker writes the answer to a file of its own,
 asks the zygote for the solution process, and runs the judge itself: the verifier is trusted
@@ -88,7 +89,7 @@ VERIFIER_PRELOAD = ("ast",)
 
 # -- the zygote ---------------------------------------------------------------------------------
 def _become_solution(go: int, fds: list[int], cgroup_fds: list[int]) -> int:
-    """Runs in the forked child, pid 2 of a fresh pid namespace (beside its init): isolate,
+    """Runs in the forked child, pid 2 or higher of a pid namespace (beside its init): isolate,
     wait for its run (the request arrives on ``go``), then serve the answer.
 
     The zygote prepared what every solution shares (``Zygote.seal``): the verifier's folders
@@ -219,8 +220,9 @@ def _warm() -> None:
 
 
 class Zygote:
-    """Forks solution processes from clean memory, each pid 2 of a fresh pid namespace whose
-    pid 1 is an init of ours (``init.Maker``), made here just before.
+    """Forks solution processes from clean memory, each in a pid namespace whose pid 1 is an
+    init of ours (``init.Maker``): pid 2 of a new one, made here just before, or the next pid of
+    one the last run left empty (``end``).
 
     Everything this process touches after a fork is copied (the child shares its pages), so its
     loop is kept to a few system calls: it never decodes a request (the child does) and never
@@ -237,6 +239,12 @@ class Zygote:
         self.dying: list[int] = []
         """The pidfds of the inits killed, whose end ``bury`` waits for."""
         self.standby: tuple[int, int, int, list[int], int] | None = None
+        self.spare: int | None = None
+        """The pidfd of an init whose namespace holds nothing else (``end``): the next solution
+        process is born there, instead of under an init of its own."""
+        self.run_procs = _process_count(cgroup_procs)
+        """Where the worker's group's processes are counted (every process of a run joins it);
+        None where they are not (each init then serves one solution process)."""
         # What its inits, which share this process's memory and copy its signal dispositions,
         # must have: non-dumpable memory, no signal handler (``init.Maker`` checks; it reads
         # this process's ``/proc``, which ``seal`` covers).
@@ -263,9 +271,27 @@ class Zygote:
         isolate.lock()
 
     def fork(self) -> tuple[int, int]:
-        """Fork a solution process into a new pid namespace, as its pid 2: its pid here (0 in
-        the child), and its init's pidfd (pid 1, made first)."""
-        init_fd = self.make_init(b"dg-zygote")
+        """Fork a solution process under an init (pid 1 of its namespace): the spare's (``end``),
+        else a new one, made first. Its pid here (0 in the child), and its init's pidfd. It is
+        the namespace's pid 2, or higher in a spare's."""
+        init_fd, self.spare = self.spare, None
+        if init_fd is not None:
+            try:
+                self.make_init.enter(init_fd)
+            except OSError:
+                _kill(init_fd)
+                self.make_init.reap(init_fd)
+            else:
+                try:
+                    return self._fork_under(init_fd)
+                except OSError:  # (its namespace took no process: its init gone) a new one
+                    pass
+        return self._fork_under(self.make_init(b"dg-zygote"))
+
+    def _fork_under(self, init_fd: int) -> tuple[int, int]:
+        """Fork a solution process into the namespace this process's children are born in, whose
+        init is ``init_fd``'s; then children are born in this process's own again. An init whose
+        fork failed is killed and reaped."""
         pid = -1
         try:
             pid = os.fork()
@@ -363,29 +389,46 @@ class Zygote:
                 os.close(fd)
 
     def end(self, pid: int, kill: bool) -> tuple[int, float]:
-        """Reap (``kill``: kill first) a solution and end its namespace: its init is killed
-        now, whose end takes whatever the answer left there, and reaped by ``bury``. The
-        solution's wait status and CPU ms. One that has ended is reaped before its init is
-        killed: the init, which ends only once every other process of its namespace is gone,
-        then ends at once instead of waiting for this reap."""
+        """Reap (``kill``: kill first) a solution process; then its namespace either ends or
+        hosts the next one. The solution's wait status and CPU ms.
+
+        Every process of a run is in the worker's group: its solution process joins it before
+        the answer's first line, and the answer cannot leave it (no capability, the groups'
+        folders covered). So once the solution is reaped, an empty group means nothing of any
+        run is left in its namespace but the init, and nothing can enter it (a fork needs a
+        process there, a ``setns`` capabilities over the worker's user namespace): the init is
+        kept as the ``spare``, under which ``fork`` puts the next solution process. Otherwise
+        the init is killed now, whose end takes whatever the answer left there, and reaped by
+        ``bury``. (A solution asked to be reaped that has not ended is killed, as its init's
+        end would kill it.)"""
         pidfd, init_fd = self.children.pop(pid)
-        done = None
         try:
-            if not kill:
-                done = _reaped(pid)
-        finally:
-            if init_fd >= 0:  # (a program host has none: it is its namespace's init)
-                _kill(init_fd)
-                self.dying.append(init_fd)
-        try:
+            done = None if kill else _reaped(pid)
             if done is None:
-                if kill:
-                    _kill(pidfd)  # now, not once its init's end reaches it
+                if kill or init_fd >= 0:  # (a program host has no init: its end is awaited)
+                    _kill(pidfd)
                 done = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
+            if init_fd >= 0:  # (a program host has none: it is its namespace's init)
+                if self.spare is None and self._no_run_left():
+                    self.spare = init_fd
+                else:
+                    _kill(init_fd)
+                    self.dying.append(init_fd)
         usage = done[2]
         return done[1], (usage.ru_utime + usage.ru_stime) * 1000.0
+
+    def _no_run_left(self) -> bool:
+        """Whether the worker's group holds no process (``end``); False where it cannot say."""
+        if self.run_procs is None:
+            return False
+        fd, count = self.run_procs
+        try:
+            data = os.pread(fd, 32, 0)
+        except OSError:
+            return False
+        return data.strip() == b"0" if count else data == b""
 
     def bury(self) -> None:
         """Reap the inits ``end`` killed, once the reply is sent (the worker need not wait for
@@ -419,6 +462,24 @@ class Zygote:
                 # the next standby, forked once a process has ended: a run's own processes
                 # do not wait for it, and the next run finds it ready
                 self.prepare()
+
+
+def _process_count(cgroup_procs: list[str]) -> tuple[int, bool] | None:
+    """How ``Zygote.end`` reads whether the worker's group holds a process: a read-only
+    descriptor, and whether it reads a count (v1's ``pids.current``, beside the pids group's
+    ``cgroup.procs``) or a list (v2's ``cgroup.procs``, named ``&N``: the host's descriptor,
+    opened again here for reading). v1's lists are not read: a list read again from one open
+    file may be the one read before (the kernel keeps it a second). None where neither is."""
+    for entry in cgroup_procs:
+        try:
+            if entry.startswith("&"):
+                return os.open(f"/proc/self/fd/{entry[1:]}", os.O_RDONLY), False
+            group = os.path.dirname(entry)  # (v1: ``/cg/<controller>/<slot>``, as policy binds)
+            if os.path.basename(os.path.dirname(group)) == "pids":
+                return os.open(os.path.join(group, "pids.current"), os.O_RDONLY), True
+        except OSError:
+            return None
+    return None
 
 
 def _reaped(pid: int) -> tuple[int, int, Any] | None:

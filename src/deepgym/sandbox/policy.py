@@ -177,7 +177,8 @@ RULES: tuple[Rule, ...] = (
         "its exit status on.",
         "bwrap's init would be a process of the answer's own uid that it could ptrace; and an "
         "answer that were pid 1 itself would ignore its own signals (raise(SIGTERM) returning, "
-        "abort() ending by SIGSEGV). The pool's solution is pid 2 under an init of ours too.",
+        "abort() ending by SIGSEGV). The pool's solution is pid 2 or higher under an init of "
+        "ours too.",
         _fixed("--as-pid-1"),
     ),
     Rule(

@@ -3,11 +3,12 @@
 Each worker is started once in a bwrap of its own (``policy``'s ``worker`` role: all
 namespaces, no network, no host environment, the system read-only) with the judge imported.
 Per run it judges in-process (the verifier is trusted code) while its zygote (a process that
-never held test data or an answer) hands over a solution process it forked ahead: pid 2 of a
-fresh pid namespace under an init of ours (``deepgym.judge.init``), in fresh mount and ipc
-namespaces, uid 65534 without capabilities, in the worker's cgroups and the run's rlimits
-(``deepgym.judge.worker``). The isolation matches
-``strict`` test for test; what changes is that no interpreter and no bwrap start per run.
+never held test data or an answer) hands over a solution process it forked ahead: pid 2 or
+higher of a pid namespace under an init of ours (``deepgym.judge.init``; a namespace the last
+run left empty hosts the next), in fresh mount and ipc namespaces, uid 65534 without
+capabilities, in the worker's cgroups and the run's rlimits (``deepgym.judge.worker``). The
+isolation matches ``strict`` test for test; what changes is that no interpreter and no bwrap
+start per run.
 
 Each worker has a cgroup per controller of its own (``cgroups.Slot``), reused run after run: the
 host sets a run's limits before sending the job and reads its evidence when the run ends; its
