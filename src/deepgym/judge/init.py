@@ -71,9 +71,9 @@ words there; the init's code uses none), the pidfd at the bottom."""
 TOP_FD = 65536
 """Descriptors below this are closed (as a pool's solution process closes the zygote's)."""
 WALL = 0x40000000
+"""``__WALL``: wait for a child whatever its exit signal (an init's is none)."""
 FOR_CHILDREN = "thread-self/ns/pid_for_children"
 """The pid namespace this thread's next children are born in, below ``/proc``."""
-"""``__WALL``: wait for a child whatever its exit signal (an init's is none)."""
 
 INIT_CODE = {
     # rt_sigaction(SIGCHLD, &{SIG_IGN}, NULL, 8); wait4(-1, NULL, WNOHANG | __WALL, NULL) while

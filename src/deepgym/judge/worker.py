@@ -274,26 +274,22 @@ class Zygote:
         """Fork a solution process under an init (pid 1 of its namespace): the spare's (``end``),
         else a new one, made first. Its pid here (0 in the child), and its init's pidfd. It is
         the namespace's pid 2, or higher in a spare's."""
-        init_fd, self.spare = self.spare, None
-        if init_fd is not None:
+        spare, self.spare = self.spare, None
+        if spare is not None:
             try:
-                self.make_init.enter(init_fd)
-            except OSError:
-                _kill(init_fd)
-                self.make_init.reap(init_fd)
-            else:
-                try:
-                    return self._fork_under(init_fd)
-                except OSError:  # (its namespace took no process: its init gone) a new one
-                    pass
+                return self._fork_under(spare, enter=True)
+            except OSError:  # (its namespace took no process: its init gone) a new one
+                pass
         return self._fork_under(self.make_init(b"dg-zygote"))
 
-    def _fork_under(self, init_fd: int) -> tuple[int, int]:
-        """Fork a solution process into the namespace this process's children are born in, whose
-        init is ``init_fd``'s; then children are born in this process's own again. An init whose
-        fork failed is killed and reaped."""
+    def _fork_under(self, init_fd: int, enter: bool = False) -> tuple[int, int]:
+        """Fork a solution process into ``init_fd``'s namespace (``enter``: joined first; else
+        the one this process's children are born in); then children are born in this process's
+        own again. An init whose fork failed is killed and reaped."""
         pid = -1
         try:
+            if enter:
+                self.make_init.enter(init_fd)
             pid = os.fork()
         except BaseException:
             _kill(init_fd)
